@@ -1,0 +1,219 @@
+#!/usr/bin/env bash
+# The project on the lent 2-GPU machine (nvidia-h200-x2): issue 10 (the reference stack at GPU
+# speed) and issue 11 (a real sweep, Ray workers pinned to the two H200s), call by call.
+#
+# The machine has the image's python3 (torch, transformers, httpx, rich, pandas, ...) and nothing
+# else; what the project needs beyond it travels as wheels in .carry/ (git-ignored), 64 MiB a
+# call at most (README of the device tool), so the staging takes several calls made back to back
+# while the machine stays warm (it is given back after ~30 s idle). Here, once:
+#   ../shared/tools/device-stage --ray fastapi starlette uvicorn pydantic pydantic-core \
+#       annotated-types typing-inspection opentelemetry-api importlib-metadata optuna==5.0.0 \
+#       sqlalchemy==2.1.9 alembic colorlog mako greenlet optuna-dashboard==0.21.0 bottle plotly==7.1.0
+#   then split .carry/rest into .carry/serve (the server's wheels: fastapi, starlette, uvicorn,
+#   pydantic(-core), annotated-types, typing-inspection, opentelemetry-api and importlib-metadata
+#   (fastapi 0.165 imports opentelemetry), gguf, the model's index wheel) and .carry/sweepw (optuna,
+#   sqlalchemy, alembic, colorlog, mako, greenlet, jsonschema(-specifications), referencing, rpds-py,
+#   and optuna-dashboard, bottle, plotly: `dashboards`, which sweep.verify and the report import),
+#   leaving Ray's second half in .carry/rest. p4 + serve is ~61 MiB: the tree must stay under ~2.5 MiB.
+# The calls (device tool `run`, kind nvidia-h200-x2, each right after the last one returned):
+#   1. carry [.carry/p1]                 command: bash benchmarks/gpu/run_sweep.sh stage .carry/p1
+#   2. carry [.carry/p2]                 command: bash benchmarks/gpu/run_sweep.sh stage .carry/p2
+#   3. carry [.carry/p3]                 command: bash benchmarks/gpu/run_sweep.sh stage .carry/p3
+#   4. carry [.carry/p4, .carry/serve]   command: bash benchmarks/gpu/run_sweep.sh engine .carry/p4 .carry/serve
+#      installs the server's wheels, prepares the model, then issue 10: the GPU tests on GPU 1 while
+#      GPU 0 runs benchmarks.reference_engine, benchmarks.gpu.profile_step and engine.bench
+#      (through the server's HTTP API) for plain and speculative decoding.
+#   5. carry [.carry/ray1, .carry/sweepw] command: bash benchmarks/gpu/run_sweep.sh stage .carry/ray1 .carry/sweepw
+#   6. carry [.carry/rest]               command: bash benchmarks/gpu/run_sweep.sh sweep .carry/rest
+#      joins and installs Ray, runs studies/joint-gpu.toml with 2 workers, sweep.verify --top 1, then
+#      the same study and budget with 1 worker if the 2-worker run's pace says it fits in the call,
+#      then benchmarks.gpu.sweep_report (where each trial ran, overlap, efficiency, front)
+#   7. only if 6 said the 1-worker run did not fit:  command: bash benchmarks/gpu/run_sweep.sh sweep 1
+# Each command writes its logs and results under $OUT (the device tool brings them back); here
+# they land in runs/gpu-local. Exports (Pareto PNG, CSV) are made afterwards on this machine:
+#   python -m dashboards.export --study joint-gpu --storage sqlite:///<returned db> ...
+# Dry run on a CPU machine (same steps, small sizes; the model cache and wheels already there):
+#   DEVICE=cpu TOKENS=16 BENCH_PROFILE=quick bash benchmarks/gpu/run_sweep.sh engine
+#   DEVICE=cpu STUDY=<a CPU copy of joint-gpu.toml> VERIFY_REFS=<refs> bash benchmarks/gpu/run_sweep.sh sweep
+set -uo pipefail
+
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$repo"
+OUT=${OUT:-$repo/runs/gpu-local}
+DEVICE=${DEVICE:-cuda}
+STUDY=${STUDY:-joint-gpu}
+STUDY_NAME=${STUDY_NAME:-joint-gpu}  # the name inside the study file (its stem unless it sets one)
+PROFILE=${PROFILE:-}             # a profile overriding the study's own (none: the study's, gpu)
+BENCH_PROFILE=${BENCH_PROFILE:-gpu}  # engine.bench's profile in the engine step
+VERIFY_REFS=${VERIFY_REFS:-}     # sweep.verify --refs (none: the held-out set)
+TOKENS=${TOKENS:-512}           # new tokens per prompt in the in-process benchmarks
+WORK=${WORK:-/tmp/g}            # the sweeps' working folder and databases, kept between calls
+PY=${PY:-python3}
+mkdir -p "$OUT"
+export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 COLUMNS=160
+export GEMMA_SWEEP_CACHE=${GEMMA_SWEEP_CACHE:-/tmp/gemma-sweep-cache}
+[[ $DEVICE == cpu ]] && export GEMMA_SWEEP_CACHE=${CPU_CACHE:-$HOME/.cache/gemma-sweep}
+if [[ -d /tmp/site ]]; then export PYTHONPATH=/tmp/site:$repo; else export PYTHONPATH=$repo; fi
+# NVLink multicast stays off (KINDS.md): set again for every process started from here.
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+
+stage() {  # copy the carried folders' files to /tmp/m
+  mkdir -p /tmp/m
+  for d in "$@"; do cp "$d"/* /tmp/m/; done
+  ls -la /tmp/m | tail -n +2 | awk '{s += $5} END {print "staged in /tmp/m:", NR, "files,", s, "bytes"}'
+}
+
+install() {  # install the staged wheels not installed yet (Ray re-joined from its two halves)
+  cd /tmp/m
+  if [[ -f ray.whl.name && -f ray.whl.part.ab ]]; then cat ray.whl.part.* > "$(cat ray.whl.name)" && rm -f ray.whl.part.*; fi
+  local todo=() w
+  for w in *.whl; do [[ -e $w && ! -e .done-$w ]] && todo+=("$w"); done
+  if ((${#todo[@]})); then
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "${todo[@]/#//tmp/m/}" || return 1
+    for w in "${todo[@]}"; do touch ".done-$w"; done
+  fi
+  cd "$repo"
+  export PYTHONPATH=/tmp/site:$repo
+  echo "installed ${#todo[@]} wheels into /tmp/site"
+}
+
+CALL_BUDGET_S=${CALL_BUDGET_S:-570}  # a device command may run 600 s: every step ends inside this
+step() {  # step NAME TIMEOUT_S CMD...: run with a time limit, log to $OUT/NAME.log, print its tail
+  local name=$1 limit=$2; shift 2
+  local began=$SECONDS left=$((CALL_BUDGET_S - SECONDS))
+  ((limit > left)) && limit=$left
+  if ((limit < 15)); then echo "== $name: skipped, the call's time is up"; return 124; fi
+  echo "== $name (limit ${limit} s): $*"
+  timeout --kill-after=10 "$limit" "$@" >"$OUT/$name.log" 2>&1
+  local rc=$?
+  echo "== $name: exit $rc after $((SECONDS - began)) s"
+  tail -n "${TAIL:-25}" "$OUT/$name.log"
+  return $rc
+}
+
+# The PPL reference sets of every GPU run are sampled on that machine (benchmarks/gpu/sample_refs.py),
+# once, and put where the profiles look in that machine's copy of the tree, replacing whatever the
+# copy holds: a set there could be one engine.refset was still writing here (seen 2026-11-30: a
+# sweep's PPL came out near 1.6e6), and the machine's own tokenizer made the sampled contexts.
+REFS=(ppl_refs_reference.jsonl ppl_refs_heldout.jsonl)
+sample_refs() {  # sampled on 12 CPU cores into /tmp/refs, once per machine
+  [[ $DEVICE == cuda ]] || return 0  # (a CPU dry run passes its own study and refs instead)
+  [[ -e /tmp/refs/${REFS[0]} && -e /tmp/refs/${REFS[1]} ]] && return 0
+  step sample_refs 300 "$PY" -m benchmarks.gpu.sample_refs --out /tmp/refs --records 16 --threads 12
+}
+
+refs() {  # the sampled sets into studies/data (this machine's copy of the tree only)
+  [[ $DEVICE == cuda ]] || return 0
+  local f
+  for f in "${REFS[@]}"; do
+    cp "/tmp/refs/$f" studies/data/ || return 1
+    echo "studies/data/$f: $(wc -l <"/tmp/refs/$f") records sampled on this machine"
+  done
+}
+
+engine() {  # issue 10 (and issue 2's GPU run): needs the model's four parts and the server's wheels
+  if [[ $DEVICE == cuda ]]; then
+    install || exit 1
+    nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv
+    "$PY" -c 'import torch, transformers; print("torch", torch.__version__, "cuda", torch.version.cuda, "gpus", torch.cuda.device_count(), "transformers", transformers.__version__)'
+  fi
+  step prepare 240 "$PY" -m engine.reference.prepare || exit 1
+  local refs_pid=
+  if [[ $DEVICE == cuda ]]; then sample_refs >/dev/null 2>&1 & refs_pid=$!; fi
+  local gpu_tests=() gpu_bench=()
+  [[ $DEVICE == cuda ]] && gpu_tests=(env CUDA_VISIBLE_DEVICES=1) gpu_bench=(env CUDA_VISIBLE_DEVICES=0)
+  # The GPU identity tests run beside the benchmarks, on the other GPU.
+  ( "${gpu_tests[@]}" env REFERENCE_TEST_DEVICE="$DEVICE" timeout 420 "$PY" -m pytest -q -p no:cacheprovider \
+      tests/reference/test_static_step.py tests/reference/test_identity.py >"$OUT/tests-$DEVICE.log" 2>&1
+    echo "exit $?" >>"$OUT/tests-$DEVICE.log" ) &
+  local tests_pid=$!
+  step reference_engine 200 "${gpu_bench[@]}" "$PY" -m benchmarks.reference_engine --device "$DEVICE" \
+      --prompts 4 --tokens "$TOKENS" --k "${GRID_K:-1,3,5,7}" --ctk "${GRID_CTK:-8,32,49,2048}" --ngram
+  step profile_step 120 "${gpu_bench[@]}" "$PY" -m benchmarks.gpu.profile_step --device "$DEVICE" --tokens "$TOKENS" \
+      --backends "${PROFILE_BACKENDS:-inductor,none}"
+  # Through the server's HTTP API with the project's TPS client: plain, the manifest's default
+  # speculative config, and the fastest draft config of the in-process grid.
+  [[ -n $refs_pid ]] && wait "$refs_pid"
+  refs || exit 1
+  local best
+  best=$(sed -n 's/^best: draft k=\([0-9]*\) ctk=\([0-9]*\) .*/\1 \2/p' "$OUT/reference_engine.log")
+  local configs=("plain" "3 32")
+  [[ -n $best && $best != "3 32" ]] && configs+=("$best")
+  for c in "${configs[@]}"; do
+    local args=(--manifest reference-plain) name=bench-plain
+    if [[ $c != plain ]]; then
+      read -r k ctk <<<"$c"
+      args=(--manifest reference --set "num_speculative_tokens=$k" --set "centroid_top_k=$ctk")
+      name=bench-k$k-ctk$ctk
+    fi
+    step "$name" 100 "${gpu_bench[@]}" "$PY" -m engine.bench "${args[@]}" \
+        --profile "$BENCH_PROFILE" --workdir "/tmp/bench/$name"
+  done
+  wait "$tests_pid"
+  echo "== tests on $DEVICE:"; tail -n 15 "$OUT/tests-$DEVICE.log"
+  summary
+}
+
+summary() {  # the short table last (the device tool returns the output's end)
+  echo; echo "===== summary ($DEVICE)"
+  grep -E '^(plain greedy|draft|ngram|best:|reference engine)' "$OUT/reference_engine.log" 2>/dev/null
+  grep -E '^(==|plain step|draft|kernels|prefill|boot)' "$OUT/profile_step.log" 2>/dev/null
+  for f in "$OUT"/bench-*.log; do [[ -e $f ]] && echo "$(basename "$f" .log): $(grep -E '^(TPS|PPL|acceptance|timings)' "$f" | tr -s ' ' | paste -sd'|')"; done
+  grep -E 'passed|failed|error' "$OUT/tests-$DEVICE.log" 2>/dev/null | tail -n 3
+}
+
+run_sweep() {  # run_sweep WORKERS LIMIT_S: the study with that many workers, into $WORK/joint-gpu-<N>w.db
+  local workers=$1 limit=$2 profile=()
+  [[ -n $PROFILE ]] && profile=(--profile "$PROFILE")
+  step "sweep-${workers}w" "$limit" "$PY" -m sweep.run --study "$STUDY" "${profile[@]}" --workers "$workers" \
+      --storage "sqlite:///$WORK/joint-gpu-${workers}w.db"
+}
+
+sweep() {  # issue 11: sweep [1|2] [carried dirs]; by default the 2-worker run, verify, then the
+  # 1-worker run of the same study and budget if the 2-worker run's pace says it fits in this call
+  local only=
+  [[ ${1:-} =~ ^[12]$ ]] && { only=$1; shift; }
+  if (($#)); then stage "$@"; fi
+  [[ $DEVICE == cuda ]] && { install || exit 1; }
+  sample_refs
+  refs || exit 1
+  # The databases stay in $WORK between calls ($OUT is emptied before each); Ray's socket paths
+  # must stay short, so the sweeps run from there too (runs/ and Ray's files go there).
+  mkdir -p "$WORK" && cd "$WORK" || exit 1
+  local began=$SECONDS
+  if [[ $only != 1 ]]; then
+    run_sweep 2 420
+    local two=$((SECONDS - began)) verify_refs=() profile=()
+    [[ -n $VERIFY_REFS ]] && verify_refs=(--refs "$VERIFY_REFS")
+    [[ -n $PROFILE ]] && profile=(--profile "$PROFILE")
+    step verify 150 "$PY" -m sweep.verify --study "$STUDY" "${profile[@]}" "${verify_refs[@]}" \
+        --storage "sqlite:///$WORK/joint-gpu-2w.db" --top 1 --repeats "${VERIFY_REPEATS:-1}"
+    # The 2-worker run took the baseline alone plus ceil(11 / 2) rounds: 7 trial times; 1 worker needs 12.
+    local need=$((two * 12 / 7 * 115 / 100)) left=$((CALL_BUDGET_S - SECONDS - 30))
+    if [[ -z $only ]] && ((need < left)); then
+      run_sweep 1 "$left"
+    elif [[ -z $only ]]; then
+      echo "== the 1-worker run (~${need} s) does not fit in this call (${left} s left): run 'sweep 1' next"
+    fi
+  else
+    run_sweep 1 $((CALL_BUDGET_S - SECONDS - 30))
+  fi
+  local db
+  for db in "$WORK"/joint-gpu-*w.db; do
+    "$PY" -c 'import sqlite3, sys; sqlite3.connect(sys.argv[1]).execute("PRAGMA wal_checkpoint(TRUNCATE)")' "$db"
+    cp "$db" "$OUT/"
+  done
+  tar -czf "$OUT/runs.tar.gz" --exclude=runs/ray runs -C /tmp refs 2>/dev/null
+  cd "$repo"
+  local single=()
+  [[ -e $WORK/joint-gpu-1w.db ]] && single=(--single "sqlite:///$WORK/joint-gpu-1w.db")
+  [[ -e $WORK/joint-gpu-2w.db ]] && TAIL=60 step sweep_report 60 "$PY" -m benchmarks.gpu.sweep_report \
+      --study "$STUDY_NAME" --storage "sqlite:///$WORK/joint-gpu-2w.db" "${single[@]}"
+}
+
+case ${1:-} in
+  stage) shift; stage "$@" ;;
+  engine) shift; (($#)) && stage "$@"; engine ;;
+  sweep) shift; sweep "$@" ;;
+  *) echo "usage: $0 stage DIR... | engine [DIR...] | sweep [1|2] [DIR...]" >&2; exit 2 ;;
+esac

@@ -1,0 +1,153 @@
+"""``python -m benchmarks.record_grid``: measure the response surface the sampler benchmark replays.
+
+Runs the sweep itself, ``python -m sweep.run``, over two studies on the reference stack into one
+database: ``benchmarks/studies/joint_grid.toml`` (the joint study's space, coarse, as a full
+grid) and ``joint_grid_repeats.toml`` (a few of its points again, for the noise). Then writes
+every measured trial of both as ``benchmarks/results/joint_grid.csv`` (see
+``benchmarks._surface``), its ``#`` lines saying the command, how long the trials took and
+the machine's load. An interrupted run resumes where it stopped: the same command again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import sys
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from sqlalchemy.engine import make_url
+
+from benchmarks._report import RESULTS_DIR, command_line
+from benchmarks._surface import COLUMNS
+from benchmarks._sweeps import REPO, SweepRunError, load_note, run_sweep
+from benchmarks._timeline import load_timeline
+from dashboards.reading import open_existing
+from engine.errors import ConfigError
+
+__all__ = ["main"]
+
+STUDIES = REPO / "benchmarks" / "studies"
+GRID_STUDIES = ("joint_grid", "joint_grid_repeats")
+RUN_FOLDER = REPO / "runs" / "benchmarks" / "grid"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Args:
+    storage: str
+    out: Path
+    record: bool  # False: only write the CSV from what the database holds
+    refs: Path | None  # a PPL reference set in place of the profile's
+
+
+def _study_file(study: str, refs: Path | None) -> Path:
+    """The committed study file, or a copy in the run folder whose profile reads ``refs``."""
+    path = STUDIES / f"{study}.toml"
+    if refs is None:
+        return path
+    text = path.read_text()
+    if "\n[profile]\n" not in text:
+        raise ConfigError(f"{path}: no [profile] table to set refs in")
+    copy = RUN_FOLDER / path.name
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    copy.write_text(text.replace("\n[profile]\n", f"\n[profile]\nrefs = {json.dumps(str(refs.resolve()))}\n"))
+    return copy
+
+
+def _rows(storage_url: str) -> tuple[list[str], list[dict[str, object]], str]:
+    """The CSV's header and rows, and a line naming the profile they were measured with."""
+    storage = open_existing(storage_url)
+    try:
+        records = [r for study in GRID_STUDIES for r in storage.measurements(study)]
+    finally:
+        storage.close()
+    knobs = sorted({k for r in records for k in r.knobs})
+    rows = [
+        {"study": r.study_name, "trial": r.trial_number, "is_baseline": r.is_baseline, "status": r.status,
+         **{k: r.knobs[k] for k in knobs}, "tps": r.tps, "ppl": r.ppl}
+        for r in records
+    ]  # fmt: skip
+    profiles = {json.dumps(r.profile, sort_keys=True) for r in records}
+    fields = ("name", "num_prompts", "output_len", "ppl_records", "warmup_requests", "refs")
+    profile = "; ".join(
+        ", ".join(f"{k} {p.get(k)}" for k in fields) for p in (json.loads(text) for text in sorted(profiles))
+    )
+    return [*COLUMNS, *knobs, "tps", "ppl"], rows, f"profile: {profile}"
+
+
+def _notes(storage_url: str, *, profile: str, walls: dict[str, float], loads: list[str]) -> list[str]:
+    notes = [f"command: {command_line()}", profile]
+    for study in GRID_STUDIES:
+        timeline = load_timeline(storage_url, study)
+        busy = sum(t.wall_s for t in timeline)
+        span = (max(t.told for t in timeline) - min(t.asked for t in timeline)).total_seconds()
+        boot = sum(t.phases.get("boot", 0.0) for t in timeline)
+        line = (f"{study}: {len(timeline)} trials, {busy / 60:.1f} min of trials (ask to tell; {boot / 60:.1f} of it "
+                f"boot), first ask to last tell {span / 60:.1f} min, from {timeline[0].asked:%Y-%m-%d %H:%M} local time")  # fmt: skip
+        if study in walls:
+            line += f"; this command's sweep.run took {walls[study] / 60:.1f} min"
+        notes.append(line)
+    notes += [f"load: {load}" for load in loads]
+    notes.append(f"written {datetime.now(UTC):%Y-%m-%d %H:%M} UTC")
+    return notes
+
+
+def write_csv(path: Path, *, header: list[str], rows: list[dict[str, object]], notes: list[str]) -> None:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=header, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f"# {n}\n" for n in notes) + buffer.getvalue())
+
+
+def _absolute(url: str) -> str:
+    """The URL with a relative SQLite path made absolute: sweep.run runs in the run folder, and
+    the path must name the same file there as in the caller's folder."""
+    parsed = make_url(url)
+    path = parsed.database
+    if parsed.get_backend_name() != "sqlite" or not path or path == ":memory:" or Path(path).is_absolute():
+        return url
+    return parsed.set(database=str(Path(path).resolve())).render_as_string(hide_password=False)
+
+
+def parse_args(argv: list[str] | None = None) -> Args:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.record_grid", description=__doc__.splitlines()[0])
+    default_db = f"sqlite:///{RUN_FOLDER / 'grid.db'}"
+    parser.add_argument("--storage", default=default_db, help=f"database of the two studies (default {default_db})")
+    parser.add_argument("--out", type=Path, default=RESULTS_DIR / "joint_grid.csv", help="the CSV to write")
+    parser.add_argument("--csv-only", action="store_true", help="measure nothing: write the CSV from the database")
+    parser.add_argument("--refs", type=Path, help="PPL reference set (JSONL) in place of the profile's, e.g. the first "
+                        "complete batch of a set engine.refset is still writing")  # fmt: skip
+    ns = parser.parse_args(argv)
+    if ns.refs is not None and not ns.refs.is_file():
+        parser.error(f"--refs {ns.refs}: no such file")
+    return Args(storage=_absolute(ns.storage), out=ns.out, record=not ns.csv_only, refs=ns.refs)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    walls: dict[str, float] = {}
+    loads = [f"before {load_note()}"]
+    try:
+        if args.record:
+            for study in GRID_STUDIES:
+                run = run_sweep("--study", str(_study_file(study, args.refs)), "--storage", args.storage,
+                                folder=RUN_FOLDER, log_name=f"{study}.log")  # fmt: skip
+                walls[study] = run.wall_s
+                loads.append(f"after {study}: {load_note()}")
+        header, rows, profile = _rows(args.storage)
+        notes = _notes(args.storage, profile=profile, walls=walls, loads=loads)
+        write_csv(args.out, header=header, rows=rows, notes=notes)
+    except (ConfigError, SweepRunError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"written: {args.out} ({len(rows)} trials)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

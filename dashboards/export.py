@@ -1,0 +1,103 @@
+"""``python -m dashboards.export --study NAME``: the study's charts and table as files.
+
+Writes ``pareto.html`` (self-contained: plotly.js inlined, opens with no network; the Pareto
+chart, one knob-versus-metric chart per swept knob, the optimisation history), ``pareto.png``
+and ``pareto.svg`` (kaleido through the system Chromium) and ``trials.csv``, by default into
+``runs/exports/<study>/``. ``sweep.run`` calls ``export_study`` when a sweep ends.
+
+Exit codes: 0 written; 1 Chromium failed to render (the HTML and CSV are written); 2 bad input
+(no such database or study, nothing completed, no Chromium). One line on stderr, no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from dashboards.data import StudyData, load_study_data, require_measured
+from dashboards.figures import THEMES, Theme, history_figure, knob_figure, pareto_figure
+from dashboards.images import write_images
+from dashboards.reading import open_existing
+from dashboards.table import trials_frame
+from engine.errors import ConfigError, GemmaSweepError
+from sweep.storage import DEFAULT_STORAGE_URL
+
+__all__ = ["EXPORTS_DIR", "export_study", "main"]
+
+EXPORTS_DIR = Path("runs/exports")
+
+
+def export_study(
+    study_name: str, storage_url: str = DEFAULT_STORAGE_URL, out_dir: Path | None = None, *, theme: Theme = "light"
+) -> list[Path]:
+    """Write the four files; returns their paths. Raises ``ConfigError`` subclasses on bad input."""
+    storage = open_existing(storage_url)
+    try:
+        data = require_measured(load_study_data(storage, study_name))
+    finally:
+        storage.close()
+    out = Path(out_dir) if out_dir is not None else EXPORTS_DIR / study_name
+    out.mkdir(parents=True, exist_ok=True)
+    html_path, csv_path = out / "pareto.html", out / "trials.csv"
+    html_path.write_text(report_html(data, theme=theme), encoding="utf-8")
+    trials_frame(data).to_csv(csv_path, index=False)
+    images = write_images(pareto_figure(data, theme=theme), [out / "pareto.png", out / "pareto.svg"])
+    return [html_path, *images, csv_path]
+
+
+def report_html(data: StudyData, *, theme: Theme = "light") -> str:
+    """One page, plotly.js inlined once (the first figure) and shared by the others."""
+    figures = [pareto_figure(data, theme=theme)]
+    figures += [knob_figure(data, knob, theme=theme) for knob in data.knob_names]
+    figures.append(history_figure(data, theme=theme))
+    parts = [
+        fig.to_html(full_html=False, include_plotlyjs=(i == 0), div_id=f"figure-{i}", config={"displaylogo": False})
+        for i, fig in enumerate(figures)
+    ]
+    dark = theme == "dark"
+    style = "background:#111;color:#eee" if dark else "background:#fff;color:#111"
+    title = html.escape(f"{data.study_name}: TPS vs PPL")
+    return (
+        f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{title}</title></head>"
+        f"<body style='font-family:sans-serif;{style}'>\n" + "\n".join(parts) + "\n</body></html>\n"
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExportArgs:
+    study: str
+    storage: str
+    out: Path | None
+    theme: Theme
+
+
+def parse_args(argv: list[str] | None = None) -> ExportArgs:
+    parser = argparse.ArgumentParser(prog="python -m dashboards.export", description=__doc__.splitlines()[0])
+    parser.add_argument("--study", required=True, help="the Optuna study name (e.g. ctk)")
+    parser.add_argument("--storage", default=DEFAULT_STORAGE_URL, help=f"database URL (default {DEFAULT_STORAGE_URL})")
+    parser.add_argument("--out", type=Path, help="output folder (default runs/exports/<study>/)")
+    parser.add_argument("--theme", choices=sorted(THEMES), default="light")
+    ns = parser.parse_args(argv)
+    return ExportArgs(study=ns.study, storage=ns.storage, out=ns.out, theme=ns.theme)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        paths = export_study(args.study, args.storage, args.out, theme=args.theme)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except GemmaSweepError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    for path in paths:
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

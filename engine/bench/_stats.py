@@ -1,0 +1,15 @@
+"""Percentile summaries of per-request timings."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def summarize(values: list[float], *, prefix: str = "") -> dict[str, float]:
+    """mean, min, max and p50/p90/p99 (linear interpolation, as numpy), keys ``<prefix>p50`` ..."""
+    if not values:
+        return {}
+    array = np.asarray(values, dtype=float)
+    summary = {"mean": array.mean(), "min": array.min(), "max": array.max()}
+    summary.update({f"p{q}": np.percentile(array, q) for q in (50, 90, 99)})
+    return {f"{prefix}{key}": float(value) for key, value in summary.items()}

@@ -1,0 +1,173 @@
+"""Warm-up, TPS and the optional streaming pass, as the challenge's ``bench_serving`` run.
+
+TPS is SGLang's ``output_throughput`` for the ``vllm-chat`` backend: ``POST
+/v1/chat/completions`` one request at a time, non-streaming, ``temperature=0``, ``ignore_eos``,
+``max_tokens`` = output length; the sum of ``usage.completion_tokens`` over the timed requests
+divided by the wall time from the first timed request's start to the last one's end. Warm-up
+requests and the pause after them are outside that window.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from engine.bench._http import first_choice, post_json
+from engine.bench._metrics import read_spec_counters
+from engine.data import Prompt
+from engine.errors import BenchmarkError
+
+CHAT = "/v1/chat/completions"
+
+
+@dataclass
+class TpsResult:
+    tps: float
+    completion_tokens: int
+    wall_s: float
+    latencies_s: list[float]
+    output_token_ids: list[list[int]] = field(default_factory=list)  # empty unless the stack gives them
+    output_text_sha256: list[str] = field(default_factory=list)
+    drafted_tokens: int | None = None
+    accepted_tokens: int | None = None
+
+    @property
+    def acceptance_rate(self) -> float | None:
+        if not self.drafted_tokens or self.accepted_tokens is None:
+            return None
+        return self.accepted_tokens / self.drafted_tokens
+
+
+@dataclass
+class ChatAnswer:
+    text: str
+    completion_tokens: int
+    token_ids: list[int] | None
+
+
+def chat_payload(prompt: Prompt, *, model: str, max_tokens: int, stream: bool = False) -> dict[str, Any]:
+    payload: dict[str, Any] = {
+        "model": model,
+        "messages": [{"role": "user", "content": prompt.text}],
+        "max_tokens": max_tokens,
+        "temperature": 0.0,
+        "ignore_eos": True,
+        "stream": stream,
+    }
+    if stream:
+        payload["stream_options"] = {"include_usage": True}
+    else:
+        # vLLM returns the generated ids on request: the greedy-identity check needs them.
+        payload["return_token_ids"] = True
+    return payload
+
+
+def parse_chat(data: dict[str, Any], *, what: str) -> ChatAnswer:
+    choice = first_choice(data, what=what)
+    message = choice.get("message")
+    text = message.get("content") if isinstance(message, dict) else None
+    if not isinstance(text, str):
+        raise BenchmarkError(f"{what}: response has no 'choices[0].message.content' string")
+    usage = data.get("usage")
+    tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
+    if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 0:
+        raise BenchmarkError(f"{what}: response has no 'usage.completion_tokens' count (got {usage!r})")
+    ids = choice.get("token_ids")
+    if ids is not None and not (isinstance(ids, list) and all(isinstance(t, int) for t in ids)):
+        raise BenchmarkError(f"{what}: 'choices[0].token_ids' is not a list of token ids")
+    return ChatAnswer(text=text, completion_tokens=tokens, token_ids=ids)
+
+
+def chat(client: httpx.Client, prompt: Prompt, *, model: str, max_tokens: int, what: str) -> ChatAnswer:
+    data = post_json(client, CHAT, chat_payload(prompt, model=model, max_tokens=max_tokens), what=what)
+    return parse_chat(data, what=what)
+
+
+def warm_up(
+    client: httpx.Client, *, model: str, prompt: Prompt, requests: int, output_len: int, pause_s: float
+) -> None:
+    """The harness's untimed warm-up: short requests on the first prompt, then a pause."""
+    for i in range(requests):
+        chat(client, prompt, model=model, max_tokens=output_len, what=f"warm-up request {i + 1}")
+    time.sleep(pause_s)
+
+
+def measure_tps(client: httpx.Client, *, model: str, prompts: list[Prompt], output_len: int) -> TpsResult:
+    before = read_spec_counters(client)
+    answers, latencies = [], []
+    first_start = last_end = 0.0
+    for i, prompt in enumerate(prompts):
+        start = time.perf_counter()
+        answers.append(chat(client, prompt, model=model, max_tokens=output_len, what=f"TPS prompt {prompt.id}"))
+        end = time.perf_counter()
+        if i == 0:
+            first_start = start
+        last_end = end
+        latencies.append(end - start)
+    after = read_spec_counters(client)
+    wall = last_end - first_start
+    tokens = sum(a.completion_tokens for a in answers)
+    have_ids = all(a.token_ids is not None for a in answers)
+    spec = (int(after[0] - before[0]), int(after[1] - before[1])) if before and after else (None, None)
+    return TpsResult(
+        tps=tokens / wall,
+        completion_tokens=tokens,
+        wall_s=wall,
+        latencies_s=latencies,
+        output_token_ids=[list(a.token_ids or []) for a in answers] if have_ids else [],
+        output_text_sha256=[hashlib.sha256(a.text.encode()).hexdigest() for a in answers],
+        drafted_tokens=spec[0],
+        accepted_tokens=spec[1],
+    )
+
+
+def _stream_one(client: httpx.Client, prompt: Prompt, *, model: str, max_tokens: int) -> tuple[float, list[float]]:
+    what = f"streaming prompt {prompt.id}"
+    payload = chat_payload(prompt, model=model, max_tokens=max_tokens, stream=True)
+    start = time.perf_counter()
+    arrivals = []
+    try:
+        with client.stream("POST", CHAT, json=payload) as response:
+            if response.status_code != 200:
+                raise BenchmarkError(f"{what}: answered HTTP {response.status_code}: {response.read()[:300]!r}")
+            for line in response.iter_lines():
+                if not line.startswith("data:"):
+                    continue
+                body = line[5:].strip()
+                if body == "[DONE]":
+                    break
+                try:
+                    chunk = json.loads(body)
+                except (ValueError, RecursionError):  # JSONDecodeError, a huge number, deep nesting
+                    raise BenchmarkError(f"{what}: malformed stream chunk {body[:200]!r}") from None
+                if not isinstance(chunk, dict):
+                    raise BenchmarkError(f"{what}: stream chunk is not a JSON object: {body[:200]!r}")
+                # A chunk without content (the role, the usage) is fine; so is any odd shape inside.
+                choices = chunk.get("choices")
+                first = choices[0] if isinstance(choices, list) and choices else None
+                delta = first.get("delta") if isinstance(first, dict) else None
+                if isinstance(delta, dict) and delta.get("content"):
+                    arrivals.append(time.perf_counter())
+    except httpx.TimeoutException:
+        raise BenchmarkError(f"{what}: timed out after {client.timeout.read} s") from None
+    except httpx.HTTPError as exc:
+        raise BenchmarkError(f"{what}: failed ({type(exc).__name__}: {exc})") from None
+    if not arrivals:
+        raise BenchmarkError(f"{what}: the stream carried no content")
+    gaps = [b - a for a, b in zip(arrivals, arrivals[1:])]
+    return arrivals[0] - start, gaps
+
+
+def stream_pass(client: httpx.Client, *, model: str, prompts: list[Prompt], output_len: int) -> tuple[list[float], list[float]]:
+    """Time to first token per prompt, and every gap between content chunks (inter-token latency)."""
+    ttfts, itls = [], []
+    for prompt in prompts:
+        ttft, gaps = _stream_one(client, prompt, model=model, max_tokens=output_len)
+        ttfts.append(ttft)
+        itls.extend(gaps)
+    return ttfts, itls

@@ -1,0 +1,120 @@
+"""From a manifest and knob values to the exact process to start: ``LaunchConfig``.
+
+The port rule: a manifest that says where its port goes (a ``{port}`` placeholder anywhere, or
+a ``PORT`` key in its env) gets a free port per trial, so several engines share a host. A
+manifest that does neither listens where its ``port`` field says (the challenge's 8000). Either
+way the chosen port is exported as ``PORT``, which the challenge's ``serve.py`` stacks read.
+
+The env of a ``LaunchConfig`` is what is laid over the starting process's own environment
+(``os.environ``, which carries ``CUDA_VISIBLE_DEVICES`` from Ray): the manifest's env after knobs
+and placeholders, ``PORT``, and ``HF_HUB_OFFLINE=1`` so that no stack downloads weights at run time.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine.errors import EngineBootError
+from engine.knobs import apply_knobs, baseline_knobs, validate_knob_values
+from engine.manifest import REPO_ROOT, Manifest
+
+__all__ = ["LaunchConfig", "build_launch", "free_port"]
+
+# Ports handed out by this process and not yet seen in use: the kernel may offer one again
+# between our probe and the engine's bind, so we never hand the same one out twice.
+_handed_out: set[int] = set()
+
+
+@dataclass(frozen=True, kw_only=True)
+class LaunchConfig:
+    argv: list[str]
+    env: dict[str, str]  # laid over os.environ when the process starts
+    cwd: Path
+    host: str
+    port: int
+    served_model_name: str
+    manifest_name: str
+    knobs: dict[str, int] = field(default_factory=dict)  # every consumed knob's effective value
+
+    @property
+    def base_url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    def process_env(self) -> dict[str, str]:
+        return {**os.environ, **self.env}
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nothing listens on now, and that this process has not handed out before."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    for _ in range(100):
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            sock.bind((host, 0))
+            port = sock.getsockname()[1]
+        if port not in _handed_out:
+            _handed_out.add(port)
+            return port
+    raise EngineBootError(f"no free port found on {host}")
+
+
+def _reference_checkpoint() -> str:
+    # Imported here: preparing the reference model pulls in torch and can take a minute, and
+    # only manifests that name {reference_checkpoint} need it.
+    from engine.reference.prepare import prepare_model
+
+    try:
+        return str(prepare_model().checkpoint_dir)
+    except Exception as exc:  # any failure of the preparation is a boot failure of this trial
+        raise EngineBootError(f"preparing the reference checkpoint failed: {exc}") from exc
+
+
+def _fill(text: str, values: Mapping[str, str]) -> str:
+    for name, value in values.items():
+        text = text.replace("{" + name + "}", value)
+    return text
+
+
+def build_launch(
+    manifest: Manifest,
+    knobs: Mapping[str, Any] | None = None,
+    *,
+    host: str = "127.0.0.1",
+    port: int | None = None,
+    workdir: Path | None = None,
+    tmpdir: Path | None = None,
+) -> LaunchConfig:
+    """Apply knobs, choose the port, fill placeholders. Raises KnobError for bad knob values."""
+    checked = validate_knob_values(manifest, knobs or {})
+    patched = apply_knobs(manifest, checked)
+    if port is None:
+        wants_free = patched.uses_placeholder("port") or "PORT" in patched.env
+        port = free_port(host) if wants_free else patched.port
+    values = {"port": str(port), "host": host, "python": sys.executable, "repo": str(REPO_ROOT)}
+    if patched.uses_placeholder("reference_checkpoint"):
+        values["reference_checkpoint"] = _reference_checkpoint()
+    if workdir is not None:
+        values["workdir"] = str(Path(workdir).resolve())
+    if tmpdir is not None:
+        values["tmpdir"] = str(tmpdir)
+    env = {key: _fill(value, values) for key, value in patched.env.items()}
+    env["PORT"] = str(port)
+    env["HF_HUB_OFFLINE"] = "1"
+    home = manifest.source.parent if manifest.source else REPO_ROOT
+    cwd = home / _fill(patched.cwd, values) if patched.cwd else home
+    return LaunchConfig(
+        argv=[_fill(item, values) for item in patched.serve],
+        env=env,
+        cwd=cwd,
+        host=host,
+        port=port,
+        served_model_name=patched.served_model_name,
+        manifest_name=patched.name,
+        knobs={**baseline_knobs(manifest), **checked},
+    )

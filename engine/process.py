@@ -1,0 +1,242 @@
+"""One serving stack as a process group: start, wait until ready, stop. ``EngineProcess``.
+
+Call order: ``start()`` -> ``wait_ready()`` -> (requests to ``base_url``) -> ``stop()``. As a
+context manager, entering starts and waits (stopping again if boot fails) and leaving stops.
+``stop()`` may be called at any point and more than once.
+
+- The stack runs in its own session (``start_new_session``), so its process group holds every
+  child it spawns; stop signals the whole group: TERM, then KILL after a grace period, and only
+  returns once no live member is left, which also frees its port.
+- stdout and stderr go to one log file; errors carry its last lines.
+- Readiness is ``GET /v1/models`` answering 200 and listing the served model name. The poll
+  notices at once when the process has exited, and stops the group at the boot timeout.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+import socket
+import subprocess
+import time
+import weakref
+from pathlib import Path
+from types import TracebackType
+from typing import NoReturn
+
+import httpx
+
+from engine.errors import EngineBootError
+from engine.launch import LaunchConfig
+
+__all__ = ["EngineProcess", "group_members", "read_log_tail"]
+
+_running: "weakref.WeakSet[EngineProcess]" = weakref.WeakSet()
+
+
+def read_log_tail(path: Path, *, lines: int = 40) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - 65536))
+            text = fh.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live (non-zombie) processes of a process group, read from /proc.
+
+    A zombie cannot hold a port or memory, and where PID 1 does not reap orphans a killed
+    group leaves zombies behind, so ``killpg(pgid, 0)`` alone would call the group alive.
+    """
+    members = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            members.append(int(entry))
+    return members
+
+
+def _port_in_use(host: str, port: int) -> bool:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.settimeout(1.0)
+        return sock.connect_ex((host, port)) == 0
+
+
+class EngineProcess:
+    def __init__(
+        self,
+        launch: LaunchConfig,
+        *,
+        log_path: Path,
+        boot_timeout_s: float = 600.0,
+        stop_grace_s: float = 10.0,
+        poll_interval_s: float = 0.2,
+    ) -> None:
+        self.launch = launch
+        self.log_path = Path(log_path)
+        self.boot_timeout_s = boot_timeout_s
+        self.stop_grace_s = stop_grace_s
+        self.poll_interval_s = poll_interval_s
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._started_at = 0.0
+        self._stopped = False
+
+    # --- state ------------------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        return self.launch.base_url
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    @property
+    def returncode(self) -> int | None:
+        """None while the process runs (or before start), else its exit status."""
+        return self._proc.poll() if self._proc else None
+
+    def exit_status(self, *, wait_s: float = 0.0) -> int | None:
+        """The exit status, waiting up to ``wait_s`` for it; None while it still runs."""
+        if self._proc is None:
+            return None
+        try:
+            return self._proc.wait(timeout=wait_s)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def log_tail(self, lines: int = 40) -> str:
+        return read_log_tail(self.log_path, lines=lines)
+
+    def _name(self) -> str:
+        return f"engine {self.launch.manifest_name!r} (pid {self.pid}, port {self.launch.port})"
+
+    # --- lifecycle --------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._proc is not None:
+            raise RuntimeError("EngineProcess.start() called twice")
+        if _port_in_use(self.launch.host, self.launch.port):
+            raise EngineBootError(
+                f"engine {self.launch.manifest_name!r}: port {self.launch.port} on "
+                f"{self.launch.host} is already in use by another process"
+            )
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as log:
+            log.write(f"[gemma-sweep] starting in {self.launch.cwd}: {self.launch.argv}\n".encode())
+            log.flush()
+            try:
+                self._proc = subprocess.Popen(
+                    self.launch.argv,
+                    cwd=self.launch.cwd,
+                    env=self.launch.process_env(),
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            except OSError as exc:
+                raise EngineBootError(
+                    f"engine {self.launch.manifest_name!r}: cannot start {self.launch.argv[0]!r} "
+                    f"in {self.launch.cwd}: {exc.strerror or exc}"
+                ) from None
+        self._started_at = time.monotonic()
+        _running.add(self)
+
+    def wait_ready(self) -> float:
+        """Block until the stack serves; return seconds since start. Stops it on failure."""
+        if self._proc is None:
+            raise RuntimeError("EngineProcess.wait_ready() before start()")
+        deadline = self._started_at + self.boot_timeout_s
+        url = f"{self.base_url}/v1/models"
+        with httpx.Client(timeout=2.0) as client:
+            while True:
+                code = self._proc.poll()
+                if code is not None:
+                    self._fail(f"{self._name()} exited with status {code} during boot")
+                try:
+                    response = client.get(url)
+                    if response.status_code == 200:
+                        self._check_models(response)
+                        return time.monotonic() - self._started_at
+                except httpx.HTTPError:
+                    pass  # not listening yet
+                if time.monotonic() >= deadline:
+                    self._fail(
+                        f"{self._name()} was not ready after {self.boot_timeout_s:g} s "
+                        f"(GET {url}); its process group was stopped"
+                    )
+                time.sleep(self.poll_interval_s)
+
+    def _check_models(self, response: httpx.Response) -> None:
+        try:
+            served = [m["id"] for m in response.json()["data"]]
+        except (ValueError, KeyError, TypeError):
+            self._fail(f"{self._name()}: GET /v1/models answered malformed JSON: {response.text[:200]!r}")
+        if self.launch.served_model_name not in served:
+            self._fail(
+                f"{self._name()} serves {served}, not the manifest's served_model_name "
+                f"{self.launch.served_model_name!r}"
+            )
+
+    def _fail(self, message: str) -> NoReturn:
+        self.stop()
+        raise EngineBootError(f"{message} (log: {self.log_path})", log_tail=self.log_tail())
+
+    def stop(self) -> float:
+        """TERM the group, KILL it after the grace period; return seconds it took."""
+        if self._proc is None or self._stopped:
+            return 0.0
+        began = time.monotonic()
+        pgid = self._proc.pid
+        if not self._signal_and_wait(pgid, signal.SIGTERM, self.stop_grace_s):
+            with open(self.log_path, "ab") as log:
+                log.write(f"[gemma-sweep] still running {self.stop_grace_s:g} s after TERM: KILL\n".encode())
+            if not self._signal_and_wait(pgid, signal.SIGKILL, 10.0):
+                raise EngineBootError(f"{self._name()}: process group {pgid} survived SIGKILL")
+        self._proc.wait()
+        self._stopped = True  # the group id may belong to someone else from now on
+        _running.discard(self)
+        return time.monotonic() - began
+
+    def _signal_and_wait(self, pgid: int, sig: signal.Signals, timeout_s: float) -> bool:
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            pass
+        deadline = time.monotonic() + timeout_s
+        while True:
+            self._proc.poll()  # reap the leader, else it stays a member as a zombie  # type: ignore[union-attr]
+            if not group_members(pgid):
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
+
+    def __enter__(self) -> "EngineProcess":
+        self.start()
+        self.wait_ready()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+@atexit.register
+def _stop_leftovers() -> None:
+    # An interrupted driver or worker must not leave stacks holding ports and memory.
+    for engine in list(_running):
+        engine.stop()

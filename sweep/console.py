@@ -1,0 +1,149 @@
+"""What a sweep prints: a live progress line, one line per finished trial, then the front.
+
+On a terminal the progress line (done / running / failed, best feasible TPS, front size,
+elapsed, ETA) stays at the bottom and redraws; elsewhere (CI, a log file) only the event lines
+and the final table are printed, so a log reads top to bottom.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rich.console import Console
+from rich.live import Live
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from sweep.pareto import FrontPoint, pareto_front
+from sweep.storage import MeasurementRecord
+
+__all__ = ["Progress", "SweepConsole", "front_records"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Progress:
+    budget: int
+    done: int  # trials that ended for good (complete + failed)
+    complete: int
+    failed: int
+    running: int
+    best_tps: float | None  # fastest feasible trial so far
+    front_size: int
+    elapsed_s: float
+    eta_s: float | None
+
+
+def front_records(records: Sequence[MeasurementRecord]) -> list[MeasurementRecord]:
+    """The feasible, non-dominated measured trials, fastest first."""
+    by_number = {r.trial_number: r for r in records if r.status == "complete"}
+    points = [
+        FrontPoint(number=r.trial_number, tps=r.tps, ppl=r.ppl, feasible=bool(r.feasible))  # type: ignore[arg-type]
+        for r in by_number.values()
+    ]
+    return [by_number[p.number] for p in pareto_front(points)]
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    minutes, secs = divmod(int(round(seconds)), 60)
+    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
+def _knobs_text(knobs: dict[str, int], keys: Sequence[str]) -> str:
+    return escape(" ".join(f"{k}={knobs[k]}" for k in keys if k in knobs))
+
+
+class SweepConsole:
+    def __init__(self, console: Console | None = None) -> None:
+        self.out = console or Console(highlight=False)
+        self._live: Live | None = None
+        self._last_done = 0  # a log's first progress line comes with the first finished trial
+
+    # --- the run ----------------------------------------------------------------------
+
+    def begin(self, *, study: str, manifest: str, gate: str, budget: int, workers: int, db: str) -> None:
+        self.out.print(
+            f"[bold]study {escape(study)}[/]: manifest {escape(manifest)}, gate {gate}, budget {budget} trials, "
+            f"{workers} worker(s); database {escape(db)}"
+        )
+        if self.out.is_terminal:
+            self._live = Live(Text(""), console=self.out, refresh_per_second=2, transient=True)
+            self._live.start()
+
+    def note(self, message: str) -> None:
+        self.out.print(escape(message))
+
+    def started(self, number: int, knobs: dict[str, int], *, baseline: bool) -> None:
+        label = "baseline " if baseline else ""
+        self.out.print(f"  trial {number}: {label}started  {_knobs_text(knobs, sorted(knobs))}")
+
+    def finished(self, record: MeasurementRecord, *, requeued: bool) -> None:
+        head = f"  trial {record.trial_number}: "
+        if record.status == "complete":
+            gate = "" if record.gate is None else f"  gate {record.gate:.4f}"
+            mark = "feasible" if record.feasible else "[yellow]infeasible[/]"
+            identity = ""
+            if record.identity_diff_prompts is not None:
+                n = record.identity_diff_prompts
+                identity = "  greedy identical" if n == 0 else f"  [red]greedy output differs on {n} prompt(s)[/]"
+            self.out.print(f"{head}TPS {record.tps:.2f}  PPL {record.ppl:.4f}{gate}  {mark}{identity}")
+        else:
+            again = "; re-queued" if requeued else ""
+            self.out.print(f"{head}[red]FAILED[/] ({record.fail_kind}): {escape(record.reason or '')}{again}")
+            # The stack's own last words (a Python exception, usually) name the cause without
+            # a trip to the log file.
+            last = next((line.strip() for line in reversed(record.log_tail.splitlines()) if line.strip()), "")
+            if last:
+                self.out.print(f"    last log line: {escape(last)}")
+
+    def progress(self, p: Progress) -> None:
+        best = "-" if p.best_tps is None else f"{p.best_tps:.2f}"
+        line = (
+            f"done {p.done}/{p.budget}  running {p.running}  failed {p.failed}  "
+            f"best feasible TPS {best}  front {p.front_size}  "
+            f"elapsed {_duration(p.elapsed_s)}  ETA {_duration(p.eta_s)}"
+        )
+        if self._live is not None:
+            self._live.update(Text(line))
+        elif p.done != self._last_done:  # a log gets the line once per finished trial
+            self.out.print(f"  ({line})")
+        self._last_done = p.done
+
+    def end(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+
+    # --- the result -------------------------------------------------------------------
+
+    def front(self, records: Sequence[MeasurementRecord], *, knobs: Sequence[str], title: str) -> None:
+        front = front_records(records)
+        table = Table(title=escape(title), title_justify="left")
+        table.add_column("trial", justify="right")
+        for knob in knobs:
+            table.add_column(knob, justify="right")
+        for column in ("TPS", "PPL", "gate margin", "greedy identity"):
+            table.add_column(column, justify="right")
+        for r in front:
+            margin = "" if r.gate is None else f"{r.gate - r.ppl:+.4f} ({(r.gate - r.ppl) / r.gate:+.1%})"  # type: ignore[operator]
+            identity = (
+                "baseline" if r.is_baseline
+                else "-" if r.identity_diff_prompts is None
+                else "same" if r.identity_diff_prompts == 0
+                else f"differs ({r.identity_diff_prompts})"
+            )  # fmt: skip
+            cells = [str(r.knobs.get(k, "")) for k in knobs]
+            table.add_row(str(r.trial_number), *cells, f"{r.tps:.2f}", f"{r.ppl:.4f}", margin, identity)
+        if not front:
+            self.out.print(f"{escape(title)}: no feasible measured trial yet")
+        else:
+            self.out.print(table)
+
+    def summary(self, p: Progress, *, db: str) -> None:
+        self.out.print(
+            f"{p.complete} complete, {p.failed} failed, {_duration(p.elapsed_s)} elapsed. "
+            f"Database: {escape(db)}  (browse: optuna-dashboard {escape(db)})"
+        )

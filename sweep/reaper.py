@@ -1,0 +1,105 @@
+"""Engines never outlive the worker that started them.
+
+A trial's engine runs as a child of its Ray worker, in its own session (``engine.process``),
+so a worker killed by Ray (``ray.kill``, a lost node, a driver that died) would leave the stack
+running, holding memory, a port and maybe a GPU. Each worker starts one watchdog process
+(``python -m sweep.reaper PID``) in a session of its own, detached from the worker's process
+tree (it forks and its first process exits): it remembers the worker's
+session-leader children (the engines) and, once the worker is gone, stops their process groups.
+``stop_engine_groups`` is the same stop, called by a live worker when the driver asks.
+
+It polls every half second, so an engine started less than that before its worker was killed
+can escape it; the engine's own stop (``engine.process``) covers every orderly exit.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+
+import psutil
+
+from engine.process import group_members
+
+__all__ = ["engine_groups", "stop_engine_groups"]
+
+_POLL_S = 0.5
+_GRACE_S = 10.0
+
+
+def engine_groups(parent: psutil.Process, *, exclude: set[int]) -> list[int]:
+    """Children of ``parent`` that lead their own process group (the engines), by pid."""
+    groups = []
+    try:
+        children = parent.children(recursive=False)
+    except psutil.NoSuchProcess:
+        return groups
+    for child in children:
+        if child.pid not in exclude and _pgid(child.pid) == child.pid:
+            groups.append(child.pid)
+    return groups
+
+
+def _alive(pgid: int) -> bool:
+    return bool(group_members(pgid))
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except (ProcessLookupError, PermissionError):
+        return None
+
+
+def stop_engine_groups(pgids: list[int], *, grace_s: float = _GRACE_S) -> None:
+    """TERM each group, KILL what is left after the grace period."""
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+        live = [g for g in pgids if _alive(g)]
+        for pgid in live:
+            try:
+                os.killpg(pgid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + wait_s
+        while live and time.monotonic() < deadline:
+            time.sleep(0.1)
+            live = [g for g in live if _alive(g)]
+        if not live:
+            return
+
+
+def _watch(worker_pid: int) -> None:
+    try:
+        worker = psutil.Process(worker_pid)
+    except psutil.NoSuchProcess:
+        return
+    me = {os.getpid(), os.getpgrp()}  # the group id is the pid of the detached-from parent
+    known: set[int] = set()
+    while _running(worker):
+        known |= set(engine_groups(worker, exclude=me))
+        # Forget groups that ended, so a reused id is never signalled.
+        known = {g for g in known if _alive(g)}
+        time.sleep(_POLL_S)
+    stop_engine_groups(sorted(known))
+
+
+def _running(process: psutil.Process) -> bool:
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _detach() -> None:
+    """Leave the worker's process tree. A raylet kills a dying worker's direct children (Ray's
+    kill_child_processes_on_worker_exit): the engine's leader, and this watchdog if it stayed
+    one; the engine's own children would then outlive everyone. Their group is what it stops."""
+    if os.fork() > 0:
+        os._exit(0)
+
+
+if __name__ == "__main__":
+    _detach()
+    _watch(int(sys.argv[1]))

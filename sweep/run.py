@@ -1,0 +1,144 @@
+"""``python -m sweep.run --study ctk``: run or resume a study; see ``--help``.
+
+Exit status: 0 done, 1 the study could not go on (its baseline failed for good, or workers
+cannot start on the cluster), 2 bad input
+(one line on stderr, nothing booted), 130 interrupted (the in-flight trials are re-queued and
+the same command resumes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import signal
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+
+from engine.errors import ConfigError, GemmaSweepError
+from sweep.spec import StudySpec, load_study
+from sweep.storage import DEFAULT_STORAGE_URL
+
+__all__ = ["RunArgs", "main", "parse_args"]
+
+RUN_DIR = Path("runs")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunArgs:
+    study: str
+    storage: str
+    trials: int | None
+    profile: str | None
+    manifest: str | None
+    workers: int | None
+    ray_address: str | None
+    dry_run: bool
+
+    def resume_command(self) -> str:
+        parts = ["python", "-m", "sweep.run", "--study", self.study]
+        for flag, value in (
+            ("--storage", None if self.storage == DEFAULT_STORAGE_URL else self.storage),
+            ("--trials", self.trials),
+            ("--profile", self.profile),
+            ("--manifest", self.manifest),
+            ("--workers", self.workers),
+            ("--ray-address", self.ray_address),
+        ):
+            if value is not None:
+                parts += [flag, str(value)]
+        return shlex.join(parts)
+
+
+def parse_args(argv: list[str] | None = None) -> RunArgs:
+    parser = argparse.ArgumentParser(
+        prog="python -m sweep.run",
+        description="Run or resume a Pareto sweep (TPS vs PPL under the gate) of a serving stack.",
+    )
+    parser.add_argument("--study", required=True, help="a study in studies/ (ctk, window, spec, joint) or a .toml path")
+    parser.add_argument("--storage", default=DEFAULT_STORAGE_URL, help=f"database URL (default {DEFAULT_STORAGE_URL})")
+    parser.add_argument("--trials", type=int, help="trial budget for this run, the baseline included")
+    parser.add_argument("--profile", help="benchmark profile from studies/profiles.toml (quick, challenge, ...)")
+    parser.add_argument("--manifest", help="swap the study's stack: a name in studies/manifests/ or a path")
+    parser.add_argument("--workers", type=int, help="trials in flight at once (one engine each)")
+    parser.add_argument("--ray-address", help="join this Ray cluster (default: start a local one)")
+    parser.add_argument("--dry-run", action="store_true", help="print the trials' argv and env; boot nothing")
+    ns = parser.parse_args(argv)
+    for name in ("trials", "workers"):
+        value = getattr(ns, name)
+        if value is not None and value < 1:
+            parser.error(f"--{name} must be at least 1, got {value}")
+    return RunArgs(
+        study=ns.study,
+        storage=ns.storage,
+        trials=ns.trials,
+        profile=ns.profile,
+        manifest=ns.manifest,
+        workers=ns.workers,
+        ray_address=ns.ray_address,
+        dry_run=ns.dry_run,
+    )
+
+
+def _raise_interrupt(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def _sweep(spec: StudySpec, args: RunArgs, out: Console) -> int:
+    # Imported here: Ray and Optuna take seconds to import, and bad input should fail fast.
+    from sweep.cluster import ray_session
+    from sweep.console import SweepConsole
+    from sweep.driver import SweepStopped, run_study
+    from sweep.exports import export_results
+    from sweep.storage import open_storage
+
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # the console reports every trial itself
+    storage = open_storage(args.storage)
+    console = SweepConsole(out)
+    try:
+        with ray_session(address=args.ray_address, temp_dir=RUN_DIR / "ray"):
+            # After ray.init, which installs its own SIGTERM handler (a bare exit): under
+            # `timeout`, systemd or a scheduler, TERM then stops as cleanly as Ctrl-C does.
+            signal.signal(signal.SIGTERM, _raise_interrupt)
+            result = run_study(spec, storage, console=console, run_dir=RUN_DIR)
+    except KeyboardInterrupt:
+        out.print(f"resume with: {args.resume_command()}", markup=False)
+        return 130
+    except SweepStopped as exc:
+        out.print(f"[red]stopped:[/] {escape(str(exc))}")
+        out.print(f"once fixed, resume with: {args.resume_command()}", markup=False)
+        return 1
+    finally:
+        storage.close()
+    console.front(result.records, knobs=list(spec.space), title=f"Pareto front of {spec.name} ({spec.gate.describe()})")
+    console.summary(result.progress, db=args.storage)
+    export_results(spec.name, args.storage, out=out, run_dir=RUN_DIR)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    # Off a terminal (CI, a log file) rich would wrap at 80 columns: give tables room instead.
+    out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160)
+    try:
+        spec = load_study(
+            args.study, manifest=args.manifest, profile=args.profile, n_trials=args.trials, workers=args.workers
+        )
+        if args.dry_run:
+            from sweep.dryrun import print_dry_run
+
+            print_dry_run(spec, out=out)
+            return 0
+        return _sweep(spec, args, out)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""From a study's sampler name and space to Optuna: the sampler, and one trial's knob values.
+
+The gate reaches every sampler the same way: the driver sets it on each trial with
+``Trial.set_constraint`` (Optuna 5's constraint API, which TPE, NSGA-II and GP read), so no
+sampler needs a ``constraints_func``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from sweep.spec import KnobSpace, StudySpec
+
+__all__ = ["make_sampler", "sampler_exhausted", "suggest_knobs"]
+
+# Random trials before TPE or GP model the results (Optuna's default is 10): studies here run
+# 10-40 trials of minutes each, and with 5 multivariate TPE reached 99% of the best feasible TPS
+# in 14 median trials instead of 20.5 (benchmarks/results/sample_efficiency.txt).
+_STARTUP_TRIALS = 5
+
+
+class _AskTellGridSampler(optuna.samplers.GridSampler):
+    """GridSampler whose end of grid does not call ``study.stop()``.
+
+    ``Study.stop`` only works inside ``optimize``; in ask/tell it raises from ``tell``. The
+    driver asks ``is_exhausted`` itself before each new trial.
+    """
+
+    def after_trial(
+        self, study: optuna.Study, trial: FrozenTrial, state: TrialState, values: Sequence[float] | None
+    ) -> None:
+        return None
+
+
+def make_sampler(spec: StudySpec, *, resumed_trials: int = 0) -> optuna.samplers.BaseSampler:
+    """The study's sampler. A resumed study's seed is moved on by the trials it already holds:
+    the same seed again would replay the first run's random draws, i.e. measure them twice."""
+    seed = None if spec.seed is None else spec.seed + resumed_trials
+    if spec.sampler == "grid":
+        grid = {knob: space.values() for knob, space in spec.space.items()}
+        return _AskTellGridSampler(grid, seed=seed)
+    if spec.sampler == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    if spec.sampler == "nsga2":
+        return optuna.samplers.NSGAIISampler(seed=seed)
+    if spec.sampler == "gp":
+        return optuna.samplers.GPSampler(seed=seed, n_startup_trials=_STARTUP_TRIALS)
+    # Multivariate: the best point is a combination (a window inside the gate with the fastest
+    # drafter settings), which independent per-knob TPE, Optuna's multi-objective default,
+    # cannot model. Swapped in on the recorded joint grid: per-knob reached 99% of the best TPS
+    # in 19.5 median trials with 10 start-up trials and 22.5 with 5 (random 34.5), multivariate
+    # with 5 in 14.
+    return optuna.samplers.TPESampler(seed=seed, multivariate=True, n_startup_trials=_STARTUP_TRIALS)
+
+
+def sampler_exhausted(sampler: optuna.samplers.BaseSampler, study: optuna.Study) -> bool:
+    """Only a grid ends: when every point has been measured."""
+    return isinstance(sampler, optuna.samplers.GridSampler) and sampler.is_exhausted(study)
+
+
+def _suggest(trial: optuna.Trial, space: KnobSpace) -> Any:
+    if space.choices is not None:
+        return trial.suggest_categorical(space.knob, list(space.choices))
+    return trial.suggest_int(space.knob, space.low, space.high, step=space.step)  # type: ignore[arg-type]
+
+
+def suggest_knobs(trial: optuna.Trial, spec: StudySpec, *, baseline: bool) -> dict[str, int]:
+    """The knob values a trial sets: none for the baseline (the manifest as it is), else the
+    study's fixed values and the sampled ones. Optuna records the baseline's values too."""
+    sampled = {knob: int(_suggest(trial, space)) for knob, space in spec.space.items()}
+    return {} if baseline else {**spec.fixed, **sampled}

@@ -1,0 +1,412 @@
+"""Study definitions: ``studies/<name>.toml`` -> a validated, frozen ``StudySpec``.
+
+Everything is checked before anything boots: unknown fields, the sampler, the search space of
+each knob (known to ``engine.knobs``, consumed by the study's manifest, values in range), the
+gate, the profile and the resources. Each error names the file and the field and, where there
+is a fixed set, lists the valid choices. The layout::
+
+    name = "ctk"                  # Optuna study name; default: the file's stem
+    manifest = "reference"        # a name in studies/manifests/ or a path
+    n_trials = 7                  # budget: measured trials, the baseline included
+    sampler = "grid"              # tpe (default), nsga2, gp, random, grid
+    seed = 1
+    workers = 1                   # trials in flight at once, one engine each
+    identity_required = false     # a lossless-knob trial whose greedy output differs is infeasible
+    objectives = { tps = "maximize", ppl = "minimize" }   # the only pair; may be left out
+
+    [gate]                        # exactly one of:
+    ppl_max_ratio = 1.05          #   relative to the baseline trial's PPL (the challenge's +5%)
+    # ppl_max = 2.42              #   absolute
+
+    [profile]                     # or: profile = "quick"
+    name = "quick"
+    num_prompts = 4               # any field of engine.profiles.BenchProfile overrides it
+
+    [space.centroid_top_k]        # one table per swept knob:
+    choices = [8, 16, 32]         #   a list of values, or
+    # low = 8, high = 64, step = 8  an int range (step defaults to 1)
+
+    [fixed]                       # knob values every trial but the baseline gets
+    num_speculative_tokens = 4
+
+    [resources]                   # per trial (one engine)
+    accelerator_type = "A10G"     # nodes advertising accelerator_type:A10G; none: any node
+    num_gpus = 1
+    num_cpus = 1
+
+The baseline trial runs the manifest as it is, so the baseline value of every swept knob must
+lie in its space (Optuna records the baseline as one of the study's points).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine.data import load_ppl_records, load_prompts
+from engine.errors import ConfigError, StudySpecError
+from engine.knobs import KNOBS, baseline_knobs, consumed_knobs, validate_knob_values
+from engine.manifest import Manifest, load_manifest
+from engine.profiles import STUDIES_DIR, BenchProfile, get_profile
+
+__all__ = ["DEFAULT_SAMPLER", "SAMPLERS", "Gate", "KnobSpace", "Resources", "StudySpec", "load_study", "study_path"]
+
+SAMPLERS = ("tpe", "nsga2", "gp", "random", "grid")
+DEFAULT_SAMPLER = "tpe"
+OBJECTIVES = {"tps": "maximize", "ppl": "minimize"}
+_TOP_FIELDS = {
+    "name", "manifest", "n_trials", "sampler", "seed", "workers", "identity_required",
+    "objectives", "gate", "profile", "space", "fixed", "resources",
+}  # fmt: skip
+
+
+@dataclass(frozen=True, kw_only=True)
+class KnobSpace:
+    """The values one knob may take: an int range with a step, or a list of choices."""
+
+    knob: str
+    low: int | None = None
+    high: int | None = None
+    step: int = 1
+    choices: tuple[int, ...] | None = None
+
+    def values(self) -> list[int]:
+        if self.choices is not None:
+            return list(self.choices)
+        return list(range(self.low, self.high + 1, self.step))  # type: ignore[arg-type]
+
+    def contains(self, value: int) -> bool:
+        if self.choices is not None:
+            return value in self.choices
+        return self.low <= value <= self.high and (value - self.low) % self.step == 0  # type: ignore[operator]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Gate:
+    """Feasible means PPL <= the gate: absolute, or a ratio of the baseline trial's PPL."""
+
+    ppl_max: float | None = None
+    ppl_max_ratio: float | None = None
+
+    def resolve(self, baseline_ppl: float | None) -> float | None:
+        """The gate's PPL; None while a ratio gate waits for its baseline."""
+        if self.ppl_max is not None:
+            return self.ppl_max
+        return None if baseline_ppl is None else baseline_ppl * self.ppl_max_ratio  # type: ignore[operator]
+
+    def describe(self) -> str:
+        if self.ppl_max is not None:
+            return f"PPL <= {self.ppl_max:g}"
+        return f"PPL <= {self.ppl_max_ratio:g} x baseline"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Resources:
+    accelerator_type: str | None = None
+    num_gpus: float = 0
+    num_cpus: float = 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class StudySpec:
+    name: str
+    source: Path
+    manifest: Manifest
+    space: dict[str, KnobSpace]
+    fixed: dict[str, int]
+    gate: Gate
+    profile: BenchProfile
+    n_trials: int
+    sampler: str = DEFAULT_SAMPLER
+    seed: int | None = None
+    workers: int = 1
+    identity_required: bool = False
+    resources: Resources = field(default_factory=Resources)
+
+    def baseline(self) -> dict[str, int]:
+        """The manifest's own value of every knob it consumes: trial 0."""
+        return baseline_knobs(self.manifest)
+
+    def effective(self, knobs: dict[str, int]) -> dict[str, int]:
+        """Every consumed knob's value in a trial that sets ``knobs`` and leaves the rest as is.
+
+        Trials are stored and compared by this, so that "the same knobs" means the same stack.
+        """
+        return {**self.baseline(), **knobs}
+
+
+def study_path(name_or_path: str | Path) -> Path:
+    """``ctk`` means ``studies/ctk.toml``; anything that looks like a path is a path."""
+    text = str(name_or_path)
+    path = Path(text).expanduser()
+    if path.suffix != ".toml" and len(path.parts) == 1 and not path.exists():
+        path = STUDIES_DIR / f"{text}.toml"
+    if not path.is_file():
+        known = sorted(p.stem for p in STUDIES_DIR.glob("*.toml") if p.stem != "profiles")
+        raise StudySpecError(f"study {text!r} not found (no file {path}); known studies: {known}")
+    return path
+
+
+def load_study(
+    name_or_path: str | Path,
+    *,
+    manifest: str | Path | None = None,
+    profile: str | None = None,
+    n_trials: int | None = None,
+    workers: int | None = None,
+) -> StudySpec:
+    """Read and validate a study; the keyword arguments are the CLI's one-run overrides."""
+    path = study_path(name_or_path)
+    try:
+        raw = tomllib.loads(path.read_text())
+    except OSError as exc:
+        raise StudySpecError(f"{path}: cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise StudySpecError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise StudySpecError(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:
+        raise StudySpecError(f"{path}: not valid TOML: nested too deeply") from None
+    return _parse(raw, path, manifest=manifest, profile=profile, n_trials=n_trials, workers=workers)
+
+
+def _parse(
+    raw: dict[str, Any],
+    path: Path,
+    *,
+    manifest: str | Path | None,
+    profile: str | None,
+    n_trials: int | None,
+    workers: int | None,
+) -> StudySpec:
+    where = str(path)
+    unknown = sorted(set(raw) - _TOP_FIELDS)
+    if unknown:
+        raise StudySpecError(f"{where}: unknown field(s) {unknown}; valid: {sorted(_TOP_FIELDS)}")
+
+    name = _str(raw.get("name", path.stem), where, "name")
+    manifest_ref = manifest if manifest is not None else raw.get("manifest")
+    if manifest_ref is None:
+        raise StudySpecError(f"{where}: field 'manifest' is required (a name in studies/manifests/ or a path)")
+    loaded = _manifest(manifest_ref, path, from_cli=manifest is not None)
+
+    _check_objectives(raw.get("objectives", OBJECTIVES), where)
+    sampler = _str(raw.get("sampler", DEFAULT_SAMPLER), where, "sampler")
+    if sampler not in SAMPLERS:
+        raise StudySpecError(f"{where}: field 'sampler': unknown sampler {sampler!r}; valid: {list(SAMPLERS)}")
+    seed = raw.get("seed")
+    if seed is not None:
+        _int(seed, where, "seed", minimum=0)
+
+    space = _space(raw.get("space"), loaded, where)
+    fixed = _fixed(raw.get("fixed", {}), loaded, where, space)
+    _baseline_in_space(space, loaded, where)
+    if sampler == "grid" and n_trials is None and "n_trials" not in raw:
+        budget = 1 + _grid_size(space)  # the baseline, then every grid point once
+    else:
+        budget = n_trials if n_trials is not None else raw.get("n_trials")
+        if budget is None:
+            raise StudySpecError(f"{where}: field 'n_trials' is required (the trial budget, baseline included)")
+    return StudySpec(
+        name=name,
+        source=path,
+        manifest=loaded,
+        space=space,
+        fixed=fixed,
+        gate=_gate(raw.get("gate"), where),
+        profile=_profile(raw.get("profile", "quick"), where, override=profile),
+        n_trials=_int(budget, "--trials" if n_trials is not None else where, "n_trials", minimum=1),
+        sampler=sampler,
+        seed=seed,
+        workers=_int(workers if workers is not None else raw.get("workers", 1), where, "workers", minimum=1),
+        identity_required=_bool(raw.get("identity_required", False), where, "identity_required"),
+        resources=_resources(raw.get("resources", {}), where),
+    )
+
+
+# --- field parsers: each raises StudySpecError naming the file and the field ---------------
+
+
+def _str(value: Any, where: str, name: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise StudySpecError(f"{where}: field {name!r} must be a non-empty string, got {value!r}")
+    return value
+
+
+def _int(value: Any, where: str, name: str, *, minimum: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise StudySpecError(f"{where}: field {name!r} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def _number(value: Any, where: str, name: str, *, minimum: float, above: bool = False) -> float:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not ok or value < minimum or (above and value == minimum):
+        bound = f"> {minimum:g}" if above else f">= {minimum:g}"
+        raise StudySpecError(f"{where}: field {name!r} must be a number {bound}, got {value!r}")
+    return float(value)
+
+
+def _bool(value: Any, where: str, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise StudySpecError(f"{where}: field {name!r} must be true or false, got {value!r}")
+    return value
+
+
+def _table(value: Any, where: str, name: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise StudySpecError(f"{where}: field {name!r} must be a table, got {value!r}")
+    return value
+
+
+def _manifest(ref: Any, study: Path, *, from_cli: bool) -> Manifest:
+    if not isinstance(ref, (str, Path)):
+        raise StudySpecError(f"{study}: field 'manifest' must be a manifest name or path, got {ref!r}")
+    path = Path(ref).expanduser()
+    # A relative path written in a study file is relative to that file; on the command line,
+    # to the current folder. A bare name is looked up in studies/manifests/ either way.
+    if not from_cli and not path.is_absolute() and (path.suffix == ".json" or len(path.parts) > 1):
+        ref = study.parent / path
+    try:
+        return load_manifest(ref)
+    except ConfigError as exc:
+        where = "--manifest" if from_cli else f"{study}: field 'manifest'"
+        raise StudySpecError(f"{where}: {exc}") from None
+
+
+def _check_objectives(value: Any, where: str) -> None:
+    if value != OBJECTIVES:
+        raise StudySpecError(
+            f"{where}: field 'objectives' must be {{ tps = \"maximize\", ppl = \"minimize\" }} "
+            f"(PPL is gated by [gate], not traded), got {value!r}"
+        )
+
+
+def _knob_known(knob: str, manifest: Manifest, where: str, table: str) -> None:
+    if knob not in KNOBS:
+        raise StudySpecError(f"{where}: [{table}] unknown knob {knob!r}; valid knobs: {sorted(KNOBS)}")
+    consumed = consumed_knobs(manifest)
+    if knob not in consumed:
+        raise StudySpecError(
+            f"{where}: [{table}] knob {knob!r} is not consumed by manifest {manifest.label} "
+            f"(knobs it consumes: {consumed})"
+        )
+
+
+def _knob_value(knob: str, value: Any, manifest: Manifest, where: str, name: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise StudySpecError(f"{where}: field {name!r}: {value!r} is not an integer")
+    try:
+        return validate_knob_values(manifest, {knob: value})[knob]
+    except ConfigError as exc:
+        raise StudySpecError(f"{where}: field {name!r}: {exc}") from None
+
+
+def _space(value: Any, manifest: Manifest, where: str) -> dict[str, KnobSpace]:
+    if value is None:
+        raise StudySpecError(f"{where}: field 'space' is required: one [space.<knob>] table per swept knob")
+    spaces = {}
+    for knob, table in _table(value, where, "space").items():
+        name = f"space.{knob}"
+        _knob_known(knob, manifest, where, name)
+        table = _table(table, where, name)
+        if set(table) == {"choices"}:
+            choices = table["choices"]
+            if not isinstance(choices, list) or not choices:
+                raise StudySpecError(f"{where}: field '{name}.choices' must be a non-empty list of integers")
+            checked = [_knob_value(knob, v, manifest, where, f"{name}.choices") for v in choices]
+            if len(set(checked)) != len(checked):
+                raise StudySpecError(f"{where}: field '{name}.choices' repeats a value: {choices}")
+            spaces[knob] = KnobSpace(knob=knob, choices=tuple(checked))
+        elif {"low", "high"} <= set(table) <= {"low", "high", "step"}:
+            low = _knob_value(knob, table["low"], manifest, where, f"{name}.low")
+            high = _knob_value(knob, table["high"], manifest, where, f"{name}.high")
+            step = _int(table.get("step", 1), where, f"{name}.step", minimum=1)
+            if high < low:
+                raise StudySpecError(f"{where}: field '{name}.high' ({high}) is below '{name}.low' ({low})")
+            spaces[knob] = KnobSpace(knob=knob, low=low, high=high, step=step)
+        else:
+            raise StudySpecError(
+                f"{where}: [{name}] must have either 'choices', or 'low' and 'high' "
+                f"(and optionally 'step'); got fields {sorted(table)}"
+            )
+    if not spaces:
+        raise StudySpecError(f"{where}: field 'space' is empty: add a [space.<knob>] table")
+    return spaces
+
+
+def _fixed(value: Any, manifest: Manifest, where: str, space: dict[str, KnobSpace]) -> dict[str, int]:
+    fixed = {}
+    for knob, v in _table(value, where, "fixed").items():
+        _knob_known(knob, manifest, where, "fixed")
+        if knob in space:
+            raise StudySpecError(f"{where}: [fixed] knob {knob!r} is also swept in [space.{knob}]; keep one")
+        fixed[knob] = _knob_value(knob, v, manifest, where, f"fixed.{knob}")
+    return fixed
+
+
+def _baseline_in_space(space: dict[str, KnobSpace], manifest: Manifest, where: str) -> None:
+    try:
+        baseline = baseline_knobs(manifest)
+    except ConfigError as exc:
+        raise StudySpecError(f"{where}: field 'manifest': {exc}") from None
+    for knob, knob_space in space.items():
+        if not knob_space.contains(baseline[knob]):
+            raise StudySpecError(
+                f"{where}: [space.{knob}] does not contain the manifest's own value {baseline[knob]} "
+                "(the baseline trial); add it to the space"
+            )
+
+
+def _grid_size(space: dict[str, KnobSpace]) -> int:
+    size = 1
+    for knob_space in space.values():
+        size *= len(knob_space.values())
+    return size
+
+
+def _gate(value: Any, where: str) -> Gate:
+    table = _table(value if value is not None else {}, where, "gate")
+    keys = set(table)
+    if len(keys) != 1 or not keys <= {"ppl_max", "ppl_max_ratio"}:
+        raise StudySpecError(
+            f"{where}: [gate] needs exactly one of 'ppl_max' (absolute, e.g. 2.42) or "
+            f"'ppl_max_ratio' (relative to the baseline trial, e.g. 1.05); got {sorted(keys)}"
+        )
+    if "ppl_max" in table:
+        return Gate(ppl_max=_number(table["ppl_max"], where, "gate.ppl_max", minimum=0, above=True))
+    return Gate(ppl_max_ratio=_number(table["ppl_max_ratio"], where, "gate.ppl_max_ratio", minimum=1.0))
+
+
+def _profile(value: Any, where: str, *, override: str | None) -> BenchProfile:
+    table = {"name": value} if isinstance(value, str) else dict(_table(value, where, "profile"))
+    name = override if override is not None else table.pop("name", "quick")
+    table.pop("name", None)
+    try:
+        base = get_profile(_str(name, where, "profile.name"))
+    except StudySpecError as exc:
+        raise StudySpecError(f"{where}: field 'profile': {exc}") from None
+    profile = base.with_overrides(table, source=f"{where} [profile]") if table else base
+    # The data sets load here, so that a missing or short file stops the study before a boot.
+    try:
+        load_prompts(profile.path(profile.prompts), limit=profile.num_prompts)
+        load_ppl_records(profile.path(profile.refs), limit=profile.ppl_records)
+    except ConfigError as exc:
+        raise StudySpecError(f"{where}: profile {profile.name!r}: {exc}") from None
+    return profile
+
+
+def _resources(value: Any, where: str) -> Resources:
+    table = _table(value, where, "resources")
+    valid = {"accelerator_type", "num_gpus", "num_cpus"}
+    unknown = sorted(set(table) - valid)
+    if unknown:
+        raise StudySpecError(f"{where}: [resources] unknown field(s) {unknown}; valid: {sorted(valid)}")
+    accelerator = table.get("accelerator_type")
+    return Resources(
+        accelerator_type=None if accelerator is None else _str(accelerator, where, "resources.accelerator_type"),
+        num_gpus=_number(table.get("num_gpus", 0), where, "resources.num_gpus", minimum=0),
+        num_cpus=_number(table.get("num_cpus", 1), where, "resources.num_cpus", minimum=0),
+    )

@@ -1,0 +1,122 @@
+"""``python -m dashboards.export`` on a study a real sweep wrote, checked in offline Chromium."""
+
+from __future__ import annotations
+
+import shutil
+import struct
+import subprocess
+import sys
+
+import optuna
+import pandas as pd
+import pytest
+
+from sweep.storage import open_storage
+from tests.dashboards.browser import offline_chromium
+from tests.dashboards.kit import child_env, python_m
+
+FILES = ["pareto.html", "pareto.png", "pareto.svg", "trials.csv"]
+
+
+def _trials(url: str, study: str) -> list[optuna.trial.FrozenTrial]:
+    storage = open_storage(url)
+    try:
+        return optuna.load_study(study_name=study, storage=storage.optuna).get_trials()
+    finally:
+        storage.close()
+
+
+def test_the_sweep_itself_wrote_the_exports(swept):
+    folder = swept.folder / "runs" / "exports" / swept.name
+    assert sorted(p.name for p in folder.iterdir()) == sorted(FILES)
+
+
+def test_export_writes_the_four_files_and_the_html_works_offline(swept, tmp_path):
+    out = tmp_path / "out"
+    result = python_m("dashboards.export", "--study", swept.name, "--storage", swept.url, "--out", str(out),
+                      cwd=swept.folder, timeout=180)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == [str(out / name) for name in FILES]
+    trials = _trials(swept.url, swept.name)
+    measured = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
+    failed = [t for t in trials if t.state == optuna.trial.TrialState.FAIL]
+    assert len(measured) >= 5 and len(failed) == 2  # K=8 fails at boot at both windows
+
+    png = (out / "pareto.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">II", png[16:24]) == (1200, 700)
+    svg = (out / "pareto.svg").read_text()
+    assert svg.startswith("<svg") and "Perplexity, PPL" in svg and "Failed trials (2)" in svg
+
+    frame = pd.read_csv(out / "trials.csv")
+    assert sorted(frame["number"]) == sorted(t.number for t in trials)
+    for column in ("knob.centroid_top_k", "knob.sliding_window", "tps", "ppl", "acceptance_rate",
+                   "identity_diff_prompts", "feasible", "on_front", "verify_verdict", "fail_reason"):  # fmt: skip
+        assert column in frame.columns
+    differing = frame[frame["knob.centroid_top_k"] == 16]
+    assert (differing[differing["knob.sliding_window"] == 512]["identity_diff_prompts"] > 0).all()
+
+    with offline_chromium() as browser:
+        browser.get((out / "pareto.html").as_uri())
+        assert browser.execute_script("return typeof Plotly") == "object"  # inlined: no CDN reachable
+        assert browser.execute_script("return performance.getEntriesByType('resource').length") == 0
+        points = browser.execute_script(
+            "return document.getElementById('figure-0').data"
+            ".filter(t => !t.name.startsWith('greedy') && !t.name.startsWith('baseline'))"
+            ".flatMap(t => t.x.map((x, i) => [x, t.y[i]]))"
+        )
+        n_figures = browser.execute_script("return document.querySelectorAll('.plotly-graph-div').length")
+    expected = sorted((round(t.values[1], 6), round(t.values[0], 6)) for t in measured)
+    assert sorted((round(x, 6), round(y, 6)) for x, y in points) == expected
+    assert n_figures == 1 + 2 + 1  # the Pareto chart, one knob view per swept knob, the history
+
+
+@pytest.mark.parametrize("case", ["missing study", "empty study", "missing database"])
+def test_export_of_nothing_is_a_clear_error_with_exit_2(case, tmp_path):
+    url = f"sqlite:///{tmp_path / 'sweep.db'}"
+    if case != "missing database":
+        storage = open_storage(url)
+        optuna.create_study(study_name="empty", storage=storage.optuna, directions=["maximize", "minimize"])
+        storage.close()
+    study = "nope" if case == "missing study" else "empty"
+    result = python_m("dashboards.export", "--study", study, "--storage", url, cwd=tmp_path, timeout=120)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    expected = {
+        "missing study": "study 'nope' not found in",
+        "empty study": "study 'empty' has no completed trials to chart",
+        "missing database": "no database file there",
+    }[case]
+    assert result.stderr.startswith("error: ") and expected in result.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+def test_images_render_with_no_network_at_all(swept, tmp_path):
+    """kaleido drives the system Chromium over a pipe, with plotly.js from disk and MathJax off:
+    in a network namespace with no interface up at all, the export still writes every file."""
+    unshare = shutil.which("unshare")
+    if unshare is None or subprocess.run([unshare, "-n", "true"], capture_output=True).returncode != 0:
+        pytest.skip("needs unshare -n (root, or user namespaces) to cut the network off")
+    out = tmp_path / "offline"
+    result = subprocess.run(
+        [unshare, "-n", sys.executable, "-m", "dashboards.export", "--study", swept.name, "--storage", swept.url,
+         "--out", str(out)],
+        cwd=swept.folder, env=child_env(), capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert (out / "pareto.png").stat().st_size > 10_000 and (out / "pareto.svg").read_text().startswith("<svg")
+
+
+@pytest.mark.parametrize(("browser", "code", "message"), [
+    ("/nonexistent/chromium", 2, "BROWSER_PATH='/nonexistent/chromium' is not an executable file"),
+    ("/bin/false", 1, "/bin/false failed to render pareto.png, pareto.svg: BrowserFailedError"),
+])  # fmt: skip
+def test_a_missing_or_broken_browser_is_one_clear_line(swept, tmp_path, browser, code, message):
+    out = tmp_path / "out"
+    env = {**child_env(), "BROWSER_PATH": browser}
+    result = subprocess.run([sys.executable, "-m", "dashboards.export", "--study", swept.name, "--storage", swept.url,
+                             "--out", str(out)], cwd=swept.folder, env=env, capture_output=True, text=True,
+                            timeout=180)  # fmt: skip
+    assert result.returncode == code and "Traceback" not in result.stderr
+    error = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert len(error) == 1 and message in error[0]
+    assert (out / "pareto.html").is_file() and (out / "trials.csv").is_file()  # written before the images

@@ -1,0 +1,89 @@
+"""Helpers for the sweep's tests: study files over the stub stack, and in-process runs."""
+
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import psutil
+from rich.console import Console
+
+from engine.profiles import BenchProfile
+from sweep.console import SweepConsole
+from sweep.driver import StudyResult, run_study
+from sweep.spec import load_study
+from sweep.storage import open_storage
+from tests.stacks import stub_manifest
+
+SWEEP_TESTS = Path(__file__).resolve().parent
+FAULT_IF_STUB = SWEEP_TESTS / "fault_if_stub.py"
+
+
+def write_manifest(folder: Path, *, fault_if: str | None = None, **env: str) -> Path:
+    """``stub.json`` with env entries replaced, as a file; ``fault_if`` routes it through the
+    wrapper that sets STUB_FAULT only for one knob value (e.g. ``CENTROID_TOP_K=16:wrong_tokens``)."""
+    manifest = stub_manifest(**env).to_json_dict()
+    if fault_if is not None:
+        manifest["serve"] = ["{python}", str(FAULT_IF_STUB)]
+        manifest["env"]["STUB_FAULT_IF"] = fault_if
+    path = folder / "manifest.json"
+    path.write_text(json.dumps(manifest, indent=2))
+    return path
+
+
+def _toml_value(value: Any) -> str:
+    return json.dumps(value)  # ints, floats, strings, bools (lowercase) and lists read back as TOML
+
+
+def write_study(
+    folder: Path,
+    *,
+    manifest: Path,
+    profile: BenchProfile,
+    space: dict[str, dict[str, Any]],
+    gate: dict[str, float] | None = None,
+    name: str = "stubstudy",
+    **fields: Any,
+) -> Path:
+    lines = [f"name = {_toml_value(name)}", f"manifest = {_toml_value(str(manifest))}"]
+    lines += [f"{key} = {_toml_value(value)}" for key, value in fields.items() if not isinstance(value, dict)]
+    tables = {
+        "gate": gate or {"ppl_max_ratio": 1.05},
+        "profile": {k: v for k, v in asdict(profile).items() if v is not None},
+        **{k: v for k, v in fields.items() if isinstance(v, dict)},
+        **{f"space.{knob}": table for knob, table in space.items()},
+    }
+    for table, values in tables.items():
+        lines.append(f"\n[{table}]")
+        lines += [f"{key} = {_toml_value(value)}" for key, value in values.items()]
+    path = folder / f"{name}.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def run_in_process(study: Path, storage_url: str, run_dir: Path, **overrides: Any) -> tuple[StudyResult, str]:
+    """Run a study with the driver in this process (Ray must already be initialised)."""
+    spec = load_study(study, **overrides)
+    storage = open_storage(storage_url)
+    buffer = io.StringIO()
+    try:
+        result = run_study(spec, storage, console=SweepConsole(Console(file=buffer, width=200)), run_dir=run_dir)
+    finally:
+        storage.close()
+    return result, buffer.getvalue()
+
+
+def stub_processes(marker: str) -> list[psutil.Process]:
+    """Live stub servers whose environment carries ``marker`` (a test's own folder)."""
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        try:
+            cmdline = " ".join(process.info["cmdline"] or [])
+            if "stub" in cmdline and any(marker in v for v in process.environ().values()):
+                found.append(process)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return found

@@ -1,0 +1,81 @@
+"""The driver on a real Ray cluster (conftest.py): pinning, failures as results, identity."""
+
+from __future__ import annotations
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from sweep.storage import open_storage
+from tests.stacks import stub_profile
+from tests.sweep.kit import run_in_process, write_manifest, write_study
+
+A10G = {"accelerator_type": "A10G", "num_cpus": 1}
+
+
+def rows(url: str, study: str):
+    storage = open_storage(url)
+    try:
+        return storage.measurements(study)
+    finally:
+        storage.close()
+
+
+def test_trials_run_only_on_the_a10g_node_and_a_boot_failure_is_a_result(ray_connected, tmp_path):
+    # CENTROID_TOP_K=8 makes the stack exit at boot: one FAILED trial, and the study goes on.
+    # Three workers, and the A10G node has CPUs for two: the third is never placed, and must
+    # neither get a trial nor keep the study from ending.
+    manifest = write_manifest(tmp_path, STUB_BOOT_EXIT_IF="CENTROID_TOP_K=8")
+    study = write_study(tmp_path, manifest=manifest, profile=stub_profile(tmp_path), sampler="grid", workers=3,
+                        resources=A10G, space={"centroid_top_k": {"choices": [8, 16, 32, 48]}})
+    url = f"sqlite:///{tmp_path}/s.db"
+    result, log = run_in_process(study, url, tmp_path / "runs")
+
+    records = rows(url, "stubstudy")
+    assert len(records) == 5 and result.progress.done == 5
+    failed = [r for r in records if r.status == "failed"]
+    assert [(r.knobs["centroid_top_k"], r.fail_kind) for r in failed] == [(8, "engine")]
+    assert "exited with status 1 during boot" in failed[0].reason
+    assert "refusing to boot with CENTROID_TOP_K=8" in failed[0].log_tail
+    complete = [r for r in records if r.status == "complete"]
+    assert len(complete) == 4 and sum(r.is_baseline for r in complete) == 1
+    for r in complete:
+        assert r.node["node_id"] == ray_connected.a10g.node_id != ray_connected.l4.node_id
+        assert r.node["accelerator_type"] == "A10G"
+        assert r.tps > 0 and r.ppl > 0 and r.argv and r.env["CENTROID_TOP_K"] == str(r.knobs["centroid_top_k"])
+        assert {"boot", "total"} <= set(r.timings)
+
+    trials = optuna.load_study(study_name="stubstudy", storage=url).trials
+    assert [t.state for t in trials].count(TrialState.FAIL) == 1
+    assert trials[0].user_attrs["is_baseline"] and trials[0].params == {"centroid_top_k": 32}
+    assert "FAILED (engine)" in log and "trial 0: baseline started" in log
+    assert "last log line: stub: refusing to boot with CENTROID_TOP_K=8 (STUB_BOOT_EXIT_IF)" in log
+    assert "(done 5/5  running 0  failed 1  best feasible TPS" in log
+
+
+def test_a_lossless_knob_that_changes_greedy_output_is_flagged_and_infeasible(ray_connected, tmp_path):
+    manifest = write_manifest(tmp_path, fault_if="CENTROID_TOP_K=16:wrong_tokens")
+    profile = stub_profile(tmp_path)
+    study = write_study(tmp_path, manifest=manifest, profile=profile, sampler="grid", identity_required=True,
+                        resources=A10G, space={"centroid_top_k": {"choices": [16, 32, 48]}})
+    url = f"sqlite:///{tmp_path}/s.db"
+    _, log = run_in_process(study, url, tmp_path / "runs")
+
+    by_ctk = {r.knobs["centroid_top_k"]: r for r in rows(url, "stubstudy") if not r.is_baseline}
+    assert by_ctk[16].identity_diff_prompts == profile.num_prompts and by_ctk[16].feasible is False
+    assert by_ctk[48].identity_diff_prompts == 0 and by_ctk[48].feasible
+    assert f"greedy output differs on {profile.num_prompts} prompt(s)" in log
+    study_back = optuna.load_study(study_name="stubstudy", storage=url)
+    flagged = next(t for t in study_back.trials if t.params.get("centroid_top_k") == 16 and not t.user_attrs["is_baseline"])
+    assert flagged.constraints["greedy_identity"] == profile.num_prompts
+    assert flagged.user_attrs["feasible"] is False
+    assert flagged.number not in {t.number for t in study_back.best_trials}
+
+
+def test_a_study_no_node_can_host_is_refused_before_anything_boots(ray_connected, tmp_path):
+    from engine.errors import ConfigError
+
+    study = write_study(tmp_path, manifest=write_manifest(tmp_path), profile=stub_profile(tmp_path), n_trials=2,
+                        resources={"accelerator_type": "H100"}, space={"centroid_top_k": {"choices": [16, 32]}})
+    with pytest.raises(ConfigError, match=r"no node .* accelerator types the nodes advertise: \['A10G', 'L4'\]"):
+        run_in_process(study, f"sqlite:///{tmp_path}/s.db", tmp_path / "runs")

@@ -1,0 +1,42 @@
+import optuna
+import pytest
+
+from sweep.dryrun import plan_trials
+from sweep.sampling import make_sampler
+from sweep.spec import SAMPLERS, load_study
+from tests.stacks import stub_profile
+from tests.sweep.kit import write_manifest, write_study
+
+
+def study(tmp_path, **fields):
+    return load_study(write_study(tmp_path, manifest=write_manifest(tmp_path), profile=stub_profile(tmp_path), **fields))
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_every_sampler_draws_inside_the_space_after_the_baseline(tmp_path, sampler):
+    spec = study(tmp_path, sampler=sampler, seed=1, n_trials=5,
+                 space={"centroid_top_k": {"low": 8, "high": 64, "step": 8}, "sliding_window": {"choices": [64, 512]}})
+    plan = plan_trials(spec)
+    assert plan[0] == ({}, True)  # the baseline: the manifest as it is
+    assert len(plan) == 5
+    for knobs, baseline in plan[1:]:
+        assert not baseline
+        assert spec.space["centroid_top_k"].contains(knobs["centroid_top_k"])
+        assert knobs["sliding_window"] in (64, 512)
+
+
+def test_a_grid_visits_each_point_once_then_ends(tmp_path):
+    spec = study(tmp_path, sampler="grid", space={"centroid_top_k": {"choices": [8, 16, 32]}})
+    plan = plan_trials(spec)
+    assert sorted(knobs["centroid_top_k"] for knobs, baseline in plan if not baseline) == [8, 16, 32]
+
+
+def test_a_resumed_study_draws_on_instead_of_replaying_its_first_draws(tmp_path):
+    spec = study(tmp_path, sampler="random", seed=5, n_trials=4, space={"centroid_top_k": {"low": 1, "high": 2048}})
+
+    def draws(sampler):
+        s = optuna.create_study(sampler=sampler)
+        return [s.ask().suggest_int("centroid_top_k", 1, 2048) for _ in range(4)]
+
+    assert draws(make_sampler(spec)) == draws(make_sampler(spec))  # seeded: reproducible
+    assert draws(make_sampler(spec, resumed_trials=3)) != draws(make_sampler(spec))

@@ -1,0 +1,147 @@
+"""``python -m sweep.verify`` against a real sweep on the stub stack (known timing, real Ray)."""
+
+from __future__ import annotations
+
+import json
+
+import optuna
+import pandas as pd
+import pytest
+import sqlalchemy as sa
+
+from dashboards.data import load_study_data
+from dashboards.export import export_study
+from dashboards.figures import pareto_figure
+from sweep.storage import measurements, open_storage
+from sweep.verification import latest_verdicts, load_reruns
+from sweep.verify import main, parse_args
+from tests.stacks import stub_profile, write_ppl_refs
+from tests.sweep.kit import run_in_process, write_manifest, write_study
+
+INFLATION = 1.5
+
+
+def _held_out(folder) -> tuple[str, str]:
+    prompts = [{"id": f"h{i}", "conversations": [{"from": "human", "value": f"Held-out {i}: name a prime above {7 * i}."},
+                                                 {"from": "gpt", "value": ""}]} for i in range(6)]  # fmt: skip
+    (folder / "held.json").write_text(json.dumps(prompts))
+    write_ppl_refs(folder / "held.jsonl", 6, seed=7)
+    return str(folder / "held.json"), str(folder / "held.jsonl")
+
+
+def _inflate(url: str, study_name: str, number: int, factor: float) -> None:
+    """What a hand-edited database looks like: the row and Optuna's value both say faster."""
+    storage = open_storage(url)
+    try:
+        trial_id = storage.optuna.get_trial_id_from_study_id_trial_number(
+            storage.optuna.get_study_id_from_name(study_name), number
+        )
+        with storage.engine.begin() as conn:
+            conn.execute(
+                measurements.update()
+                .where(measurements.c.study_name == study_name, measurements.c.trial_number == number)
+                .values(tps=measurements.c.tps * factor)
+            )
+            conn.execute(sa.text("UPDATE trial_values SET value = value * :f WHERE trial_id = :t AND objective = 0"),
+                         {"f": factor, "t": trial_id})  # fmt: skip
+    finally:
+        storage.close()
+
+
+def test_an_inflated_point_is_invalid_on_tps_and_an_honest_one_verified(ray_connected, tmp_path, monkeypatch, capsys):
+    # 20 ms per token and 96 tokens a request (~1 s): HTTP and scheduling noise on a loaded
+    # 2-core machine stayed within 1.5% over repeated trials, well inside the 5% tolerance
+    manifest = write_manifest(tmp_path, STUB_DECODE_STEP_S="0.02")
+    profile = stub_profile(tmp_path, output_len=96)
+    study = write_study(tmp_path, manifest=manifest, profile=profile, name="verifyme",
+                        space={"centroid_top_k": {"choices": [32, 48, 64]}}, sampler="grid")  # fmt: skip
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    result, _ = run_in_process(study, url, tmp_path / "runs")
+    honest, inflated = [r.trial_number for r in result.records if not r.is_baseline][:2]
+    claimed = {r.trial_number: r.tps for r in result.records}
+    _inflate(url, "verifyme", inflated, INFLATION)
+    prompts, refs = _held_out(tmp_path)
+
+    monkeypatch.chdir(tmp_path)  # its runs/ folder
+    rc = main(["--study", str(study), "--storage", url, "--prompts", prompts, "--refs", refs,
+               "--trials", f"{honest},{inflated}", "--repeats", "2"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert rc == 1, out  # one INVALID
+
+    storage = open_storage(url)
+    try:
+        verdicts = latest_verdicts(storage, "verifyme")
+        reruns = load_reruns(storage, "verifyme")
+        data = load_study_data(storage, "verifyme")
+    finally:
+        storage.close()
+    baseline = next(r.trial_number for r in result.records if r.is_baseline)
+    # the relative gate is re-resolved on the held-out references: the baseline is re-run first
+    assert [r.trial_number for r in reruns] == [baseline] * 2 + [honest] * 2 + [inflated] * 2
+    assert all(r.status == "complete" and r.prompts == prompts and r.refs == refs for r in reruns)
+    assert len({r.run_id for r in reruns}) == 1 and [r.repeat for r in reruns] == [0, 1] * 3
+    assert verdicts[honest].verdict == "VERIFIED", verdicts[honest]
+    assert abs(verdicts[honest].tps_gap_pct) <= 5.0
+    bad = verdicts[inflated]
+    assert bad.verdict == "INVALID" and bad.claimed_tps == pytest.approx(claimed[inflated] * INFLATION)
+    expected_gap = (1 / INFLATION - 1) * 100  # -33.3%: the re-run runs at the real speed
+    assert bad.tps_gap_pct == pytest.approx(expected_gap, abs=5.0)
+    assert bad.reasons[0].startswith(f"TPS gap {bad.tps_gap_pct:+.1f}%") and len(bad.reasons) == 1
+    assert bad.gate == verdicts[honest].gate == pytest.approx(1.05 * verdicts[baseline].ppl_median)
+    assert f"trial {inflated} INVALID: TPS gap" in out and "VERIFIED" in out
+
+    # the verdicts reach the export and the chart's markers
+    frame = pd.read_csv(export_study("verifyme", url, tmp_path / "export")[-1]).set_index("number")
+    assert frame.loc[honest, "verify_verdict"] == "VERIFIED" and frame.loc[inflated, "verify_verdict"] == "INVALID"
+    assert frame.loc[inflated, "verify_tps_gap_pct"] == pytest.approx(bad.tps_gap_pct)
+    traces = {trace.name.split(" (")[0]: trace for trace in pareto_figure(data).data}
+    by_number = {t.number: t for t in data.trials}
+    assert by_number[inflated].tps in list(traces["INVALID"].y)
+    assert by_number[honest].tps in list(traces["VERIFIED"].y)
+
+
+def test_verify_refuses_bad_input_before_booting(tmp_path, capsys):
+    study = write_study(tmp_path, manifest=write_manifest(tmp_path), profile=stub_profile(tmp_path),
+                        space={"centroid_top_k": {"choices": [32, 64]}}, sampler="grid")  # fmt: skip
+    assert main(["--study", str(study), "--storage", f"sqlite:///{tmp_path / 'none.db'}"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "no database file there" in err
+    for argv, message in (
+        (["--repeats", "0"], "--repeats must be at least 1"),
+        (["--top", "1", "--trials", "2"], "--top and --trials exclude each other"),
+        (["--trials", "a,b"], "--trials must be comma-separated trial numbers"),
+    ):
+        with pytest.raises(SystemExit) as exit_info:
+            parse_args(["--study", "ctk", *argv])
+        assert exit_info.value.code == 2 and message in capsys.readouterr().err
+    assert not (tmp_path / "none.db").exists()
+
+
+def test_verify_names_trials_that_are_not_measured(ray_connected, tmp_path, capsys):
+    manifest = write_manifest(tmp_path)
+    study = write_study(tmp_path, manifest=manifest, profile=stub_profile(tmp_path), name="few",
+                        space={"centroid_top_k": {"choices": [32, 64]}}, sampler="grid")  # fmt: skip
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    run_in_process(study, url, tmp_path / "runs")
+    assert main(["--study", str(study), "--storage", url, "--trials", "0,9"]) == 2
+    assert "no completed trial numbered [9]" in capsys.readouterr().err
+    storage = open_storage(url)
+    try:
+        assert load_reruns(storage, "few") == []
+        assert len(optuna.load_study(study_name="few", storage=storage.optuna).trials) == 3  # baseline + grid
+    finally:
+        storage.close()
+
+
+def test_a_missing_held_out_set_is_bad_input_not_a_failed_re_run(ray_connected, tmp_path, capsys):
+    study = write_study(tmp_path, manifest=write_manifest(tmp_path), profile=stub_profile(tmp_path), name="nodata",
+                        space={"centroid_top_k": {"choices": [32, 64]}}, sampler="grid", n_trials=1)  # fmt: skip
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    run_in_process(study, url, tmp_path / "runs")
+    assert main(["--study", str(study), "--storage", url, "--refs", str(tmp_path / "missing.jsonl")]) == 2
+    assert "missing.jsonl" in capsys.readouterr().err
+    storage = open_storage(url)
+    try:
+        assert load_reruns(storage, "nodata") == []
+    finally:
+        storage.close()

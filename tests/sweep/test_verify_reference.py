@@ -1,0 +1,84 @@
+"""``sweep.verify`` on the real reference stack: a ctk sweep, then its fastest point re-run held-out."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from engine.profiles import STUDIES_DIR, get_profile
+from engine.reference.prepare import prepare_model
+from sweep.storage import open_storage
+from sweep.verification import latest_verdicts, load_reruns
+from sweep.verify import main
+from tests.sweep.kit import run_in_process, write_study
+
+pytestmark = pytest.mark.slow
+
+TEXT = STUDIES_DIR.parent / "tests" / "reference" / "data" / "ppl_text.txt"
+
+
+def _refs(path, paragraphs: list[str]) -> str:
+    """PPL records from real prose: a chat-templated request for the paragraph's first half,
+    the second half as the target (the shape of the challenge's reference set)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(prepare_model().checkpoint_dir)
+    lines = []
+    for i, paragraph in enumerate(paragraphs):
+        words = paragraph.split()
+        head, tail = " ".join(words[: len(words) // 2]), " " + " ".join(words[len(words) // 2 :])
+        templated = tokenizer.apply_chat_template([{"role": "user", "content": f"Continue: {head}"}],
+                                                  add_generation_prompt=True, tokenize=False)  # fmt: skip
+        context = tokenizer(templated, add_special_tokens=False)["input_ids"]  # the template holds <bos>
+        target = tokenizer(tail, add_special_tokens=False)["input_ids"][:48]
+        lines.append(json.dumps({"id": f"t{i}", "context_token_ids": list(context), "target_token_ids": target}))
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def test_a_ctk_point_re_run_on_held_out_data_keeps_the_baselines_ppl(ray_connected, tmp_path, monkeypatch, capsys):
+    paragraphs = [p for p in TEXT.read_text().split("\n\n") if len(p.split()) > 40]
+    assert len(paragraphs) >= 4
+    public, held_out = _refs(tmp_path / "public.jsonl", paragraphs[:2]), _refs(tmp_path / "held.jsonl", paragraphs[2:4])
+    profile = get_profile("quick").with_overrides(
+        {"prompts": str(STUDIES_DIR / "data" / "prompts_public.json"), "refs": public, "num_prompts": 2,
+         "output_len": 24, "ppl_records": 2, "warmup_requests": 1},
+        source="test",
+    )  # fmt: skip
+    study = write_study(tmp_path, manifest=STUDIES_DIR / "manifests" / "reference.json", profile=profile,
+                        name="refctk", space={"centroid_top_k": {"choices": [8, 32]}}, sampler="grid",
+                        n_trials=2, seed=2, identity_required=True)  # fmt: skip
+    # n_trials=2, seed=2: the grid runs K=8 after the baseline (K=32); four boots in all
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    result, log = run_in_process(study, url, tmp_path / "runs")
+    assert all(r.status == "complete" for r in result.records), log
+    baseline = next(r for r in result.records if r.is_baseline)
+    other = next(r for r in result.records if r.knobs["centroid_top_k"] == 8)
+    assert other.identity_diff_prompts == 0 and other.ppl == pytest.approx(baseline.ppl, rel=1e-6)
+
+    monkeypatch.chdir(tmp_path)
+    held_prompts = str(STUDIES_DIR / "data" / "prompts_heldout.json")
+    rc = main(["--study", str(study), "--storage", url, "--prompts", held_prompts, "--refs", held_out,
+               "--trials", str(other.trial_number), "--repeats", "1"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert rc in (0, 1), out
+    storage = open_storage(url)
+    try:
+        reruns = load_reruns(storage, "refctk")
+        verdicts = latest_verdicts(storage, "refctk")
+    finally:
+        storage.close()
+    assert [r.trial_number for r in reruns] == [baseline.trial_number, other.trial_number]  # baseline first
+    assert all(r.status == "complete" and r.refs == held_out for r in reruns), [r.reason for r in reruns]
+    base_run, other_run = reruns
+    # other text, other PPL; the drafter knob still leaves it equal to the baseline's, under the gate
+    assert base_run.ppl != pytest.approx(baseline.ppl, rel=1e-3)
+    assert other_run.ppl == pytest.approx(base_run.ppl, rel=1e-6)
+    assert other_run.gate == pytest.approx(1.05 * base_run.ppl)
+    # TPS on a shared 2-core CPU is noisy: a verdict may go either way, but only ever on TPS
+    assert rc == (0 if all(v.verdict == "VERIFIED" for v in verdicts.values()) else 1)
+    for v in verdicts.values():
+        assert all(reason.startswith("TPS gap") for reason in v.reasons), v
+        if v.reasons:
+            assert f"trial {v.trial_number} INVALID: TPS gap" in out

@@ -1,0 +1,32 @@
+"""docs/cluster.md: its dry-run command runs as written and shows what each A10G trial gets."""
+
+import re
+import shlex
+import subprocess
+import sys
+
+from engine.manifest import REPO_ROOT
+
+DOC = REPO_ROOT / "docs" / "cluster.md"
+
+
+def dry_run_command() -> list[str]:
+    lines = [line.strip() for line in DOC.read_text().splitlines()]
+    found = [line for line in lines if line.startswith("python -m sweep.run") and "--dry-run" in line]
+    assert len(found) == 1, found
+    return shlex.split(found[0])
+
+
+def test_the_documented_dry_run_prints_each_trials_argv_and_env():
+    argv = dry_run_command()
+    result = subprocess.run([sys.executable, *argv[1:]], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "manifest" in out and "vidraft-w188-ctk49.json" in out and "nothing is booted" in out
+    trials = re.findall(r"^trial (\d+)( \(baseline\))?: .*\bcentroid_top_k=(\d+)", out, flags=re.M)
+    assert trials[0] == ("0", " (baseline)", "49")  # the manifest as published
+    assert sorted(int(k) for _, _, k in trials[1:]) == [30, 35, 40, 45, 49, 56, 64]  # the grid, once each
+    ctk_env = re.findall(r"^  env:  CENTROID_TOP_K=(\d+)$", out, flags=re.M)
+    assert ctk_env == [k for _, _, k in trials]  # each trial's knob reaches its env
+    assert out.count("argv: python serve.py") == len(trials)
+    assert "HF_HUB_OFFLINE=1" in out

@@ -1,0 +1,56 @@
+"""The ``vllm-cpu`` manifest: which knobs it takes, where they land, and what it refuses."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine.errors import KnobError
+from engine.knobs import baseline_knobs, consumed_knobs, validate_knob_values
+from engine.launch import build_launch
+from engine.manifest import REPO_ROOT, load_manifest
+
+
+def flag(argv: list[str], name: str) -> str:
+    return argv[argv.index(name) + 1]
+
+
+def test_it_consumes_the_window_and_the_speculative_tokens_but_not_the_centroids():
+    manifest = load_manifest("vllm-cpu")
+    assert consumed_knobs(manifest) == ["sliding_window", "num_speculative_tokens"]
+    assert baseline_knobs(manifest) == {"sliding_window": 512, "num_speculative_tokens": 3}
+    with pytest.raises(KnobError, match=r"vllm-cpu\.json does not consume knob 'centroid_top_k'"):
+        validate_knob_values(manifest, {"centroid_top_k": 32})
+
+
+@pytest.mark.slow  # resolves {reference_checkpoint}, which prepares the reference model once
+def test_knobs_become_vllm_flags_and_caches_go_to_the_trial_folder(tmp_path):
+    launch = build_launch(load_manifest("vllm-cpu"), {"sliding_window": 64, "num_speculative_tokens": 5},
+                          workdir=tmp_path / "trial", tmpdir=tmp_path / "short")
+    assert launch.argv[:3] == [str(REPO_ROOT / ".venv-vllm/bin/python"), "-m",
+                               "vllm.entrypoints.launchers.api_server.entry"]
+    # Gemma 3 270M is text-only: its window sits at the top of the config, not under text_config.
+    assert json.loads(flag(launch.argv, "--hf-overrides")) == {"sliding_window": 64}
+    spec = json.loads(flag(launch.argv, "--speculative-config"))
+    assert spec["method"] == "ngram" and spec["num_speculative_tokens"] == 5
+    assert flag(launch.argv, "--port") == str(launch.port) and flag(launch.argv, "--host") == "127.0.0.1"
+    config = json.loads((Path(flag(launch.argv, "--model")) / "config.json").read_text())
+    assert config["model_type"] == "gemma3_text" and config["sliding_window"] == 512
+    for key in ("VLLM_CACHE_ROOT", "VLLM_CONFIG_ROOT"):
+        assert launch.env[key].startswith(str((tmp_path / "trial").resolve())), key
+    assert launch.env["TMPDIR"] == str(tmp_path / "short")  # its sockets: see test_window_study
+    assert launch.env["HF_HUB_OFFLINE"] == "1"
+
+
+def test_a_study_sweeping_centroid_top_k_is_refused_before_anything_boots(tmp_path):
+    db = tmp_path / "sweeps.db"
+    result = subprocess.run(
+        [sys.executable, "-m", "sweep.run", "--study", "ctk", "--manifest", "vllm-cpu", "--storage", f"sqlite:///{db}"],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 2
+    assert "vllm-cpu.json" in result.stderr and "'centroid_top_k'" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not db.exists()  # refused before the database, Ray or any engine was touched
