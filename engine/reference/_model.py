@@ -100,9 +100,10 @@ class KVCache:
     """
 
     def __init__(self, cfg: Gemma3Config, *, capacity: int, device: torch.device, dtype: torch.dtype) -> None:
-        shape = (cfg.layers, cfg.kv_heads, capacity, cfg.head_dim)
-        self.k = torch.empty(shape, device=device, dtype=dtype)
-        self.v = torch.empty(shape, device=device, dtype=dtype)
+        # One tensor, keys then values: the fixed-shape step (_static.py) writes a position's key
+        # and value of a layer with one kernel through ``kv[:, layer]``.
+        self.kv = torch.empty((2, cfg.layers, cfg.kv_heads, capacity, cfg.head_dim), device=device, dtype=dtype)
+        self.k, self.v = self.kv[0], self.kv[1]
         self.capacity = capacity
 
 

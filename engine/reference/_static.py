@@ -9,7 +9,11 @@ function with shapes that a CUDA graph can capture once and replay (``_graphs.py
   is the position's *bucket*: the smallest of 256, 512, ... (doubling), capacity that holds it;
 - sliding layers read only their window: a window-sized gather of keys ``p - W + 1 .. p``
   (masked below 0), or the full layers' ``[0, L)`` when the window covers the whole bucket;
-- as in ``Gemma3.step``: q/k/v and gate/up are one matmul each, RMSNorm scales ``(1 + w)`` are fp32.
+- as in ``Gemma3.step``: q/k/v and gate/up are one matmul each, RMSNorm scales ``(1 + w)`` are fp32;
+- a position's key and value go into the cache, and a window's come out, with one kernel each
+  (through ``KVCache.kv``), and attention (mask, softmax, cast) is a compile unit of its own: on
+  CUDA a step is a few hundred short kernels, so each one fewer per layer saves ~2 us a position
+  (benchmarks/results/gpu/README.md).
 
 Identity: a position's shapes depend on its bucket only, never on how many positions are computed
 in one call, so plain and speculative decoding on this path give bit-identical hidden states for
@@ -94,22 +98,23 @@ class StaticStep:
         self._min = torch.full((), torch.finfo(model.dtype).min, dtype=model.dtype, device=model.device)
         self.layers = model.layers  # with their fused qkv / gate_up and fp32 (1 + w) norm scales
         self.final_scale = (1.0 + model.final_norm.float()).contiguous()
-        self._pre, self._post, self._final = self._pieces()
+        self._pre, self._attend, self._post, self._final = self._pieces()
         if compile:
-            self._pre, self._post, self._final = (
+            self._pre, self._attend, self._post, self._final = (
                 torch.compile(fn, backend=compile, dynamic=False, fullgraph=True)
-                for fn in (self._pre, self._post, self._final)
+                for fn in (self._pre, self._attend, self._post, self._final)
             )
 
-    def _pieces(self) -> tuple[Callable, Callable, Callable]:
-        """The per-layer functions before and after attention, and the final norm (compile units)."""
-        eps, heads, kv, d = self.cfg.eps, self.cfg.heads, self.cfg.kv_heads, self.cfg.head_dim
+    def _pieces(self) -> tuple[Callable, Callable, Callable, Callable]:
+        """The per-layer functions before, of and after attention, and the final norm (compile units)."""
+        eps, heads, kv, d, scaling = self.cfg.eps, self.cfg.heads, self.cfg.kv_heads, self.cfg.head_dim, self.cfg.scaling
 
         def pre(x, input_scale, qkv_w, qk_scale, cos, sin):
+            """-> q [heads, d] and the position's key and value as [2, kv_heads, 1, d] (a cache write)."""
             qkv = F.linear(scaled_norm(x, input_scale, eps), qkv_w).view(heads + 2 * kv, d)
             qk = scaled_norm(qkv[: heads + kv], qk_scale, eps)
             qk = qk * cos + _rotate_half(qk) * sin
-            return qk[:heads], qk[heads:], qkv[heads + kv :]
+            return qk[:heads], torch.stack([qk[heads:], qkv[heads + kv :]]).unsqueeze(2)
 
         def post(x, attn, o, post_attn_scale, pre_ff_scale, gate_up, down, post_ff_scale):
             x = x + scaled_norm(F.linear(attn, o), post_attn_scale, eps)
@@ -117,10 +122,13 @@ class StaticStep:
             h = F.linear(F.gelu(gate, approximate="tanh") * up, down)
             return x + scaled_norm(h, post_ff_scale, eps)
 
+        def attend(q, keys, values, mask):
+            return _attend(q, keys, values, mask, scaling)
+
         def final(x, scale):
             return scaled_norm(x, scale, eps)
 
-        return pre, post, final
+        return pre, attend, post, final
 
     # ------------------------------------------------------------------ positions
 
@@ -153,20 +161,18 @@ class StaticStep:
 
     def run(self, x: torch.Tensor, pos: Position, *, layers: range) -> torch.Tensor:
         """``Gemma3.step`` in fixed shapes: residual x [1, hidden] through ``layers`` at ``pos``."""
-        scaling, cache = self.cfg.scaling, self.cache
+        cache = self.cache
         for li in layers:
             w = self.layers[li]
             cos, sin = pos.rope["sliding_attention" if w.sliding else "full_attention"]
-            q, k, v = self._pre(x, w.scales["input"], w.qkv, w.scales["qk"], cos, sin)
-            cache.k[li].index_copy_(1, pos.index, k.unsqueeze(1))
-            cache.v[li].index_copy_(1, pos.index, v.unsqueeze(1))
+            q, kv = self._pre(x, w.scales["input"], w.qkv, w.scales["qk"], cos, sin)
+            cache.kv[:, li].index_copy_(2, pos.index, kv)
             if w.sliding and pos.window_index is not None:
-                keys = cache.k[li].index_select(1, pos.window_index)
-                values = cache.v[li].index_select(1, pos.window_index)
+                keys, values = cache.kv[:, li].index_select(2, pos.window_index)
                 mask = pos.window_mask
             else:
                 keys, values, mask = cache.k[li, :, : pos.keys], cache.v[li, :, : pos.keys], pos.full_mask
-            attn = _attend(q, keys, values, mask, scaling)
+            attn = self._attend(q, keys, values, mask)
             scales = w.scales
             x = self._post(x, attn, w.o, scales["post_attn"], scales["pre_ff"], w.gate_up, w.down, scales["post_ff"])
         return x
