@@ -6,8 +6,9 @@ For each way of building the step (torch.compile "inductor" and uncompiled, on C
 elsewhere) it reports, on one public chat prompt:
 - boot: building the engine (compiling, capturing the first program);
 - prefill: the eager prompt pass (ms per request);
-- replay: device time of one captured plain step, and of one draft(k) cycle (CUDA events,
-  median of many replays, no host in between);
+- replay: device time of one captured plain step, of one plain run of ``PLAIN_STEPS`` positions
+  (what plain decoding replays) and of one draft(k) cycle (CUDA events, median of many replays,
+  no host in between);
 - decode: wall time per generated token through ``GraphDecoder.generate``, plain and draft(k);
   the difference to the replay is host time (Python, launches, the one device->host read);
 - kernels: launches per plain step and the kernels that take most of its device time
@@ -45,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     from transformers import AutoTokenizer
 
     from benchmarks._floor import weight_floor
-    from engine.reference._graphs import GraphDecoder, GraphEngine
+    from engine.reference._graphs import PLAIN_STEPS, GraphDecoder, GraphEngine
     from engine.reference.runtime import SpecConfig, load_runtime
 
     torch.set_grad_enabled(False)
@@ -88,12 +89,17 @@ def main(argv: list[str] | None = None) -> int:
         cache = model.new_cache(len(prompt))
         prefill = timed(lambda: model.prefill(torch.tensor(prompt[:-1], device=model.device), cache), 10)
         position = len(prompt) + 64  # a position inside the decode's range, in the prompt's bucket or the next
+        while engine.room(position) < max(args.k, PLAIN_STEPS - 1):
+            position += 1
         keys, cycle_keys = engine.step.bucket(position + 1), engine.step.bucket(position + args.k + 1)
         engine.verify([prompt[-1]], position)
+        engine.plain(prompt[-1], position, n=PLAIN_STEPS)
         engine.draft(prompt[-1], position, k=args.k, top_k=args.ctk, lower=draft.lower, upper=draft.upper)
         step_program = engine._programs[("verify", 1, keys)]
         cycle_program = engine._programs[("draft", args.k, cycle_keys, args.ctk, draft.lower.stop, draft.upper.stop)]
+        run_program = engine._programs[("plain", PLAIN_STEPS, keys)]
         replay_step = timed(step_program, args.replays)
+        replay_run = timed(run_program, args.replays)
         replay_cycle = timed(cycle_program, args.replays)
 
         rates = {}
@@ -124,8 +130,10 @@ def main(argv: list[str] | None = None) -> int:
             f"boot (build, compile, first capture)  {boot:8.2f} s",
             f"prefill, {len(prompt) - 1} prompt tokens          {prefill * 1e3:8.2f} ms",
             f"plain step: replay (device)           {replay_step * 1e3:8.3f} ms   bucket {keys} keys",
-            f"plain step: wall per token            {per_token_plain * 1e3:8.3f} ms   "
-            f"host {(per_token_plain - replay_step) * 1e3:.3f} ms  ->  {1 / per_token_plain:8.1f} tok/s",
+            f"plain run of {PLAIN_STEPS}: replay (device)       {replay_run * 1e3:8.3f} ms   "
+            f"{replay_run / PLAIN_STEPS * 1e3:.3f} ms a position",
+            f"plain: wall per token                 {per_token_plain * 1e3:8.3f} ms   "
+            f"host {(per_token_plain - replay_run / PLAIN_STEPS) * 1e3:.3f} ms  ->  {1 / per_token_plain:8.1f} tok/s",
             f"draft k={args.k} ctk={args.ctk} cycle: replay        {replay_cycle * 1e3:8.3f} ms "
             f"({replay_cycle / (args.k + 1) / replay_step:.2f}x a plain step per position)",
             f"draft: wall per token                 {per_token_draft * 1e3:8.3f} ms   acceptance "

@@ -10,6 +10,11 @@ GPU (GPU.md: 12.5 tokens/s with transformers against a weight-read floor near 0.
 - ``draft(k)``: the drafter's chain (lower layers + centroid head, the drafted token fed back on
   the device), the upper layers for each position, then the batched head: a whole speculative
   cycle with one host round trip.
+- ``plain(n)``: n plain positions, each one's device decision fed back as the next one's token:
+  plain decoding with one host round trip per ``PLAIN_STEPS`` tokens instead of per token (the
+  host's ~0.12 ms a token was 10% of a step on the H200). A position whose decision needed the
+  host's refinement, and came out another token, ends the run there: later positions were
+  computed from the device's token and are dropped, as rejected drafts are.
 
 A program is keyed by its shape (kind, m or k, the bucket of its positions, and the drafter's
 settings), captured on first use and replayed after; off CUDA it runs eagerly, which is how the
@@ -37,6 +42,7 @@ from engine.reference._static import SMALLEST_BUCKET, StaticStep, decide_rows, d
 __all__ = ["GraphDecoder", "GraphEngine"]
 
 MAX_CYCLE = 64  # positions one program may compute (the pending token + a proposal)
+PLAIN_STEPS = 8  # plain positions per program; shorter runs (a request's end, a bucket's end) go one by one
 PRECAPTURED_KEYS = 2048  # a decoder captures its programs up to this bucket at once, longer ones on first use
 
 _Outputs = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # packed ints, finals [m, hidden], logits [m, vocab]
@@ -124,6 +130,7 @@ class GraphEngine:
             self._pool = torch.cuda.graph_pool_handle() if graphs else None
             self._programs.clear()
             self.step = StaticStep(self.model, self.cache, smallest_bucket=self._smallest_bucket, compile=backend)
+            self._decide = self._decider(backend)
             try:
                 self.verify([self.model.cfg.bos_id], 0)
                 return self.step
@@ -172,6 +179,17 @@ class GraphEngine:
         m = k + 1
         return packed[:k], self._targets(packed[k : k + m], packed[k + m :], finals, logits), self._rows(finals)
 
+    def plain(self, pending: int, position: int, *, n: int) -> tuple[list[int], list[torch.Tensor]]:
+        """n plain greedy positions from ``pending``: the emitted tokens (n, or fewer where a
+        refinement overruled the device) and their final hidden states."""
+        keys = self.step.bucket(position + n)
+        program = self._program(("plain", n, keys), lambda: self._plain_fn(n, keys))
+        packed, finals, logits = self._run(program, position, [pending])
+        device_tokens = packed[:n]
+        targets = self._targets(device_tokens, packed[n:], finals, logits)
+        emitted = next((i + 1 for i, (t, d) in enumerate(zip(targets, device_tokens)) if t != d), n)
+        return targets[:emitted], self._rows(finals[:emitted])
+
     def precapture(self, *, spec: SpecConfig | None, top_k: int, lower: range, upper: range, keys: int) -> None:
         """Capture every program a decoder with these settings uses for positions below ``keys``,
         so that no capture lands inside a request (a no-op where programs are not captured)."""
@@ -183,6 +201,8 @@ class GraphEngine:
                 break
             first = self.step.buckets[self.step.buckets.index(bucket) - 1] if bucket != self.step.buckets[0] else 0
             self.verify([bos], first)
+            if spec is None and self.room(first) + 1 >= PLAIN_STEPS:
+                self.plain(bos, first, n=PLAIN_STEPS)
             for n in range(1, min(k, bucket - first - 1) + 1):  # shorter cycles end each request
                 if spec is not None and spec.method == "draft":
                     self.draft(bos, first, k=n, top_k=top_k, lower=lower, upper=upper)
@@ -219,9 +239,19 @@ class GraphEngine:
         kept = finals.clone()
         return [kept[i : i + 1] for i in range(kept.shape[0])]
 
+    def _decider(self, backend: str | None) -> Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
+        """decide_rows over this engine's heads, compiled with the step's backend: uncompiled it is
+        about twenty small kernels a decision (a few reductions over 262,144 logits, the rest scalars)."""
+
+        def decide(hidden: torch.Tensor, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            return decide_rows(self.heads, hidden, logits, error_scale=self.error_scale)
+
+        # Not dynamic=False: rows are 1 (plain) or k + 1 (a cycle), and one dynamic recompile covers every k.
+        return torch.compile(decide, backend=backend, fullgraph=True) if backend else decide
+
     def _decided(self, finals: torch.Tensor, drafts: list[torch.Tensor]) -> _Outputs:
         logits = self.heads.logits(finals)
-        tokens, near = decide_rows(self.heads, finals, logits, error_scale=self.error_scale)
+        tokens, near = self._decide(finals, logits)
         return torch.cat([*drafts, tokens, near]), finals, logits
 
     def _verify_fn(self, m: int, keys: int) -> Callable[[], _Outputs]:
@@ -234,6 +264,26 @@ class GraphEngine:
                 for i in range(m)
             ]
             return self._decided(torch.cat(finals), [])
+
+        return run
+
+    def _plain_fn(self, n: int, keys: int) -> Callable[[], _Outputs]:
+        step, heads, everything = self.step, self.heads, self.model.all_layers()
+
+        def run() -> _Outputs:
+            # Each position exactly as verify(1) computes it (one row through the head and the
+            # decision), so the tokens are plain decoding's own.
+            start, token = self.inputs[:1], self.inputs[1:2]
+            tokens, nears, finals, logits = [], [], [], []
+            for i in range(n):
+                final = step.final(step.run(step.embed(token), step.position(start + i, keys), layers=everything))
+                row = heads.logits(final)
+                token, near = self._decide(final, row)
+                tokens.append(token)
+                nears.append(near)
+                finals.append(final)
+                logits.append(row)
+            return torch.cat([*tokens, *nears]), torch.cat(finals), torch.cat(logits)
 
         return run
 
@@ -282,6 +332,9 @@ class GraphDecoder(Decoder):
             if proposal:
                 targets, finals = engine.verify([state.pending, *proposal], state.position)
                 return self._accept(state, stats, proposal, targets, finals)
-        targets, finals = engine.verify([state.pending], state.position)
+        if self.spec is None and min(budget, engine.room(state.position) + 1) >= PLAIN_STEPS:
+            targets, finals = engine.plain(state.pending, state.position, n=PLAIN_STEPS)
+        else:
+            targets, finals = engine.verify([state.pending], state.position)
         state.advance(targets)
         return targets, finals

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from engine.reference._graphs import GraphDecoder, GraphEngine
+from engine.reference._graphs import PLAIN_STEPS, GraphDecoder, GraphEngine
 from engine.reference._static import StaticStep, buckets, decide_rows, draft_token, hidden_error_scale
 from engine.reference.runtime import Decoder, SpecConfig
 
@@ -129,6 +129,51 @@ def test_graph_plain_decoding_equals_eager_plain_decoding(runtime, prompts, grap
     assert graph_plain == eager
 
 
+def test_plain_decoding_runs_several_positions_per_program(engine, graph_plain):
+    assert any(key[:2] == ("plain", PLAIN_STEPS) for key in engine._programs)
+
+
+def test_plain_runs_refine_every_ambiguous_row(runtime, prompts, graph_plain, monkeypatch):
+    """Every row sent to the host's Heads.decide (as if each were a near-tie): still plain's tokens."""
+    engine = _uncaptured_engine(runtime)  # a captured program would keep the error scale it was captured with
+    monkeypatch.setattr(engine, "error_scale", 1e6)
+    assert _decode(_graph_decoder(runtime, engine), prompts)[0] == graph_plain
+
+
+def test_a_plain_run_stops_where_the_host_overrules_the_device(runtime, prompts, monkeypatch):
+    """Positions after an overruled decision were computed from the wrong token: they are dropped."""
+    engine = _uncaptured_engine(runtime)
+    for ids in prompts:  # one whose run is all the device's (the first prompt starts with a near-tie)
+        engine.adopt(_prefilled(runtime.model, engine, ids))
+        device_tokens, _ = engine.plain(ids[-1], len(ids) - 1, n=PLAIN_STEPS)
+        if len(device_tokens) == PLAIN_STEPS:
+            break
+    assert len(device_tokens) == PLAIN_STEPS
+    calls = []
+
+    def overrule(hidden, logits):  # a test double for a refinement that disagrees at the third row
+        calls.append(len(calls))
+        return [device_tokens[len(calls) - 1] + (1 if len(calls) == 3 else 0)]
+
+    monkeypatch.setattr(engine, "error_scale", 1e6)
+    monkeypatch.setattr(runtime.heads, "decide", overrule)
+    tokens, finals = engine.plain(ids[-1], len(ids) - 1, n=PLAIN_STEPS)
+    assert tokens == [*device_tokens[:2], device_tokens[2] + 1]
+    assert len(finals) == 3
+
+
+def _uncaptured_engine(runtime) -> GraphEngine:
+    return GraphEngine(runtime.model, runtime.heads, capacity=256, smallest_bucket=SMALL_BUCKET, graphs=False)
+
+
+def _prefilled(model, engine, ids):
+    from engine.reference._decode import _State
+
+    cache = model.new_cache(len(ids))
+    model.prefill(_ids(model, ids[:-1]), cache)
+    return _State(cache=cache, position=len(ids) - 1, pending=ids[-1], context=list(ids))
+
+
 @pytest.mark.parametrize("name", list(SPECS))
 def test_graph_speculative_decoding_equals_graph_plain(runtime, engine, prompts, graph_plain, name):
     plain = graph_plain
@@ -161,6 +206,15 @@ def test_compiled_step_traces_whole_and_agrees(runtime, prompts):
         pos = step.position(_ids(model, [len(ids) - 1]), step.bucket(len(ids)))
         results.append(step.final(step.run(step.embed(_ids(model, [ids[-1]])), pos, layers=model.all_layers())))
     assert torch.allclose(results[0].float(), results[1].float(), rtol=2e-2, atol=2e-2)
+
+
+def test_a_compiled_engine_decodes_as_the_uncompiled_one(runtime, prompts, graph_plain):
+    """Every compile unit traced whole (the step's pieces, and the decision at 1 and k + 1 rows, a
+    dynamic recompile): what inductor compiles on CUDA. No fallback, and the same tokens."""
+    engine = GraphEngine(runtime.model, runtime.heads, capacity=256, smallest_bucket=SMALL_BUCKET, compile="aot_eager")
+    for spec, top_k in [(None, 32), SPECS["draft k=3"]]:
+        assert _decode(_graph_decoder(runtime, engine, spec, top_k), prompts[1:2])[0] == graph_plain[1:2]
+    assert engine.compile == "aot_eager"
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
