@@ -6,12 +6,17 @@ The folder is what every consumer loads: the reference server, stock vLLM and th
 from __future__ import annotations
 
 import importlib
+import os
 from pathlib import Path
 
 from engine.errors import EngineBootError
 
-BOS_ID = 2
 END_OF_TURN = "<end_of_turn>"
+# Gemma 3's encoding of a probe text, <bos> first. transformers 5.17 (the lent GPU machine's)
+# builds the GGUF's tokenizer without its merges: words come out in pieces (8 ids for these four
+# words) and every prompt, reference and PPL figure with them. The probe catches such a build.
+PROBE = ("The quick brown fox", [2, 818, 3823, 8864, 37423])
+TOKENIZER_ENV = "GEMMA_SWEEP_TOKENIZER"  # a tokenizer folder to use instead of the GGUF's
 
 # Gemma 3's turn format (the family's published template, text parts only). The GGUF ships no
 # template, so without this `apply_chat_template` would fail or fall back to something else.
@@ -75,15 +80,10 @@ def convert(gguf_path: Path, out_dir: Path) -> None:
     for module in ("gguf", "accelerate"):
         require(module)
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
+    from transformers import AutoModelForCausalLM, GgufConfig
 
     src, name = str(gguf_path.parent), gguf_path.name
-    tokenizer = AutoTokenizer.from_pretrained(src, gguf_file=name)
-    tokenizer.add_bos_token = True
-    tokenizer.chat_template = CHAT_TEMPLATE
-    ids = tokenizer("hi").input_ids
-    if not ids or ids[0] != BOS_ID:
-        raise EngineBootError(f"the converted tokenizer does not prepend <bos> (encode('hi') = {ids})")
+    tokenizer = build_tokenizer(gguf_path)
     model = AutoModelForCausalLM.from_pretrained(
         src, gguf_file=name, dtype=torch.bfloat16, quantization_config=GgufConfig(dequantize=True)
     )
@@ -91,3 +91,32 @@ def convert(gguf_path: Path, out_dir: Path) -> None:
     model.generation_config.eos_token_id = [model.config.eos_token_id, tokenizer.convert_tokens_to_ids(END_OF_TURN)]
     model.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
+
+
+def build_tokenizer(gguf_path: Path):
+    """The GGUF's tokenizer (or the folder ``GEMMA_SWEEP_TOKENIZER`` names), adding <bos>, with
+    Gemma's chat template; an error unless it encodes ``PROBE`` as Gemma 3 does."""
+    import transformers
+    from transformers import AutoTokenizer
+
+    folder = os.environ.get(TOKENIZER_ENV)
+    if folder:
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+        origin = f"{TOKENIZER_ENV}={folder}"
+    else:
+        tokenizer = AutoTokenizer.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
+        origin = f"the GGUF by transformers {transformers.__version__}"
+    tokenizer.add_bos_token = True
+    tokenizer.chat_template = CHAT_TEMPLATE
+    text, want = PROBE
+    got = tokenizer(text).input_ids
+    if got != want:
+        fix = (
+            "point it at a tokenizer folder that encodes it right"
+            if folder
+            else f"use a transformers that builds it right (5.24 does, 5.17 does not), or set {TOKENIZER_ENV} "
+            "to the `checkpoint` folder of a cache prepared with one (only its tokenizer files are read)"
+        )
+        raise EngineBootError(f"the tokenizer built from {origin} encodes {text!r} as {got}, not as Gemma 3 does "
+                              f"({want}): {fix}")
+    return tokenizer

@@ -1,4 +1,4 @@
-"""Model preparation: cache verification, rebuilds, concurrent preparers, missing packages.
+"""Model preparation: cache verification, rebuilds, concurrent preparers, missing packages, the tokenizer.
 
 The fast tests swap the expensive build (GGUF conversion + clustering) for a tiny one; the last
 test checks the real cached model.
@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import shutil
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from engine.errors import EngineBootError
-from engine.reference import prepare
+from engine.reference import _convert, prepare
 
 
 def fake_build(folder):
@@ -120,3 +122,26 @@ def test_the_real_cache_holds_a_bf16_checkpoint_and_a_balanced_table():
         assert str(f.get_tensor("model.norm.weight").dtype) == "torch.bfloat16"
     for name in ("config.json", "tokenizer.json", "chat_template.jinja", "generation_config.json"):
         assert (prepared.checkpoint_dir / name).exists()
+
+
+@pytest.mark.slow
+def test_a_tokenizer_folder_replaces_the_ggufs_and_passes_the_probe(monkeypatch):
+    monkeypatch.setenv(_convert.TOKENIZER_ENV, str(prepare.prepare_model().checkpoint_dir))
+    tokenizer = _convert.build_tokenizer(Path("/nonexistent/source.gguf"))  # the GGUF is not read
+    text, ids = _convert.PROBE
+    assert tokenizer(text).input_ids == ids
+    assert "<start_of_turn>" in tokenizer.chat_template
+
+
+@pytest.mark.slow
+def test_a_tokenizer_without_merges_is_refused(tmp_path, monkeypatch):
+    """The failure seen with transformers 5.17: the vocabulary without its merges, words in pieces."""
+    checkpoint = prepare.prepare_model().checkpoint_dir
+    for name in ("tokenizer_config.json", "chat_template.jinja"):
+        shutil.copy(checkpoint / name, tmp_path / name)
+    spec = json.loads((checkpoint / "tokenizer.json").read_text())
+    spec["model"]["merges"] = []
+    (tmp_path / "tokenizer.json").write_text(json.dumps(spec))
+    monkeypatch.setenv(_convert.TOKENIZER_ENV, str(tmp_path))
+    with pytest.raises(EngineBootError, match=r"encodes 'The quick brown fox' as \[2, .*not as Gemma 3 does"):
+        _convert.build_tokenizer(Path("/nonexistent/source.gguf"))
