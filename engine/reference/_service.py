@@ -20,6 +20,7 @@ import torch
 
 from engine.reference._config import MAX_LOGPROBS, ServeConfig
 from engine.reference._decode import Generation
+from engine.reference._detokenize import IncrementalText
 from engine.reference._logprobs import Scored, score
 from engine.reference._metrics import Metrics
 from engine.reference._protocol import APIError, ChatRequest, CompletionRequest
@@ -300,25 +301,25 @@ class Service:
                 choice["token_ids"] = tokens
             return choice
 
-        ids: list[int] = []
-        sent_text, sent_tokens = "", 0
+        streamed = IncrementalText(self._text)
+        ids = streamed.ids
+        sent_chars, sent_tokens = 0, 0
         try:
             if chat:
                 yield event([{"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}])
             while (token := await queue.get()) is not None:
-                ids.append(token)
-                text = self._text(ids)
-                if text.endswith("\ufffd"):  # an incomplete UTF-8 sequence: wait for the next token
+                new = streamed.add(token)
+                if new is None:  # an incomplete UTF-8 sequence: wait for the next token
                     continue
-                yield event([delta_choice(text[len(sent_text):], ids[sent_tokens:], None)])
-                sent_text, sent_tokens = text, len(ids)
+                yield event([delta_choice(new, ids[sent_tokens:], None)])
+                sent_chars, sent_tokens = sent_chars + len(new), len(ids)
             try:
                 gen = task.result()
             except Exception as exc:  # the decoder failed mid-stream: say so in-band, as vLLM does
                 yield f"data: {json.dumps(APIError(500, f'decoding failed: {exc}', kind='InternalServerError').body())}\n\n"
                 return
             text = self._text(gen.token_ids)
-            yield event([delta_choice(text[len(sent_text):], ids[sent_tokens:], gen.finish_reason)])
+            yield event([delta_choice(text[sent_chars:], ids[sent_tokens:], gen.finish_reason)])
             if (req.stream_options or {}).get("include_usage"):
                 yield event([], usage=self._usage(job, gen))
             yield "data: [DONE]\n\n"
