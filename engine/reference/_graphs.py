@@ -223,6 +223,10 @@ class GraphEngine:
         with torch.inference_mode():
             self.inputs[: 1 + len(tokens)].copy_(torch.tensor([position, *tokens]))
             packed, finals, logits = program()
+            if packed.is_cuda:
+                # Waits with the GIL released (tolist would hold it): meanwhile the server's event
+                # loop streams the previous program's tokens.
+                torch.cuda.current_stream(packed.device).synchronize()
             return packed.tolist(), finals, logits
 
     def _targets(self, tokens: list[int], near: list[int], finals: torch.Tensor, logits: torch.Tensor) -> list[int]:

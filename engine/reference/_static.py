@@ -11,9 +11,9 @@ function with shapes that a CUDA graph can capture once and replay (``_graphs.py
   (masked below 0), or the full layers' ``[0, L)`` when the window covers the whole bucket;
 - as in ``Gemma3.step``: q/k/v and gate/up are one matmul each, RMSNorm scales ``(1 + w)`` are fp32;
 - a position's key and value go into the cache, and a window's come out, with one kernel each
-  (through ``KVCache.kv``), and attention (mask, softmax, cast) is a compile unit of its own: on
-  CUDA a step is a few hundred short kernels, so each one fewer per layer saves ~2 us a position
-  (benchmarks/results/gpu/README.md).
+  (through ``KVCache.kv``), and attention (mask, softmax, cast), the position's tensors and the
+  embedding are compile units of their own: on CUDA a step is a few hundred short kernels, so
+  each one fewer saves ~2 us a position (benchmarks/results/gpu/README.md).
 
 Identity: a position's shapes depend on its bucket only, never on how many positions are computed
 in one call, so plain and speculative decoding on this path give bit-identical hidden states for
@@ -99,10 +99,15 @@ class StaticStep:
         self.layers = model.layers  # with their fused qkv / gate_up and fp32 (1 + w) norm scales
         self.final_scale = (1.0 + model.final_norm.float()).contiguous()
         self._pre, self._attend, self._post, self._final = self._pieces()
+        self._position, self._embed = self._position_tensors, model.embed
         if compile:
-            self._pre, self._attend, self._post, self._final = (
+            # Attention compiles once per key length (every bucket a request reaches, and the
+            # window): a long request passes dynamo's default of 8, and past its limit a fullgraph
+            # unit raises in the middle of a request instead of compiling.
+            torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
+            self._pre, self._attend, self._post, self._final, self._position, self._embed = (
                 torch.compile(fn, backend=compile, dynamic=False, fullgraph=True)
-                for fn in (self._pre, self._attend, self._post, self._final)
+                for fn in (self._pre, self._attend, self._post, self._final, self._position, self._embed)
             )
 
     def _pieces(self) -> tuple[Callable, Callable, Callable, Callable]:
@@ -140,6 +145,10 @@ class StaticStep:
 
     def position(self, index: torch.Tensor, keys: int) -> Position:
         """Per-position tensors for the device position ``index`` (int64 [1]) in bucket ``keys``."""
+        return Position(index, keys=keys, **self._position(index, keys))
+
+    def _position_tensors(self, index: torch.Tensor, keys: int) -> dict:
+        """A compile unit: about ten small kernels uncompiled (RoPE gathers, masks, the window's index)."""
         rope = {kind: (cos.index_select(0, index), sin.index_select(0, index)) for kind, (cos, sin) in self._rope.items()}
         span = self._arange[:keys]
         full_mask = torch.where(span <= index, self._zero, self._min)
@@ -148,13 +157,13 @@ class StaticStep:
             wanted = index - (self.window - 1) + self._arange[: self.window]
             window_mask = torch.where(wanted >= 0, self._zero, self._min)
             window_index = wanted.clamp(min=0)
-        return Position(index, rope, keys, full_mask, window_index, window_mask)
+        return {"rope": rope, "full_mask": full_mask, "window_index": window_index, "window_mask": window_mask}
 
     # ------------------------------------------------------------------ the step
 
     def embed(self, token: torch.Tensor) -> torch.Tensor:
         """token int64 [1] -> residual [1, hidden]."""
-        return self.model.embed(token)
+        return self._embed(token)
 
     def final(self, x: torch.Tensor) -> torch.Tensor:
         return self._final(x, self.final_scale)

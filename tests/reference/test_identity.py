@@ -37,9 +37,14 @@ def test_draft_equals_plain_greedy_at_every_centroid_budget(runtime, prompt_ids,
         _assert_same(outs, plain_outputs, f"draft k={k} CENTROID_TOP_K={top_k}")
         acceptance[top_k] = accepted / drafted
     # A smaller candidate budget really drafts worse; with every cluster the drafter's choice is
-    # the verifier's own (the same hidden state, the same decision), so nothing is ever rejected.
+    # the verifier's own (the same hidden state, the same decision), so nothing is rejected. On
+    # CUDA (the graph path) the drafter takes the plain argmax of bf16 logits where the verifier
+    # refines near-ties exactly (_static.draft_token): there, rejections are those near-ties.
     assert acceptance[1] < acceptance[49], acceptance
-    assert acceptance[2048] == 1.0, acceptance
+    if runtime.model.device.type == "cpu":
+        assert acceptance[2048] == 1.0, acceptance
+    else:
+        assert acceptance[2048] >= max(acceptance[49], 0.9), acceptance
 
 
 def test_draft_with_partial_drafter_layers_equals_plain_greedy(runtime, prompt_ids, plain_outputs):
