@@ -35,6 +35,8 @@
 #   7. command: bash benchmarks/gpu/run_sweep.sh sweep 1
 #      the same study and budget with 1 worker, then benchmarks.gpu.sweep_report (where each trial
 #      ran, overlap, efficiency, front)
+#   On a fresh machine (the 1-worker run alone, on nvidia-h200): calls 1-3, then
+#   `prepare .carry/p4` (install, tokenizer, model), call 5, then `sweep 1 .carry/rest`.
 # Each command writes its logs and results under $OUT (the device tool brings them back); here
 # they land in runs/gpu-local. Exports (Pareto PNG, CSV) are made afterwards on this machine:
 #   python -m dashboards.export --study joint-gpu --storage sqlite:///<returned db> ...
@@ -219,6 +221,7 @@ case ${1:-} in
   split) split ;;
   stage) shift; stage "$@" ;;
   engine) shift; (($#)) && stage "$@"; engine ;;
+  prepare) shift; (($#)) && stage "$@"; install && tokenizer && step prepare 240 "$PY" -m engine.reference.prepare ;;
   sweep) shift; sweep "$@" ;;
-  *) echo "usage: $0 split | stage DIR... | engine [DIR...] | sweep [1|2] [DIR...]" >&2; exit 2 ;;
+  *) echo "usage: $0 split | stage DIR... | engine [DIR...] | prepare [DIR...] | sweep [1|2] [DIR...]" >&2; exit 2 ;;
 esac
