@@ -157,7 +157,7 @@ def test_a_plain_run_stops_where_the_host_overrules_the_device(runtime, prompts,
     """Positions after an overruled decision were computed from the wrong token: they are dropped."""
     engine = _uncaptured_engine(runtime)
     for ids in prompts:  # one whose run is all the device's (the first prompt starts with a near-tie)
-        engine.adopt(_prefilled(runtime.model, engine, ids))
+        engine.adopt(_prefilled(runtime.model, ids))
         device_tokens, _ = engine.plain(ids[-1], len(ids) - 1, n=PLAIN_STEPS)
         if len(device_tokens) == PLAIN_STEPS:
             break
@@ -179,7 +179,7 @@ def _uncaptured_engine(runtime) -> GraphEngine:
     return GraphEngine(runtime.model, runtime.heads, capacity=256, smallest_bucket=SMALL_BUCKET, graphs=False)
 
 
-def _prefilled(model, engine, ids):
+def _prefilled(model, ids):
     from engine.reference._decode import _State
 
     cache = model.new_cache(len(ids))
