@@ -67,8 +67,8 @@ def pareto_figure(data: StudyData, *, theme: Theme = "light") -> go.Figure:
         )  # fmt: skip
 
     rest = [t for t in measured if not t.on_front]
-    _points(fig, [t for t in rest if t.feasible is not False], name="feasible", color=_BLUE, size=9)
-    _points(fig, [t for t in rest if t.feasible is False], name="over the gate", color=_GREY, size=9)
+    _points(fig, [t for t in rest if t.feasible is not False], name="feasible", color=_BLUE, size=9, spread=True)
+    _points(fig, [t for t in rest if t.feasible is False], name="over the gate", color=_GREY, size=9, spread=True)
     base = data.baseline
     if base is not None:  # under the front's markers: a baseline on the front shows as both
         _points(fig, [base], name="baseline", color=_GOLD, size=18, symbol="star", line_color="#111827")
@@ -78,7 +78,7 @@ def pareto_figure(data: StudyData, *, theme: Theme = "light") -> go.Figure:
             x=[t.ppl for t in front], y=[t.tps for t in front], mode="lines+markers",
             line={"shape": "hv", "color": _ORANGE, "width": 2.5}, marker={"size": 11, "color": _ORANGE},
             name=f"front ({len(front)})", text=[hover_text(t) for t in front],
-            hovertemplate="%{text}<extra></extra>",
+            hovertemplate="%{text}<extra></extra>", error_y=_spread_bars(front),
         ))  # fmt: skip
     _points(
         fig, [t for t in measured if t.identity_diff_prompts], name="greedy output differs",
@@ -178,17 +178,26 @@ def history_figure(data: StudyData, *, theme: Theme = "light") -> go.Figure:
 
 def _points(
     fig: go.Figure, trials: list[TrialRow], *, name: str, color: str, size: int,
-    symbol: str = "circle", width: float = 1, line_color: str | None = None,
+    symbol: str = "circle", width: float = 1, line_color: str | None = None, spread: bool = False,
 ) -> None:  # fmt: skip
     if not trials:
         return
     fig.add_trace(go.Scatter(
         x=[t.ppl for t in trials], y=[t.tps for t in trials], mode="markers",
         name=f"{name} ({len(trials)})", text=[hover_text(t) for t in trials],
-        hovertemplate="%{text}<extra></extra>",
+        hovertemplate="%{text}<extra></extra>", error_y=_spread_bars(trials) if spread else None,
         marker={"size": size, "color": color, "symbol": symbol,
                 "line": {"width": width, "color": line_color or color}},
     ))  # fmt: skip
+
+
+def _spread_bars(trials: list[TrialRow]) -> dict | None:
+    """TPS error bars of +- one standard deviation (TPS x CV) for trials whose profile repeated
+    the timed run; None (no bars) when none did."""
+    if all(t.tps_cv is None for t in trials):
+        return None
+    return {"type": "data", "visible": True, "thickness": 1.2, "width": 4,
+            "array": [0.0 if t.tps_cv is None else t.tps * t.tps_cv for t in trials]}  # type: ignore[operator]
 
 
 def _marker_color(t: TrialRow) -> str:

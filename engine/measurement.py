@@ -14,10 +14,10 @@ from typing import Any, Literal
 class Measurement:
     """TPS and PPL measured as the challenge measures them, plus what we add."""
 
-    tps: float  # sum(completion_tokens) / wall time of the timed run (output_throughput)
+    tps: float  # sum(completion_tokens) / wall time of the timed run (output_throughput); median run of tps_runs
     ppl: float  # exp(total target NLL / target tokens), token-weighted: the gated number
     ppl_mean_record: float  # mean of per-record PPLs; reported, never gated
-    completion_tokens: int
+    completion_tokens: int  # of the median run, like tps_wall_s
     tps_wall_s: float
     ppl_target_tokens: int
     num_prompts: int
@@ -30,6 +30,8 @@ class Measurement:
     output_token_ids: list[list[int]] = field(default_factory=list)  # per prompt, for identity
     # sha256 of each prompt's generated text: identity evidence even from a stack that returns no ids
     output_text_sha256: list[str] = field(default_factory=list)
+    tps_runs: list[float] = field(default_factory=list)  # every timed run's TPS, in order (profile tps_repeats)
+    tps_cv: float | None = None  # sample stdev / mean of tps_runs; None for a single run
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -29,6 +29,9 @@ class BenchProfile:
     warmup_output_len: int = 32
     warmup_pause_s: float = 1.0
     stream_pass: bool = False  # an extra streaming pass for TTFT / inter-token latency
+    # Timed TPS runs back to back in one boot: the trial's TPS is their median and their
+    # spread is stored, so that a sweep does not crown one lucky measurement.
+    tps_repeats: int = 1
     boot_timeout_s: float = 600.0
     request_timeout_s: float = 600.0
 
@@ -52,7 +55,7 @@ def _validated(profile: BenchProfile, *, source: str) -> BenchProfile:
         if not isinstance(value, str) or not value.strip() or "\x00" in value:
             raise StudySpecError(f"{source}: profile field {name!r} must be a file path, got {value!r}")
     for name, low in (("num_prompts", 1), ("output_len", 1), ("ppl_records", 1), ("warmup_requests", 0),
-                      ("warmup_output_len", 1)):  # fmt: skip
+                      ("warmup_output_len", 1), ("tps_repeats", 1)):  # fmt: skip
         value = getattr(profile, name)
         if not isinstance(value, int) or isinstance(value, bool) or value < low:
             raise StudySpecError(f"{source}: profile field {name!r} must be an integer >= {low}, got {value!r}")

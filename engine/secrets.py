@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-__all__ = ["REDACTED", "SECRET_MARKERS", "is_secret_key", "redact_env"]
+__all__ = ["REDACTED", "SECRET_MARKERS", "is_secret_key", "redact_env", "scrub_text"]
 
 REDACTED = "***"
 SECRET_MARKERS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "CREDENTIAL", "AUTH")
@@ -26,3 +26,12 @@ def is_secret_key(key: str) -> bool:
 def redact_env(env: Mapping[str, str]) -> dict[str, str]:
     """A copy of ``env`` whose secret-looking values are replaced by ``***``."""
     return {key: REDACTED if is_secret_key(key) else value for key, value in env.items()}
+
+
+def scrub_text(text: str, env: Mapping[str, str]) -> str:
+    """``text`` (a stack's log tail) with the values of ``env``'s secret-looking keys replaced by
+    ``***``: the record keeps what a stack printed, not a token it echoed."""
+    for key, value in env.items():
+        if is_secret_key(key) and len(value) >= 4:  # shorter values would blank out ordinary text
+            text = text.replace(value, REDACTED)
+    return text

@@ -25,7 +25,7 @@ from engine.manifest import Manifest
 from engine.measurement import Measurement, TrialOutcome
 from engine.process import EngineProcess
 from engine.profiles import BenchProfile
-from engine.secrets import redact_env
+from engine.secrets import redact_env, scrub_text
 
 __all__ = ["node_info", "run_trial"]
 
@@ -81,7 +81,8 @@ def run_trial(
                log_tail: str) -> TrialOutcome:
         timings["total"] = time.monotonic() - began
         return TrialOutcome(status="failed", knobs=knob_values, argv=argv, env=redact_env(env),
-                            reason=str(error), log_tail=error.log_tail or log_tail,
+                            reason=scrub_text(str(error), {**os.environ, **env}),
+                            log_tail=scrub_text(error.log_tail or log_tail, {**os.environ, **env}),
                             timings_s=timings, node=node_info())
 
     # Created only for the engine's lifetime; mkdtemp's short /tmp path keeps a stack's UNIX
@@ -100,4 +101,5 @@ def run_trial(
                       log_tail=engine.log_tail())
     timings["total"] = time.monotonic() - began
     return TrialOutcome(status="complete", knobs=launch.knobs, argv=launch.argv, env=redact_env(launch.env),
-                        measurement=measurement, timings_s=timings, node=node_info())
+                        measurement=measurement, log_tail=scrub_text(engine.log_tail(), {**os.environ, **launch.env}),
+                        timings_s=timings, node=node_info())

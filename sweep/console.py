@@ -52,6 +52,17 @@ def _duration(seconds: float | None) -> str:
     return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
 
 
+def _cv(record: MeasurementRecord) -> float | None:
+    return (record.measurement or {}).get("tps_cv")
+
+
+def _spread(record: MeasurementRecord) -> str:
+    """' (median of R, CV x%)' when the profile repeated the TPS run, else nothing."""
+    cv = _cv(record)
+    runs = (record.measurement or {}).get("tps_runs") or []
+    return "" if cv is None else f" (median of {len(runs)}, CV {cv:.1%})"
+
+
 def _knobs_text(knobs: dict[str, int], keys: Sequence[str]) -> str:
     return escape(" ".join(f"{k}={knobs[k]}" for k in keys if k in knobs))
 
@@ -89,7 +100,7 @@ class SweepConsole:
             if record.identity_diff_prompts is not None:
                 n = record.identity_diff_prompts
                 identity = "  greedy identical" if n == 0 else f"  [red]greedy output differs on {n} prompt(s)[/]"
-            self.out.print(f"{head}TPS {record.tps:.2f}  PPL {record.ppl:.4f}{gate}  {mark}{identity}")
+            self.out.print(f"{head}TPS {record.tps:.2f}{_spread(record)}  PPL {record.ppl:.4f}{gate}  {mark}{identity}")
         else:
             again = "; re-queued" if requeued else ""
             self.out.print(f"{head}[red]FAILED[/] ({record.fail_kind}): {escape(record.reason or '')}{again}")
@@ -125,7 +136,8 @@ class SweepConsole:
         table.add_column("trial", justify="right")
         for knob in knobs:
             table.add_column(knob, justify="right")
-        for column in ("TPS", "PPL", "gate margin", "greedy identity"):
+        spread = any(_cv(r) is not None for r in front)
+        for column in ("TPS", *(["TPS CV"] if spread else []), "PPL", "gate margin", "greedy identity"):
             table.add_column(column, justify="right")
         for r in front:
             margin = "" if r.gate is None else f"{r.gate - r.ppl:+.4f} ({(r.gate - r.ppl) / r.gate:+.1%})"  # type: ignore[operator]
@@ -136,7 +148,8 @@ class SweepConsole:
                 else f"differs ({r.identity_diff_prompts})"
             )  # fmt: skip
             cells = [str(r.knobs.get(k, "")) for k in knobs]
-            table.add_row(str(r.trial_number), *cells, f"{r.tps:.2f}", f"{r.ppl:.4f}", margin, identity)
+            cv = [] if not spread else ["-" if _cv(r) is None else f"{_cv(r):.1%}"]
+            table.add_row(str(r.trial_number), *cells, f"{r.tps:.2f}", *cv, f"{r.ppl:.4f}", margin, identity)
         if not front:
             self.out.print(f"{escape(title)}: no feasible measured trial yet")
         else:

@@ -202,6 +202,7 @@ def _tell(study: optuna.Study, storage: Storage, record: MeasurementRecord, *, i
             ppl=record.ppl,
             ppl_mean_record=record.ppl_mean_record,
             acceptance_rate=record.acceptance_rate,
+            tps_cv=(record.measurement or {}).get("tps_cv"),
             identity_diff_prompts=record.identity_diff_prompts,
             gate=record.gate,
         )
@@ -223,9 +224,12 @@ def constraints(record: MeasurementRecord, *, identity_required: bool) -> dict[s
     values = {}
     if record.gate is not None:
         values[GATE_CONSTRAINT] = record.ppl - record.gate  # type: ignore[operator]
-    if identity_required and record.identity_diff_prompts is not None:
-        # Without identity_required a differing trial is flagged (its attribute), not excluded.
-        values[IDENTITY_CONSTRAINT] = float(record.identity_diff_prompts)
+    if identity_required:
+        # Every trial gets the same constraints (Optuna's GP sampler refuses a study whose trials
+        # differ in count): the baseline, and a trial of a knob allowed to change the output, have
+        # nothing to differ from, so 0. Without identity_required a differing trial is flagged
+        # (its attribute), not excluded.
+        values[IDENTITY_CONSTRAINT] = float(record.identity_diff_prompts or 0)
     return values
 
 

@@ -21,6 +21,7 @@ is a fixed set, lists the valid choices. The layout::
     [profile]                     # or: profile = "quick"
     name = "quick"
     num_prompts = 4               # any field of engine.profiles.BenchProfile overrides it
+    tps_repeats = 3               #   e.g. 3 timed runs per boot: TPS is their median, CV stored
 
     [space.centroid_top_k]        # one table per swept knob:
     choices = [8, 16, 32]         #   a list of values, or

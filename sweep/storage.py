@@ -45,8 +45,9 @@ METADATA = sa.MetaData()
 
 # Why a trial failed, as the driver's retry rules see it:
 #   engine       the stack misbehaved (boot, crash, timeout, bad answers): a result, not retried
-#   lost         the worker or its node died mid-trial: re-run once on another worker
-#   interrupted  the driver stopped (Ctrl-C, or killed and found RUNNING at the next start)
+#   lost         the worker or its node died mid-trial, or the driver died with the trial
+#                RUNNING (found so at the next start): re-run once
+#   interrupted  the user stopped the driver (Ctrl-C, SIGTERM): always re-run
 #   skipped      not booted: the same knobs already failed because of the stack
 FailKind = Literal["engine", "lost", "interrupted", "skipped"]
 

@@ -2,7 +2,8 @@
 
 Order of one measurement (``measure``): warm-up (untimed, then a pause) -> TPS (the timed run,
 straight after the warm-up as in the organisers' harness, with the speculative-decoding counters
-of ``/metrics`` read before and after) -> optional streaming pass (TTFT, inter-token latency)
+of ``/metrics`` read before and after; repeated back to back when the profile asks for
+``tps_repeats``, the median run giving the TPS) -> optional streaming pass (TTFT, inter-token latency)
 -> PPL (one teacher-forced request per reference record). Every misbehaviour of the stack
 (HTTP error, timeout, malformed or incomplete JSON) raises ``BenchmarkError`` naming the request.
 
@@ -20,7 +21,7 @@ import httpx
 from engine.bench._metrics import parse_counters, read_spec_counters
 from engine.bench._ppl import PplResult, measure_ppl, ppl_payload, record_nll
 from engine.bench._stats import summarize
-from engine.bench._tps import TpsResult, chat_payload, measure_tps, parse_chat, stream_pass, warm_up
+from engine.bench._tps import TpsResult, TpsRuns, chat_payload, measure_tps, parse_chat, stream_pass, warm_up
 from engine.data import PplRecord, Prompt
 from engine.measurement import Measurement
 from engine.profiles import BenchProfile
@@ -28,6 +29,7 @@ from engine.profiles import BenchProfile
 __all__ = [
     "PplResult",
     "TpsResult",
+    "TpsRuns",
     "chat_payload",
     "measure",
     "measure_ppl",
@@ -73,7 +75,8 @@ def measure(
             warm_up(client, model=model, prompt=prompts[0], requests=profile.warmup_requests,
                     output_len=profile.warmup_output_len, pause_s=profile.warmup_pause_s)
         with _phase(timings, "tps"):
-            tps = measure_tps(client, model=model, prompts=prompts, output_len=profile.output_len)
+            runs = TpsRuns([measure_tps(client, model=model, prompts=prompts, output_len=profile.output_len)
+                            for _ in range(profile.tps_repeats)])
         stream: dict[str, float] = {}
         if profile.stream_pass:
             with _phase(timings, "stream"):
@@ -81,6 +84,8 @@ def measure(
             stream = summarize(ttfts, prefix="ttft_") | summarize(itls, prefix="itl_")
         with _phase(timings, "ppl"):
             ppl = measure_ppl(client, model=model, records=records)
+    tps = runs.median
+    drafted, accepted = runs.spec_counts()
     return Measurement(
         tps=tps.tps,
         ppl=ppl.ppl,
@@ -90,11 +95,13 @@ def measure(
         ppl_target_tokens=ppl.target_tokens,
         num_prompts=len(prompts),
         num_ppl_records=ppl.records,
-        latency_s=summarize(tps.latencies_s),
+        latency_s=summarize(runs.latencies_s),
         stream=stream,
-        drafted_tokens=tps.drafted_tokens,
-        accepted_tokens=tps.accepted_tokens,
-        acceptance_rate=tps.acceptance_rate,
+        drafted_tokens=drafted,
+        accepted_tokens=accepted,
+        acceptance_rate=accepted / drafted if drafted and accepted is not None else None,
         output_token_ids=tps.output_token_ids,
         output_text_sha256=tps.output_text_sha256,
+        tps_runs=[r.tps for r in runs.runs],
+        tps_cv=runs.cv,
     )

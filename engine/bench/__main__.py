@@ -2,6 +2,7 @@
 
     python -m engine.bench --manifest studies/manifests/reference.json --profile quick
     python -m engine.bench --manifest reference --set sliding_window=32 --profile quick
+    python -m engine.bench --manifest reference --profile quick --repeats 3
     python -m engine.bench --manifest vidraft-w188-ctk49 --set centroid_top_k=44 --dry-run
 
 Boots the stack with the knob values, warms it, measures TPS and PPL, stops it, and prints a
@@ -35,6 +36,7 @@ class BenchArgs:
     manifest: str
     sets: tuple[str, ...]
     profile: str
+    repeats: int | None
     dry_run: bool
     json_only: bool
     workdir: Path | None
@@ -52,13 +54,15 @@ def parse_args(argv: list[str] | None) -> BenchArgs:
     parser.add_argument("--set", action="append", default=[], metavar="KNOB=VALUE", dest="sets",
                         help="knob value, e.g. sliding_window=188 (repeatable)")
     parser.add_argument("--profile", default="challenge", help="benchmark profile in studies/profiles.toml")
+    parser.add_argument("--repeats", type=int, metavar="R",
+                        help="timed TPS runs in the one boot (default: the profile's tps_repeats); TPS is their median")
     parser.add_argument("--dry-run", action="store_true", help="print what would start; boot nothing")
     parser.add_argument("--json", action="store_true", dest="json_only", help="print only the JSON record")
     parser.add_argument("--workdir", type=Path, help="folder for the engine log (default: runs/bench/...)")
     parser.add_argument("--host", default="127.0.0.1", help="address the stack binds (default 127.0.0.1)")
     ns = parser.parse_args(argv)
-    return BenchArgs(manifest=ns.manifest, sets=tuple(ns.sets), profile=ns.profile, dry_run=ns.dry_run,
-                     json_only=ns.json_only, workdir=ns.workdir, host=ns.host)
+    return BenchArgs(manifest=ns.manifest, sets=tuple(ns.sets), profile=ns.profile, repeats=ns.repeats,
+                     dry_run=ns.dry_run, json_only=ns.json_only, workdir=ns.workdir, host=ns.host)
 
 
 def _dry_run_record(launch: LaunchConfig) -> dict:
@@ -90,6 +94,10 @@ def _table(outcome: TrialOutcome, *, manifest: str, profile: str, workdir: Path)
         rows += [
             ("TPS", f"{m.tps:.2f} tokens/s ({m.completion_tokens} tokens in {m.tps_wall_s:.2f} s, "
                     f"{m.num_prompts} prompts)"),
+        ]
+        if m.tps_cv is not None:
+            rows.append(("TPS runs", f"median of {' '.join(f'{t:.2f}' for t in m.tps_runs)}; CV {m.tps_cv:.1%}"))
+        rows += [
             ("PPL", f"{m.ppl:.4f} token-weighted over {m.ppl_target_tokens} tokens of "
                     f"{m.num_ppl_records} records; mean per record {m.ppl_mean_record:.4f}"),
             ("latency s", " ".join(f"{k} {lat[k]:.3f}" for k in ("p50", "p90", "p99", "mean") if k in lat)),
@@ -116,6 +124,8 @@ def main(argv: list[str] | None = None) -> int:
         manifest = load_manifest(args.manifest)
         knobs = validate_knob_values(manifest, parse_assignments(args.sets))
         profile = get_profile(args.profile)
+        if args.repeats is not None:
+            profile = profile.with_overrides({"tps_repeats": args.repeats}, source="--repeats")
         if args.dry_run:
             _print_dry_run(build_launch(manifest, knobs, host=args.host), json_only=args.json_only)
             return 0

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,6 +42,36 @@ class TpsResult:
         if not self.drafted_tokens or self.accepted_tokens is None:
             return None
         return self.accepted_tokens / self.drafted_tokens
+
+
+@dataclass
+class TpsRuns:
+    """R timed runs back to back in one boot. The trial's TPS is their median: the lower median
+    for an even R, so that it is always one real run's tokens over that run's own window."""
+
+    runs: list[TpsResult]
+
+    @property
+    def median(self) -> TpsResult:
+        return sorted(self.runs, key=lambda r: r.tps)[(len(self.runs) - 1) // 2]
+
+    @property
+    def cv(self) -> float | None:
+        """Coefficient of variation (sample stdev / mean) of the runs' TPS; None for one run."""
+        if len(self.runs) < 2:
+            return None
+        values = [r.tps for r in self.runs]
+        return statistics.stdev(values) / statistics.fmean(values)
+
+    @property
+    def latencies_s(self) -> list[float]:
+        return [lat for r in self.runs for lat in r.latencies_s]
+
+    def spec_counts(self) -> tuple[int | None, int | None]:
+        """Drafted and accepted tokens summed over the runs (None when a run had no counters)."""
+        if any(r.drafted_tokens is None or r.accepted_tokens is None for r in self.runs):
+            return None, None
+        return sum(r.drafted_tokens for r in self.runs), sum(r.accepted_tokens for r in self.runs)  # type: ignore[misc]
 
 
 @dataclass

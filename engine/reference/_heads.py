@@ -92,6 +92,10 @@ class Heads:
         """Centroid head: ``D`` restricted to the tokens of the top-K clusters (h·centroid)."""
         if top_k >= self.num_clusters:  # every cluster, in order: exactly the full head's rows
             return self.greedy_one(h)
+        return self.draft_from_clusters(h, top_k=top_k)
+
+    def draft_from_clusters(self, h: torch.Tensor, *, top_k: int) -> int:
+        """The centroid head's own path (score, keep top K, gather, decide), with no shortcut."""
         scores = F.linear(h, self.centroids)[0]
         clusters = scores.topk(top_k).indices.sort().values
         rows = self._rows_by_cluster.index_select(0, clusters).view(-1, self.hidden)

@@ -48,9 +48,10 @@ class Metrics:
         lines: list[str] = []
 
         def metric(name: str, kind: str, help_text: str, samples: list[tuple[str, int]]) -> None:
-            base = name.removesuffix("_total") if kind == "counter" else name
-            lines.append(f"# HELP {base} {help_text}")
-            lines.append(f"# TYPE {base} {kind}")
+            # As prometheus_client writes a counter in the text format vLLM serves: the HELP and
+            # TYPE lines carry the sample's own ``_total`` name.
+            lines.append(f"# HELP {name} {help_text}")
+            lines.append(f"# TYPE {name} {kind}")
             lines.extend(f"{name}{{{labels}{extra}}} {value}" for extra, value in samples)
 
         with self._lock:

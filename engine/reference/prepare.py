@@ -3,8 +3,8 @@
     prepare_model(cache_dir=None) -> PreparedModel
     python -m engine.reference.prepare        # prints the checkpoint folder
 
-The cache (``GEMMA_SWEEP_CACHE``, default ``~/.cache/gemma-sweep``) holds one folder per format
-version. A folder counts only if its ``manifest.json`` lists every output with a matching sha256;
+The cache (``GEMMA_SWEEP_CACHE``, default ``$XDG_CACHE_HOME/gemma-sweep`` or
+``~/.cache/gemma-sweep``) holds one folder per format version. A folder counts only if its ``manifest.json`` lists every output with a matching sha256;
 anything else (a half-written or corrupted folder) is rebuilt. Builds happen under a file lock
 in a temporary folder that is renamed into place, so two processes preparing at once end with one
 complete folder and the later one simply uses it.
@@ -45,7 +45,11 @@ class PreparedModel:
 
 def default_cache_dir() -> Path:
     env = os.environ.get("GEMMA_SWEEP_CACHE")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "gemma-sweep"
+    if env:
+        return Path(env).expanduser()
+    # The user's cache dir as the XDG spec has it (what ~/.cache means on a desktop).
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache") / "gemma-sweep"
 
 
 def _sha256(path: Path) -> str:

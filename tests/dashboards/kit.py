@@ -41,13 +41,15 @@ class StubStudy:
     url: str
 
 
-def stub_study(folder: Path, *, name: str, space: dict, decode_step_s: str = "0.004", **fields) -> StubStudy:
+def stub_study(folder: Path, *, name: str, space: dict, decode_step_s: str = "0.004", tps_repeats: int = 1,
+               **fields) -> StubStudy:  # fmt: skip
     """A study on the stub stack where CENTROID_TOP_K=8 fails at boot and 16 changes the
     greedy output (a lossless knob breaking identity): every kind of point a chart shows."""
     folder.mkdir(parents=True, exist_ok=True)
     manifest = write_manifest(folder, fault_if="CENTROID_TOP_K=16:wrong_tokens",
                               STUB_BOOT_EXIT_IF="CENTROID_TOP_K=8", STUB_DECODE_STEP_S=decode_step_s)  # fmt: skip
-    toml = write_study(folder, manifest=manifest, profile=stub_profile(folder), space=space, name=name,
+    profile = stub_profile(folder, tps_repeats=tps_repeats)
+    toml = write_study(folder, manifest=manifest, profile=profile, space=space, name=name,
                        sampler="grid", seed=1, workers=1, **fields)  # fmt: skip
     return StubStudy(folder=folder, toml=toml, name=name, url=f"sqlite:///{folder / 'sweep.db'}")
 

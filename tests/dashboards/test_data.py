@@ -157,3 +157,15 @@ def test_a_failure_the_driver_re_runs_says_so_beside_the_chart():
               row(2, None, None, fail_reason="exited during boot", metrics={"fail_kind": "engine"})]  # fmt: skip
     side = pareto_figure(study_data(study_name="s", gate=GATE, trials=trials)).layout.annotations[-1].text
     assert "#1 centroid_top_k=16 [interrupted]" in side and "#2 centroid_top_k=24<br>" in side
+
+
+def test_a_trial_with_repeated_tps_runs_shows_its_spread_as_an_error_bar(data):
+    trials = [*data.trials[:1], row(1, 120.0, 2.35, identity_diff_prompts=0, tps_cv=0.05), *data.trials[2:]]
+    fig = pareto_figure(study_data(study_name="ctk", trials=trials, gate=GATE))
+    traces = _traces(fig)
+    # +- one standard deviation: TPS x CV for the repeated trial, none for the single-run ones
+    assert list(traces["front"].error_y.array) == [0.0, pytest.approx(6.0), 0.0]
+    assert traces["feasible"].error_y.array is None  # no repeated trial among them: no bars
+    assert "TPS = 120.00 tokens/s (CV 5.0%)" in hover_text(trials[1])
+    # a study without repeats draws no bars at all
+    assert _traces(pareto_figure(data))["front"].error_y.array is None

@@ -2,6 +2,7 @@
 
 import json
 import math
+import statistics
 
 import pytest
 
@@ -165,3 +166,27 @@ def test_a_hanging_stack_is_a_timeout_error(tmp_path, stub_profile):
             open_client(launch.base_url, timeout_s=0.5) as client:
         with pytest.raises(BenchmarkError, match=r"PPL record r0: POST /v1/completions timed out after 0.5 s"):
             measure_ppl(client, model="stub", records=records)
+
+
+def test_repeated_tps_runs_give_their_median_and_spread(tmp_path, stub_profile):
+    profile = stub_profile.with_overrides({"tps_repeats": 3}, source="test")
+    m, log, launch, _ = run_measure(tmp_path, profile, CENTROID_TOP_K="20", STUB_DECODE_STEP_S="0.002")
+    timed = [r for r in log if r["path"] == "/v1/chat/completions"][profile.warmup_requests:]
+    assert len(timed) == 3 * profile.num_prompts  # three runs back to back, one boot
+    assert len(m.tps_runs) == 3
+    assert m.tps == statistics.median(m.tps_runs)  # odd R: the median is one of the runs
+    assert m.tps == m.completion_tokens / m.tps_wall_s  # ... and its tokens over its own window
+    assert m.tps_cv == pytest.approx(statistics.stdev(m.tps_runs) / statistics.fmean(m.tps_runs))
+    # every run's window holds that run's own requests on the server (same tokens in each run)
+    for i, tps in enumerate(m.tps_runs):
+        run = timed[i * profile.num_prompts:(i + 1) * profile.num_prompts]
+        assert tps * (run[-1]["end"] - run[0]["start"]) <= m.completion_tokens * (1 + 1e-9)
+    drafted, accepted = spec_counts(StubKnobs.from_env(launch.env), profile.output_len)
+    assert m.drafted_tokens == 3 * drafted * profile.num_prompts  # counters over all three runs
+    assert m.acceptance_rate == pytest.approx(accepted / drafted)
+    assert len(m.latency_s) == 6 and m.latency_s["min"] > 0
+
+
+def test_a_single_tps_run_has_no_spread(tmp_path, stub_profile):
+    m, _, _, _ = run_measure(tmp_path, stub_profile)
+    assert len(m.tps_runs) == 1 and m.tps_runs[0] == m.tps and m.tps_cv is None

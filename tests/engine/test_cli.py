@@ -53,6 +53,7 @@ def test_dry_run_boots_nothing(tmp_path):
         (["--manifest", "reference", "--set", "sliding_window"], r"expected knob=value"),
         (["--manifest", "reference", "--profile", "fast"], r"unknown profile 'fast'; valid: \[.*'quick'"),
         (["--set", "a=1"], r"the following arguments are required: --manifest"),
+        (["--manifest", "reference", "--repeats", "0"], r"--repeats: profile field 'tps_repeats' must be an integer >= 1, got 0"),
     ],
 )
 def test_user_errors_are_one_line_on_stderr_and_exit_2(args, message):
@@ -66,12 +67,13 @@ def test_user_errors_are_one_line_on_stderr_and_exit_2(args, message):
 
 def test_a_quick_run_prints_a_table_and_a_json_record(tmp_path):
     result = bench("--manifest", str(STUB_MANIFEST), "--set", "sliding_window=64", "--profile", "quick",
-                   "--workdir", str(tmp_path))
+                   "--repeats", "3", "--workdir", str(tmp_path))
     assert result.returncode == 0, result.stdout + result.stderr
     table, record_line = result.stdout.rsplit("\n", 2)[0], result.stdout.splitlines()[-1]
-    for row in ("TPS", "PPL", "latency s", "acceptance", "timings s"):
+    for row in ("TPS", "TPS runs", "PPL", "latency s", "acceptance", "timings s"):
         assert f"\n{row}" in table
     record = json.loads(record_line)
+    assert len(record["measurement"]["tps_runs"]) == 3 and record["measurement"]["tps_cv"] is not None
     assert record["status"] == "complete" and record["knobs"]["sliding_window"] == 64
     stored = json.loads((tmp_path / "outcome.json").read_text())
     assert stored["measurement"]["tps"] == record["measurement"]["tps"]

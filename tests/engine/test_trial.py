@@ -27,6 +27,7 @@ def test_a_complete_trial_records_knobs_argv_redacted_env_timings_and_node(tmp_p
     assert outcome.node["hostname"]
     assert outcome.measurement.ppl == pytest.approx(expected_ppl(128), rel=0.1)
     assert (tmp_path / "engine.log").exists()
+    assert "stub: serving 'stub'" in outcome.log_tail  # a measured trial keeps its log tail too
     assert TrialOutcome.from_dict(outcome.to_dict()) == outcome
 
 

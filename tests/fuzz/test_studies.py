@@ -4,6 +4,7 @@ inside the rules, or is refused with a ``ConfigError`` that names the file."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -24,8 +25,7 @@ from tests.stacks import stub_manifest, write_ppl_refs, write_prompt_set
 FUZZ = fuzz_settings(150)
 TABLES = ["gate", "profile", "space", "fixed", "resources", "objectives"]
 SCALARS = ["name", "manifest", "n_trials", "sampler", "seed", "workers", "identity_required"]
-PROFILE_FIELDS = ["name", "prompts", "refs", "num_prompts", "output_len", "ppl_records", "warmup_requests",
-                  "warmup_output_len", "warmup_pause_s", "stream_pass", "boot_timeout_s", "request_timeout_s"]  # fmt: skip
+PROFILE_FIELDS = [f.name for f in dataclasses.fields(BenchProfile)]
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +111,7 @@ def _runnable(profile: BenchProfile) -> None:
     """Every field of a validated profile has the type and range the benchmark client uses."""
     assert all(isinstance(p, str) and p.strip() and "\x00" not in p for p in (profile.prompts, profile.refs))
     for name, low in (("num_prompts", 1), ("output_len", 1), ("ppl_records", 1), ("warmup_requests", 0),
-                      ("warmup_output_len", 1)):  # fmt: skip
+                      ("warmup_output_len", 1), ("tps_repeats", 1)):  # fmt: skip
         value = getattr(profile, name)
         assert type(value) is int and value >= low, (name, value)
     assert type(profile.stream_pass) is bool

@@ -69,6 +69,16 @@ def test_env_var_chooses_the_cache_dir(tmp_path, counted_builds, monkeypatch):
     assert prepare.prepare_model().checkpoint_dir.is_relative_to(tmp_path / "elsewhere")
 
 
+def test_the_default_cache_dir_is_the_users_cache_dir(tmp_path, monkeypatch):
+    monkeypatch.delenv("GEMMA_SWEEP_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert prepare.default_cache_dir() == tmp_path / "xdg" / "gemma-sweep"
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/path")  # the XDG spec says to ignore it
+    assert prepare.default_cache_dir() == Path.home() / ".cache" / "gemma-sweep"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert prepare.default_cache_dir() == Path.home() / ".cache" / "gemma-sweep"
+
+
 def _slow_prepare(cache, marks):
     def build(folder):
         marks.put(("start", time.monotonic()))

@@ -1,13 +1,16 @@
 """The driver's bookkeeping against a real SQLite storage and Optuna; no Ray, no engine."""
 
 import dataclasses
+import io
 
 import optuna
 import pytest
 from optuna.trial import TrialState
+from rich.console import Console
 
 from engine.measurement import Measurement, TrialOutcome
 from sweep import ledger
+from sweep.console import SweepConsole
 from sweep.spec import load_study
 from sweep.storage import open_storage
 from tests.stacks import stub_profile
@@ -158,3 +161,33 @@ def test_a_stack_without_token_ids_is_compared_by_the_hashes_of_its_texts(env):
     hashed({}, ["a", "b"], number=0, baseline=True)
     assert hashed({"centroid_top_k": 8}, ["a", "c"], number=1, baseline=False).identity_diff_prompts == 1
     assert hashed({"centroid_top_k": 8}, ["a", "b"], number=2, baseline=False).identity_diff_prompts == 0
+
+
+def test_repeated_tps_runs_tell_the_median_and_keep_the_spread(env):
+    spec, storage, study = env
+    trial = ask(study, spec, {"centroid_top_k": 32, "sliding_window": 512}, baseline=True)
+    base = outcome({})
+    base.measurement = dataclasses.replace(base.measurement, tps=10.0, tps_runs=[12.0, 10.0, 9.0], tps_cv=0.147)
+    judge = ledger.Judge(spec, None)
+    record = ledger.outcome_record(base, spec=spec, number=trial.number, knobs={}, is_baseline=True, judge=judge)
+    ledger.close(study, storage, record, spec=spec)
+    told = study.get_trials()[0]
+    assert told.values[0] == 10.0 and told.user_attrs["tps_cv"] == 0.147
+    assert storage.measurement(spec.name, 0).measurement["tps_runs"] == [12.0, 10.0, 9.0]
+    buffer = io.StringIO()
+    SweepConsole(Console(file=buffer, width=200)).finished(storage.measurement(spec.name, 0), requeued=False)
+    assert "TPS 10.00 (median of 3, CV 14.7%)" in buffer.getvalue()
+
+
+def test_a_study_requiring_identity_gives_every_trial_the_same_constraints_so_gp_can_model_them(env):
+    spec, storage, _ = env
+    strict = dataclasses.replace(spec, name="strict", identity_required=True)
+    study = optuna.create_study(study_name="strict", storage=storage.optuna, directions=["maximize", "minimize"],
+                                sampler=optuna.samplers.GPSampler(seed=1, n_startup_trials=3))
+    measured(strict, storage, study, {"centroid_top_k": 32, "sliding_window": 512}, baseline=True)
+    measured(strict, storage, study, {"centroid_top_k": 16, "sliding_window": 64}, ids=((9, 9), (9, 9)))  # lossy
+    measured(strict, storage, study, {"centroid_top_k": 8, "sliding_window": 512}, ids=((1, 2), (3, 5)))  # differs
+    assert [set(t.constraints) for t in study.trials] == [{"ppl_gate", "greedy_identity"}] * 3
+    assert [t.constraints["greedy_identity"] for t in study.trials] == [0.0, 0.0, 1.0]
+    trial = ask(study, strict, {})  # GP's own proposal over the three: refused before, when counts differed
+    assert trial.params

@@ -1,4 +1,5 @@
-"""docs/cluster.md: its dry-run command runs as written and shows what each A10G trial gets."""
+"""docs/cluster.md and the README's cluster section: their dry-run command runs as written and
+shows what each A10G trial gets."""
 
 import re
 import shlex
@@ -8,17 +9,22 @@ import sys
 from engine.manifest import REPO_ROOT
 
 DOC = REPO_ROOT / "docs" / "cluster.md"
+README = REPO_ROOT / "README.md"
 
 
-def dry_run_command() -> list[str]:
-    lines = [line.strip() for line in DOC.read_text().splitlines()]
+def dry_run_command(doc) -> list[str]:
+    lines = [line.strip() for line in doc.read_text().splitlines()]
     found = [line for line in lines if line.startswith("python -m sweep.run") and "--dry-run" in line]
     assert len(found) == 1, found
     return shlex.split(found[0])
 
 
+def test_the_readme_shows_the_guides_dry_run():
+    assert dry_run_command(README) == dry_run_command(DOC)
+
+
 def test_the_documented_dry_run_prints_each_trials_argv_and_env():
-    argv = dry_run_command()
+    argv = dry_run_command(DOC)
     result = subprocess.run([sys.executable, *argv[1:]], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     out = result.stdout
