@@ -5,7 +5,8 @@ trials, front or not, which is what a submission would pick; or the ``--trials``
 booted fresh ``--repeats`` times on a Ray worker pinned like the sweep's own, and measured with
 the trial's profile on a held-out prompt set and reference set (default
 ``studies/data/prompts_heldout.json`` and ``ppl_refs_heldout.jsonl``, disjoint from the public
-ones). A relative gate (``ppl_max_ratio``) is re-resolved on the held-out references, so the
+ones); a trial whose profile timed R runs per boot (``tps_repeats``) is re-measured the same
+way, so that a median is compared with a median. A relative gate (``ppl_max_ratio``) is re-resolved on the held-out references, so the
 baseline is re-run first; an absolute gate is used as it is. Every re-run is a row of
 ``verifications``; the verdict rule is ``sweep.verification.judge``. The console shows each
 re-run and then one row per trial: verdict, TPS gap, re-run TPS spread (min / median / max,
