@@ -45,10 +45,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.folder is None:
             shutil.rmtree(folder, ignore_errors=True)
     table = soak_table(reports)
-    print(f"\n{table}\n\n{time.monotonic() - began:.0f} s in all")
+    durations = sorted(r.duration_s for r in reports)
+    timing = (f"{time.monotonic() - began:.0f} s in all; a sweep took {durations[0]:.0f} to {durations[-1]:.0f} s "
+              f"(median {durations[len(durations) // 2]:.0f})")
+    print(f"\n{table}\n\n{timing}")
     if args.out:
         command = shlex.join(["python", "-m", "tests.soak", *(argv if argv is not None else sys.argv[1:])])
-        args.out.write_text(f"$ {command}\n\n{table}\n")
+        args.out.write_text(f"$ {command}\n\n{table}\n\n{timing}\n")
     return 1 if any(report.problems for report in reports) else 0
 
 

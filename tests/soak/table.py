@@ -46,6 +46,10 @@ def soak_table(reports: Sequence[SweepReport]) -> str:
     lines.append(_row(["node_removed", removals, busy, lost_node, ""], widths))
     lines.append(_row(["driver_killed", kills, "", lost_driver, ""], widths))
     lines.append(_row(["all", removals + kills, "", lost_node + lost_driver, rerun], widths))
+    lines += [
+        "trials lost: in flight when the fault hit, so recorded as failed:lost (a result, not a loss);",
+        "re-run: lost trials whose knobs were measured again (knobs lost twice are not run a third time)",
+    ]
 
     rows: Counter[str] = Counter()
     for report in reports:
@@ -55,7 +59,7 @@ def soak_table(reports: Sequence[SweepReport]) -> str:
         "",
         f"sweeps {len(reports)}, budget reached {reached}/{len(reports)}; rows: "
         + ", ".join(f"{k} {v}" for k, v in sorted(rows.items())),
-        f"lost {sum(r.lost for r in reports)}, duplicated {sum(r.duplicated for r in reports)}, "
+        f"measurements lost {sum(r.lost for r in reports)}, duplicated {sum(r.duplicated for r in reports)}, "
         f"leftover processes/groups/ports {sum(r.leftovers for r in reports)}, "
         f"reader polls {sum(r.reader_polls for r in reports)} with {sum(r.reader_errors for r in reports)} errors, "
         f"problems {sum(len(r.problems) for r in reports)}",
