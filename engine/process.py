@@ -30,7 +30,11 @@ import httpx
 from engine.errors import EngineBootError
 from engine.launch import LaunchConfig
 
-__all__ = ["EngineProcess", "group_members", "read_log_tail"]
+__all__ = ["OWNER_ENV", "EngineProcess", "group_members", "read_log_tail"]
+
+# Every process of a stack carries the pid of the process that started it (children inherit
+# the env), so a watchdog can find the stack of a dead owner without having seen it start.
+OWNER_ENV = "GEMMA_SWEEP_ENGINE_OWNER"
 
 _running: "weakref.WeakSet[EngineProcess]" = weakref.WeakSet()
 
@@ -140,7 +144,7 @@ class EngineProcess:
                 self._proc = subprocess.Popen(
                     self.launch.argv,
                     cwd=self.launch.cwd,
-                    env=self.launch.process_env(),
+                    env={**self.launch.process_env(), OWNER_ENV: str(os.getpid())},
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=subprocess.STDOUT,

@@ -8,8 +8,10 @@ tree (it forks and its first process exits): it remembers the worker's
 session-leader children (the engines) and, once the worker is gone, stops their process groups.
 ``stop_engine_groups`` is the same stop, called by a live worker when the driver asks.
 
-It polls every half second, so an engine started less than that before its worker was killed
-can escape it; the engine's own stop (``engine.process``) covers every orderly exit.
+It polls every half second, so it may not have seen an engine started just before its worker
+was killed: once the worker is gone it also stops the group of every process whose env names
+the worker as its owner (``engine.process.OWNER_ENV``). The engine's own stop
+(``engine.process``) covers every orderly exit.
 """
 
 from __future__ import annotations
@@ -21,9 +23,9 @@ import time
 
 import psutil
 
-from engine.process import group_members
+from engine.process import OWNER_ENV, group_members
 
-__all__ = ["engine_groups", "stop_engine_groups"]
+__all__ = ["engine_groups", "owned_groups", "stop_engine_groups"]
 
 _POLL_S = 0.5
 _GRACE_S = 10.0
@@ -40,6 +42,17 @@ def engine_groups(parent: psutil.Process, *, exclude: set[int]) -> list[int]:
         if child.pid not in exclude and _pgid(child.pid) == child.pid:
             groups.append(child.pid)
     return groups
+
+
+def owned_groups(owner_pid: int, *, exclude: set[int]) -> list[int]:
+    """Process groups of the processes whose env names ``owner_pid`` as their engine's owner."""
+    owner = str(owner_pid)
+    groups = set()
+    for process in psutil.process_iter(["pid", "environ"]):
+        environ = process.info.get("environ") or {}  # None where it cannot be read
+        if environ.get(OWNER_ENV) == owner and (pgid := _pgid(process.info["pid"])) is not None:
+            groups.add(pgid)
+    return sorted(groups - exclude)
 
 
 def _alive(pgid: int) -> bool:
@@ -82,7 +95,7 @@ def _watch(worker_pid: int) -> None:
         # Forget groups that ended, so a reused id is never signalled.
         known = {g for g in known if _alive(g)}
         time.sleep(_POLL_S)
-    stop_engine_groups(sorted(known))
+    stop_engine_groups(sorted(known | set(owned_groups(worker_pid, exclude=me))))
 
 
 def _running(process: psutil.Process) -> bool:

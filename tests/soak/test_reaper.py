@@ -4,6 +4,8 @@ Found by the soak: when Ray kills a worker (``ray.kill``, or its driver died), t
 kills the worker's direct children, the engine's leader and, before the fix, the reaper that
 was to stop the engine's process group. The engine's own children (vLLM's engine core and
 workers; here the stub's child that ignores TERM) then ran on, holding memory and GPUs.
+Found again by the soak (2026-12-01): a worker killed within the reaper's half-second poll of
+its engine's start left the engine unseen, so unstopped.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import pytest
+
 from engine.manifest import REPO_ROOT
 from engine.process import group_members
 
@@ -29,7 +33,7 @@ from sweep.cluster import ray_session
 from sweep.worker import TrialWorker
 from tests.stacks import stub_manifest, stub_profile
 
-folder = Path(sys.argv[1])
+folder, pause_s = Path(sys.argv[1]), float(sys.argv[2])
 manifest = stub_manifest(STUB_FAULT="ignore_term", STUB_CHILD="1", STUB_DECODE_STEP_S="0.05")
 profile = stub_profile(folder, num_prompts=8, output_len=64)  # ~30 s of TPS run: killed well before its end
 with ray_session(address=None, temp_dir=folder / "ray"):
@@ -37,19 +41,22 @@ with ray_session(address=None, temp_dir=folder / "ray"):
     run = worker.run.remote(manifest, {}, profile, workdir=str(folder / "trial"))
     log = folder / "trial" / "engine.log"
     deadline = time.monotonic() + 120
-    while "serving" not in (log.read_text() if log.exists() else "") and time.monotonic() < deadline:
-        time.sleep(0.2)
-    time.sleep(1.0)  # the reaper polls every half second: let it see the engine
+    while "stub: child pid" not in (log.read_text() if log.exists() else "") and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(pause_s)
     ray.kill(worker, no_restart=True)
     print(json.dumps(log.read_text()))
 """
 
 
-def test_a_worker_killed_mid_trial_leaves_no_engine_process():
+# 1 s: the reaper's poll has seen the engine; 0: killed as the stack starts, most likely before
+# the poll saw it (then only the owner mark in the engine's env finds it).
+@pytest.mark.parametrize("pause_s", [1.0, 0.0])
+def test_a_worker_killed_mid_trial_leaves_no_engine_process(pause_s):
     folder = Path(tempfile.mkdtemp(prefix="gsreap", dir="/tmp"))  # short: Ray's socket paths
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "RAY_TMPDIR": str(folder)}
     try:
-        out = subprocess.run([sys.executable, "-c", _KILL_MID_TRIAL, str(folder)], env=env, cwd=folder,
+        out = subprocess.run([sys.executable, "-c", _KILL_MID_TRIAL, str(folder), str(pause_s)], env=env, cwd=folder,
                              capture_output=True, text=True, timeout=300)  # fmt: skip
     finally:
         shutil.rmtree(folder, ignore_errors=True)
