@@ -4,10 +4,11 @@
     python -m engine.reference.prepare        # prints the checkpoint folder
 
 The cache (``GEMMA_SWEEP_CACHE``, default ``$XDG_CACHE_HOME/gemma-sweep`` or
-``~/.cache/gemma-sweep``) holds one folder per format version. A folder counts only if its ``manifest.json`` lists every output with a matching sha256;
-anything else (a half-written or corrupted folder) is rebuilt. Builds happen under a file lock
-in a temporary folder that is renamed into place, so two processes preparing at once end with one
-complete folder and the later one simply uses it.
+``~/.cache/gemma-sweep``) holds one folder per format version. A folder counts only if its
+``manifest.json`` lists every output with a matching sha256; anything else (a half-written or
+corrupted folder) is rebuilt. Builds happen under a file lock in a temporary folder that is
+renamed into place, so two processes preparing at once end with one complete folder and the
+later one simply uses it.
 """
 
 from __future__ import annotations

@@ -29,8 +29,10 @@ def test_prompt_logprobs_match_transformers(runtime, tokenizer, hf_model, ppl_te
     ours = our_token_logprobs(runtime, ids)
     theirs = hf_token_logprobs(hf_model, ids)
     per_token = [abs(a - b) for a, b in zip(ours, theirs, strict=True)]
+    # On the CPU both forwards run the same bf16 kernels: every token within 1e-3 nats (measured:
+    # max 2e-5). Against a CUDA forward, kernels round differently: the mean holds, not each token.
     assert sum(per_token) / len(per_token) < 1e-3
-    assert max(per_token) < 1e-2
+    assert max(per_token) < (1e-3 if runtime.model.device.type == "cpu" else 1e-2)
 
 
 @pytest.mark.parametrize("window", [128, 32])

@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
+import torch
 
 from engine.reference.runtime import Decoder
 from tests.reference.conftest import PROMPTS, hf_token_logprobs, reference_server
@@ -114,10 +115,10 @@ def test_prompt_logprobs_match_a_direct_transformers_forward(server, tokenizer, 
         served.append(entry[str(token)]["logprob"])
     direct = hf_token_logprobs(hf_model, ids, window=WINDOW)
     diffs = [abs(a - b) for a, b in zip(served, direct, strict=True)]
-    # Two bf16 implementations round differently op by op: within 1e-3 nats a token on average,
-    # and no single token off by 1e-2.
+    # Every token within 1e-3 nats of transformers' own forward (measured on the CPU: max 2e-5);
+    # a server on CUDA (chosen when there is one) rounds differently: there, the mean holds.
     assert sum(diffs) / len(diffs) < 1e-3
-    assert max(diffs) < 1e-2
+    assert max(diffs) < (1e-2 if torch.cuda.is_available() else 1e-3)
     ppl = math.exp(-sum(served) / len(served))
     assert 1.0 < ppl < 100.0
 

@@ -22,6 +22,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
+
 from engine.manifest import REPO_ROOT
 from engine.profiles import BenchProfile
 from sweep.storage import MeasurementRecord
@@ -169,7 +171,7 @@ def run_soak_sweep(spec: SoakSpec, folder: Path) -> SweepReport:
                 driver.kill()
             cluster.shutdown()
         report.problems += [f"after the cluster stopped, pid {p.pid} ({p.name()}) still runs"
-                            for p in marked_processes(marker)]  # fmt: skip
+                            for p in _after_shutdown(marker)]  # fmt: skip
     report.duration_s = time.monotonic() - began
     return report
 
@@ -207,6 +209,16 @@ def _settle(marker: str) -> None:
     deadline = time.monotonic() + _LEFTOVER_WAIT_S
     while marked_processes(marker, words=("stub", "sweep.reaper")) and time.monotonic() < deadline:
         time.sleep(0.5)
+
+
+def _after_shutdown(marker: str) -> list[psutil.Process]:
+    """Processes of the sweep still alive a while after its cluster stopped. Ray's idle workers
+    exit on their own once they notice their raylet is gone (seen up to a few seconds later);
+    one that is still there after the wait has outlived the cluster."""
+    deadline = time.monotonic() + _LEFTOVER_WAIT_S
+    while (alive := marked_processes(marker)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return alive
 
 
 def _rerun(lost: MeasurementRecord, rows: list[MeasurementRecord]) -> bool:
