@@ -33,6 +33,19 @@ def sweep_command(study: Path, url: str, address: str) -> list[str]:
     return [sys.executable, "-m", "sweep.run", "--study", str(study), "--storage", url, "--ray-address", address]
 
 
+# ``python -m MODULE ARGS`` as an interactive shell starts it: SIGINT at Python's default. Tests
+# run in the background of a non-interactive shell (``.ci/run ... &``) inherit SIGINT ignored,
+# which Python keeps, as nohup-style launches rely on; a Ctrl-C test must not depend on that.
+_WITH_CTRL_C = ("import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+                "sys.argv = sys.argv[1:]; runpy.run_module(sys.argv[0], run_name='__main__', alter_sys=True)")
+
+
+def interactive(command: list[str]) -> list[str]:
+    python, flag, module, *args = command
+    assert flag == "-m", command
+    return [python, "-c", _WITH_CTRL_C, module, *args]
+
+
 def start_driver(command: list[str], cwd: Path, log: Path) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.Popen(command, cwd=cwd, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
@@ -237,7 +250,8 @@ def test_a_node_lost_mid_trial_is_recorded_and_its_trial_re_run(ray_cluster, tmp
 def test_ctrl_c_stops_the_engine_closes_the_trial_and_says_how_to_resume(ray_cluster, tmp_path):
     study = slow_study(tmp_path, n_trials=3, sampler="random", seed=4)
     url = f"sqlite:///{tmp_path}/sweeps.db"
-    driver = start_driver(sweep_command(study, url, ray_cluster.address), tmp_path, tmp_path / "first.log")
+    driver = start_driver(interactive(sweep_command(study, url, ray_cluster.address)), tmp_path,
+                          tmp_path / "first.log")  # fmt: skip
     reader = StudyReader(url, "stubstudy")
     try:
         wait_for(lambda: len(reader.states()) >= 2 and reader.states()[-1] == TrialState.RUNNING,
