@@ -80,9 +80,9 @@ def run_trial(
     def failed(error: EngineError, *, knob_values: dict[str, Any], argv: list[str], env: dict[str, str],
                log_tail: str) -> TrialOutcome:
         timings["total"] = time.monotonic() - began
+        seen = {**os.environ, **env}  # the stack's whole env: an inherited token is as secret
         return TrialOutcome(status="failed", knobs=knob_values, argv=argv, env=redact_env(env),
-                            reason=scrub_text(str(error), {**os.environ, **env}),
-                            log_tail=scrub_text(error.log_tail or log_tail, {**os.environ, **env}),
+                            reason=scrub_text(str(error), seen), log_tail=scrub_text(error.log_tail or log_tail, seen),
                             timings_s=timings, node=node_info())
 
     # Created only for the engine's lifetime; mkdtemp's short /tmp path keeps a stack's UNIX

@@ -151,7 +151,7 @@ def run_soak_sweep(spec: SoakSpec, folder: Path) -> SweepReport:
                 _drive(spec, report, driver=driver, cluster=cluster, reader=reader)
             report.reader_polls, report.reader_errors = reader.stats.polls, len(reader.stats.errors)
             report.problems += [f"reader: {error}" for error in reader.stats.errors[:5]]
-            _settle(marker)
+            _settle(marker, words=("stub", "sweep.reaper"))
             check = check_study(
                 storage_url=f"sqlite:///{db}", study=name, n_trials=spec.n_trials, profile=profile,
                 trials_dir=folder / "runs" / name, node_removals=report.node_removals,
@@ -171,7 +171,7 @@ def run_soak_sweep(spec: SoakSpec, folder: Path) -> SweepReport:
                 driver.kill()
             cluster.shutdown()
         report.problems += [f"after the cluster stopped, pid {p.pid} ({p.name()}) still runs"
-                            for p in _after_shutdown(marker)]  # fmt: skip
+                            for p in _settle(marker)]  # fmt: skip
     report.duration_s = time.monotonic() - began
     return report
 
@@ -204,19 +204,13 @@ def _drive(spec: SoakSpec, report: SweepReport, *, driver: Driver, cluster: Soak
         report.problems.append(f"the driver exited with status {code}:\n{tail}")
 
 
-def _settle(marker: str) -> None:
-    """Give reapers their grace period to stop what a lost worker left behind."""
+def _settle(marker: str, *, words: tuple[str, ...] = ()) -> list[psutil.Process]:
+    """Wait (bounded) for the sweep's processes whose command line has one of ``words`` (all of
+    them: none given) to end; returns those still alive. Reapers take their grace period to stop
+    what a lost worker left behind; Ray's idle workers exit on their own once they notice their
+    raylet is gone (seen up to a few seconds after the cluster stopped)."""
     deadline = time.monotonic() + _LEFTOVER_WAIT_S
-    while marked_processes(marker, words=("stub", "sweep.reaper")) and time.monotonic() < deadline:
-        time.sleep(0.5)
-
-
-def _after_shutdown(marker: str) -> list[psutil.Process]:
-    """Processes of the sweep still alive a while after its cluster stopped. Ray's idle workers
-    exit on their own once they notice their raylet is gone (seen up to a few seconds later);
-    one that is still there after the wait has outlived the cluster."""
-    deadline = time.monotonic() + _LEFTOVER_WAIT_S
-    while (alive := marked_processes(marker)) and time.monotonic() < deadline:
+    while (alive := marked_processes(marker, words=words)) and time.monotonic() < deadline:
         time.sleep(0.5)
     return alive
 
