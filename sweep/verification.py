@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 import sqlalchemy as sa
 
+from engine.bench import coefficient_of_variation
 from sweep.storage import METADATA, Storage
 
 __all__ = [
@@ -140,9 +141,7 @@ def judge(reruns: list[Rerun]) -> Verdict:
     if not measured:
         reasons.append("no re-run produced a measurement")
 
-    cv = None
-    if len(tps) >= 2 and statistics.fmean(tps) > 0:
-        cv = statistics.stdev(tps) / statistics.fmean(tps)
+    cv = coefficient_of_variation(tps)
     return Verdict(
         trial_number=first.trial_number,
         verdict="INVALID" if reasons else "VERIFIED",

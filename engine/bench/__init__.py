@@ -20,8 +20,10 @@ import httpx
 
 from engine.bench._metrics import parse_counters, read_spec_counters
 from engine.bench._ppl import PplResult, measure_ppl, ppl_payload, record_nll
-from engine.bench._stats import summarize
-from engine.bench._tps import TpsResult, TpsRuns, chat_payload, measure_tps, parse_chat, stream_pass, warm_up
+from engine.bench._stats import coefficient_of_variation, summarize
+from engine.bench._tps import (
+    TpsResult, TpsRuns, acceptance_rate, chat_payload, measure_tps, parse_chat, stream_pass, warm_up,
+)  # fmt: skip
 from engine.data import PplRecord, Prompt
 from engine.measurement import Measurement
 from engine.profiles import BenchProfile
@@ -31,6 +33,7 @@ __all__ = [
     "TpsResult",
     "TpsRuns",
     "chat_payload",
+    "coefficient_of_variation",
     "measure",
     "measure_ppl",
     "measure_tps",
@@ -99,7 +102,7 @@ def measure(
         stream=stream,
         drafted_tokens=drafted,
         accepted_tokens=accepted,
-        acceptance_rate=accepted / drafted if drafted and accepted is not None else None,
+        acceptance_rate=acceptance_rate(drafted, accepted),
         output_token_ids=tps.output_token_ids,
         output_text_sha256=tps.output_text_sha256,
         tps_runs=[r.tps for r in runs.runs],

@@ -1,8 +1,17 @@
-"""Percentile summaries of per-request timings."""
+"""Percentile summaries of per-request timings, and the spread of repeated measurements."""
 
 from __future__ import annotations
 
+import statistics
+
 import numpy as np
+
+
+def coefficient_of_variation(values: list[float]) -> float | None:
+    """Sample stdev / mean; None for fewer than two values or a mean that is not positive."""
+    if len(values) < 2 or statistics.fmean(values) <= 0:
+        return None
+    return statistics.stdev(values) / statistics.fmean(values)
 
 
 def summarize(values: list[float], *, prefix: str = "") -> dict[str, float]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +19,7 @@ import httpx
 
 from engine.bench._http import first_choice, post_json
 from engine.bench._metrics import read_spec_counters
+from engine.bench._stats import coefficient_of_variation
 from engine.data import Prompt
 from engine.errors import BenchmarkError
 
@@ -39,9 +39,11 @@ class TpsResult:
 
     @property
     def acceptance_rate(self) -> float | None:
-        if not self.drafted_tokens or self.accepted_tokens is None:
-            return None
-        return self.accepted_tokens / self.drafted_tokens
+        return acceptance_rate(self.drafted_tokens, self.accepted_tokens)
+
+
+def acceptance_rate(drafted: int | None, accepted: int | None) -> float | None:
+    return None if not drafted or accepted is None else accepted / drafted
 
 
 @dataclass
@@ -57,11 +59,8 @@ class TpsRuns:
 
     @property
     def cv(self) -> float | None:
-        """Coefficient of variation (sample stdev / mean) of the runs' TPS; None for one run."""
-        if len(self.runs) < 2:
-            return None
-        values = [r.tps for r in self.runs]
-        return statistics.stdev(values) / statistics.fmean(values)
+        """Coefficient of variation of the runs' TPS; None for one run."""
+        return coefficient_of_variation([r.tps for r in self.runs])
 
     @property
     def latencies_s(self) -> list[float]:
