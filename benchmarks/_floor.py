@@ -2,7 +2,7 @@
 
 A batch-1 decode step reads every weight matrix once (the body's projections and the full LM
 head); at the device's copy bandwidth that takes ``floor_s``, and no implementation of the step
-runs much faster. The bandwidth is measured, as METHOD.md asks, with a large device-to-device
+runs much faster. The bandwidth is measured with a large device-to-device
 copy, counting bytes read plus bytes written. KV-cache reads are left out: at these lengths they
 are under 2% of the weights.
 """
@@ -43,7 +43,7 @@ def step_weight_bytes(model) -> int:
 def copy_bandwidth(device: torch.device, *, size_bytes: int = 1 << 30, repeats: int = 20) -> float:
     """Median bytes/s (read + write) of copying ``size_bytes`` between two device buffers."""
     n = size_bytes // 4
-    src = torch.rand(n, device=device)  # random data, not zeros (METHOD.md)
+    src = torch.rand(n, device=device)  # random data, not zeros: zeros can read faster
     dst = torch.empty_like(src)
     dst.copy_(src)  # warm-up
     times = []

@@ -1,12 +1,10 @@
-"""A study replayed on a recorded surface: the driver's Optuna setup, no server.
+"""A study replayed on a recorded surface: the driver's own ask/tell core, no server.
 
-Each trial goes the way the driver sends it (``sweep.driver``): the baseline is enqueued first
-and judged alone, the sampler comes from ``sweep.sampling.make_sampler``, knob values from
-``suggest_knobs`` and ``StudySpec.effective``, the gate and feasibility from
-``sweep.ledger.Judge``, the constraint values from ``sweep.ledger.constraints``, and a grid ends
-when ``sampler_exhausted`` says so. Only the measurement is replaced: the recorded mean of the
-configuration times ``1 + N(0, sd)``, sd the recorded relative noise, so a sampler sees
-measurements as noisy as the real ones.
+Each trial goes the way the driver sends it, through ``sweep.core.StudyCore`` (the sampler, the
+baseline first, knob values, the skip and budget rules, the judgement and the constraints told
+to Optuna). Only the measurement is replaced: the recorded mean of the configuration times
+``1 + N(0, sd)``, sd the recorded relative noise, so a sampler sees measurements as noisy as the
+real ones.
 """
 
 from __future__ import annotations
@@ -14,14 +12,12 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, replace
 
-import optuna
-from optuna.trial import TrialState
-
 from benchmarks._surface import Surface
-from sweep import ledger
-from sweep.sampling import make_sampler, sampler_exhausted, suggest_knobs
+from engine.knobs import KnobValue
+from engine.measurement import Measurement
+from sweep.core import MemoryRecords, StudyCore
+from sweep.record import TrialRecord
 from sweep.spec import KnobSpace, StudySpec
-from sweep.storage import MeasurementRecord
 
 __all__ = ["Replayed", "replay", "surface_spec"]
 
@@ -30,7 +26,7 @@ __all__ = ["Replayed", "replay", "surface_spec"]
 class Replayed:
     """One trial of a replay: the recorded truth about the configuration it picked."""
 
-    knobs: dict[str, int]  # every consumed knob's value (``StudySpec.effective``)
+    knobs: dict[str, KnobValue]  # every consumed knob's value
     tps: float | None  # the configuration's recorded mean (None: it failed when recorded)
     ppl: float | None
     feasible: bool  # by the recorded means, against the gate of the recorded baseline
@@ -58,44 +54,34 @@ def surface_spec(spec: StudySpec, surface: Surface) -> StudySpec:
     return replace(spec, space=space)
 
 
+def _measured(tps: float, ppl: float) -> Measurement:
+    """A replayed measurement: the sampled TPS and PPL, nothing else observed."""
+    return Measurement(tps=tps, ppl=ppl, ppl_mean_record=ppl, completion_tokens=0, tps_wall_s=0.0,
+                       ppl_target_tokens=0, num_prompts=0, num_ppl_records=0)  # fmt: skip
+
+
 def replay(spec: StudySpec, surface: Surface, *, seed: int, n_trials: int) -> list[Replayed]:
     """Run ``spec`` (its sampler, this seed) for ``n_trials`` against ``surface``."""
     spec = replace(spec, seed=seed, n_trials=n_trials)
     rng = random.Random(seed)
-    study = optuna.create_study(
-        study_name=spec.name, directions=["maximize", "minimize"], sampler=make_sampler(spec)
-    )  # in memory: the driver's SQLite adds only time here
-    study.enqueue_trial(
-        {k: v for k, v in spec.baseline().items() if k in spec.space}, user_attrs={"is_baseline": True}
-    )
+    core = StudyCore(spec, MemoryRecords())  # in memory: the driver's SQLite adds only time here
+    core.ensure_baseline()
     true_gate = spec.gate.resolve(surface.point(dict(zip(surface.knobs, surface.baseline))).ppl)
-    baseline: MeasurementRecord | None = None
-    records: list[MeasurementRecord] = []
     out: list[Replayed] = []
-    while len(out) < n_trials and not sampler_exhausted(study.sampler, study):
-        trial = study.ask()
-        is_baseline = bool(trial.user_attrs.get("is_baseline"))
-        knobs = spec.effective(suggest_knobs(trial, spec, baseline=is_baseline))
-        point = surface.point(knobs)
-        out.append(Replayed(knobs=knobs, tps=point.tps, ppl=point.ppl,
+    while core.has_next(in_flight=0):
+        planned = core.ask()
+        point = surface.point(planned.effective)
+        out.append(Replayed(knobs=dict(planned.effective), tps=point.tps, ppl=point.ppl,
                             feasible=point.ppl is not None and point.ppl <= true_gate))  # fmt: skip
-        record = MeasurementRecord(
-            study_name=spec.name, trial_number=trial.number, status="failed", knobs=knobs, is_baseline=is_baseline
-        )
-        skipped = None if is_baseline else ledger.skip_reason(knobs, records)
-        if point.tps is None or point.ppl is None or skipped:
-            record.fail_kind = "skipped" if skipped else "engine"
-            records.append(record)
-            study.tell(trial, state=TrialState.FAIL)
-            continue
-        record.status = "complete"
-        record.tps = point.tps * (1 + rng.gauss(0, surface.tps_rel_sd))
-        record.ppl = point.ppl * (1 + rng.gauss(0, surface.ppl_rel_sd))
-        record = ledger.Judge(spec, baseline).complete(record)
-        if is_baseline:
-            baseline = record
-        records.append(record)
-        for key, value in ledger.constraints(record, identity_required=spec.identity_required).items():
-            trial.set_constraint(key, value)
-        study.tell(trial, [record.tps, record.ppl])
+        if planned.skip_reason is not None:
+            core.close(core.failed(planned, kind="skipped", reason=planned.skip_reason))
+        elif point.tps is None or point.ppl is None:
+            core.close(core.failed(planned, kind="engine", reason="failed when the grid was recorded"))
+        else:
+            tps = point.tps * (1 + rng.gauss(0, surface.tps_rel_sd))
+            ppl = point.ppl * (1 + rng.gauss(0, surface.ppl_rel_sd))
+            record = TrialRecord(study_name=spec.name, trial_number=planned.number, status="complete",
+                                 knobs=dict(planned.effective), is_baseline=planned.is_baseline,
+                                 measurement=_measured(tps, ppl))  # fmt: skip
+            core.close(core.judge(record))
     return out

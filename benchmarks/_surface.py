@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.errors import ConfigError
 from engine.knobs import KNOBS
+from errors import DataError
 
 __all__ = ["COLUMNS", "Surface", "SurfacePoint", "load_surface"]
 
@@ -50,7 +50,7 @@ class Surface:
     def point(self, knobs: Mapping[str, int]) -> SurfacePoint:
         key = self.key(knobs)
         if key not in self.points:
-            raise ConfigError(f"configuration {dict(zip(self.knobs, key))} is not in the recorded grid")
+            raise DataError(f"configuration {dict(zip(self.knobs, key))} is not in the recorded grid")
         return self.points[key]
 
 
@@ -69,14 +69,14 @@ def load_surface(path: Path) -> Surface:
     try:
         lines = Path(path).read_text().splitlines()
     except OSError as exc:
-        raise ConfigError(f"{path}: cannot read the recorded grid: {exc.strerror}") from None
+        raise DataError(f"{path}: cannot read the recorded grid: {exc.strerror}") from None
     notes = tuple(line.lstrip("# ").rstrip() for line in lines if line.startswith("#"))
     reader = csv.DictReader(line for line in lines if line and not line.startswith("#"))
     header = reader.fieldnames or []
     knobs = tuple(c for c in header if c in KNOBS)
     missing = [c for c in (*COLUMNS, "tps", "ppl") if c not in header]
     if missing or not knobs:
-        raise ConfigError(f"{path}: not a recorded grid: missing column(s) {missing or 'for the knobs'}")
+        raise DataError(f"{path}: not a recorded grid: missing column(s) {missing or 'for the knobs'}")
     tps: dict[tuple[int, ...], list[float]] = {}
     ppl: dict[tuple[int, ...], list[float]] = {}
     baselines = set()
@@ -90,7 +90,7 @@ def load_surface(path: Path) -> Surface:
             tps[key].append(float(row["tps"]))
             ppl[key].append(float(row["ppl"]))
     if len(baselines) != 1:
-        raise ConfigError(f"{path}: expected rows of one baseline configuration, found {sorted(baselines)}")
+        raise DataError(f"{path}: expected rows of one baseline configuration, found {sorted(baselines)}")
     points = {
         key: SurfacePoint(
             tps=sum(tps[key]) / len(tps[key]) if tps[key] else None,

@@ -14,15 +14,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.errors import GemmaSweepError
+from errors import SweepRunError
 
-__all__ = ["REPO", "SweepRun", "SweepRunError", "load_note", "run_sweep"]
+__all__ = ["REPO", "SweepRun", "load_note", "run_sweep"]
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-class SweepRunError(GemmaSweepError):
-    """``sweep.run`` exited non-zero: the benchmark has no study to read."""
 
 
 @dataclass(frozen=True, kw_only=True)

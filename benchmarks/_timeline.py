@@ -16,8 +16,8 @@ from typing import Any
 
 import optuna
 
-from dashboards.reading import open_existing
-from engine.errors import ConfigError
+from errors import StudyNotFoundError
+from sweep.storage import open_existing
 
 __all__ = ["ENGINE_PHASES", "TrialTiming", "load_timeline"]
 
@@ -74,8 +74,8 @@ def load_timeline(storage_url: str, study_name: str) -> list[TrialTiming]:
             study = optuna.load_study(study_name=study_name, storage=storage.optuna)
         except KeyError:
             names = sorted(s.study_name for s in optuna.get_all_study_summaries(storage.optuna))
-            raise ConfigError(f"study {study_name!r} not found in {storage_url}; studies there: {names or 'none'}") from None
-        rows = {r.trial_number: r for r in storage.measurements(study_name)}
+            raise StudyNotFoundError(f"study {study_name!r} not found in {storage_url}; studies there: {names or 'none'}") from None
+        rows = {r.trial_number: r for r in storage.records(study_name)}
         trials = study.get_trials(deepcopy=False)
     finally:
         storage.close()

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks._report import emit, table
-from benchmarks._sweeps import SweepRun, SweepRunError, load_note, run_sweep
+from benchmarks._sweeps import SweepRun, load_note, run_sweep
 from benchmarks._timeline import TrialTiming, load_timeline
-from engine.errors import ConfigError
+from errors import ConfigError, NoCompletedTrialsError, SweepRunError
 from sweep.spec import load_study, study_path
 
 __all__ = ["Share", "main", "shares"]
@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
             loads.append(f"after: {load_note()}")
         timeline = load_timeline(url, name)
         if not timeline:
-            raise ConfigError(f"study {name!r} in {url} has no finished trial to time")
+            raise NoCompletedTrialsError(f"study {name!r} in {url} has no finished trial to time")
         items, sequential = shares(timeline)
         emit(report(items, sequential=sequential, study=name, run=run, loads=loads), out=args.out)
     except (ConfigError, SweepRunError) as exc:

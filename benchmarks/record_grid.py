@@ -23,10 +23,10 @@ from sqlalchemy.engine import make_url
 
 from benchmarks._report import RESULTS_DIR, command_line
 from benchmarks._surface import COLUMNS
-from benchmarks._sweeps import REPO, SweepRunError, load_note, run_sweep
+from benchmarks._sweeps import REPO, load_note, run_sweep
 from benchmarks._timeline import load_timeline
-from dashboards.reading import open_existing
-from engine.errors import ConfigError
+from errors import ConfigError, StudySpecError, SweepRunError
+from sweep.storage import open_existing
 
 __all__ = ["main"]
 
@@ -50,7 +50,7 @@ def _study_file(study: str, refs: Path | None) -> Path:
         return path
     text = path.read_text()
     if "\n[profile]\n" not in text:
-        raise ConfigError(f"{path}: no [profile] table to set refs in")
+        raise StudySpecError(f"{path}: no [profile] table to set refs in")
     copy = RUN_FOLDER / path.name
     copy.parent.mkdir(parents=True, exist_ok=True)
     copy.write_text(text.replace("\n[profile]\n", f"\n[profile]\nrefs = {json.dumps(str(refs.resolve()))}\n"))
@@ -61,7 +61,7 @@ def _rows(storage_url: str) -> tuple[list[str], list[dict[str, object]], str]:
     """The CSV's header and rows, and a line naming the profile they were measured with."""
     storage = open_existing(storage_url)
     try:
-        records = [r for study in GRID_STUDIES for r in storage.measurements(study)]
+        records = [r for study in GRID_STUDIES for r in storage.records(study)]
     finally:
         storage.close()
     knobs = sorted({k for r in records for k in r.knobs})
@@ -121,7 +121,7 @@ def parse_args(argv: list[str] | None = None) -> Args:
     parser.add_argument("--out", type=Path, default=RESULTS_DIR / "joint_grid.csv", help="the CSV to write")
     parser.add_argument("--csv-only", action="store_true", help="measure nothing: write the CSV from the database")
     parser.add_argument("--refs", type=Path, help="PPL reference set (JSONL) in place of the profile's, e.g. the first "
-                        "complete batch of a set engine.refset is still writing")  # fmt: skip
+                        "complete batch of a set datagen.refset is still writing")  # fmt: skip
     ns = parser.parse_args(argv)
     if ns.refs is not None and not ns.refs.is_file():
         parser.error(f"--refs {ns.refs}: no such file")

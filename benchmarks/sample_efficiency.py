@@ -27,7 +27,7 @@ from benchmarks._replay import replay, surface_spec
 from benchmarks._report import RESULTS_DIR, emit, table
 from benchmarks._surface import Surface, load_surface
 from benchmarks._sweeps import load_note
-from engine.errors import ConfigError
+from errors import ConfigError
 from sweep.spec import DEFAULT_SAMPLER, SAMPLERS, StudySpec, load_study
 
 __all__ = ["SamplerResult", "main", "run_samplers"]

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks._report import emit, table
-from benchmarks._sweeps import SweepRun, SweepRunError, load_note, run_sweep
+from benchmarks._sweeps import SweepRun, load_note, run_sweep
 from benchmarks._timeline import TrialTiming, load_timeline
-from engine.errors import ConfigError
+from errors import ConfigError, SweepRunError
 
 __all__ = ["main"]
 

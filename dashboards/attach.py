@@ -79,7 +79,7 @@ def study_note(data: StudyData, user_attrs: dict[str, Any]) -> str:
                 *(str(t.knobs.get(k, "")) for k in knobs),
                 f"{t.tps:.2f}",
                 f"{t.ppl:.4f}",
-                "-" if t.acceptance_rate is None else f"{t.acceptance_rate:.1%}",
+                "-" if t.metric("acceptance_rate") is None else f"{t.metric('acceptance_rate'):.1%}",
                 "-" if t.identity_diff_prompts is None else str(t.identity_diff_prompts),
                 _verdict_cell(t.verdict),
             ]

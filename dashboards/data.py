@@ -1,70 +1,75 @@
 """What the charts and tables show, computed apart from drawing them (and tested apart).
 
-``load_study_data`` reads one study from the sweep's storage: Optuna's trials (knob values and
-the user attrs the driver sets), the ``measurements`` rows (gate, every metric) and the latest
-verification verdicts. ``study_data`` builds the same thing from plain rows, which is what the
-figures and the CSV are drawn from.
+``load_study_data`` reads one study from the sweep's storage: Optuna's trials (state, knob
+values, times), each trial's ``TrialRecord`` (every figure and the driver's judgement) and the
+latest verification verdicts. ``study_data`` builds the same thing from rows, which is what the
+figures and the CSV are drawn from. A row's figures are its record's: nothing here re-derives a
+metric or feasibility.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 import optuna
 
-from engine.errors import ConfigError
+from errors import NoCompletedTrialsError, StudyNotFoundError
 from sweep.pareto import FrontPoint, pareto_front
-from sweep.storage import MeasurementRecord, Storage
+from sweep.record import TrialRecord
+from sweep.storage import Storage
 from sweep.verification import Verdict, latest_verdicts
 
-__all__ = [
-    "NoCompletedTrialsError",
-    "StudyData",
-    "StudyNotFoundError",
-    "TrialRow",
-    "load_study_data",
-    "require_measured",
-    "study_data",
-]
-
-
-class StudyNotFoundError(ConfigError):
-    pass
-
-
-class NoCompletedTrialsError(ConfigError):
-    pass
+__all__ = ["StudyData", "TrialRow", "load_study_data", "require_measured", "study_data"]
 
 
 @dataclass(frozen=True, kw_only=True)
 class TrialRow:
-    """One trial as the dashboards see it; metrics are None where the trial has none."""
+    """One trial as the dashboards see it: Optuna's view of it, and its record (None while it has
+    none: waiting or running)."""
 
     number: int
     state: str  # Optuna's state name: COMPLETE, FAIL, RUNNING, WAITING, PRUNED
     knobs: dict[str, Any]
-    tps: float | None = None
-    ppl: float | None = None
-    ppl_mean_record: float | None = None
-    acceptance_rate: float | None = None
-    tps_cv: float | None = None  # spread over the TPS repeats within the trial's boot
-    feasible: bool | None = None
-    is_baseline: bool = False
+    record: TrialRecord | None = None
     on_front: bool = False
-    identity_diff_prompts: int | None = None
-    fail_reason: str | None = None
-    node_id: str | None = None
     started: datetime | None = None
     finished: datetime | None = None
     verdict: Verdict | None = None
-    metrics: dict[str, Any] = field(default_factory=dict)  # every other scalar: for the CSV
 
     @property
     def measured(self) -> bool:
-        return self.state == "COMPLETE" and self.tps is not None and self.ppl is not None
+        return self.state == "COMPLETE" and self.record is not None and self.record.measured
+
+    def metric(self, name: str) -> Any:
+        """A field of the trial's measurement (``tps``, ``tps_cv``, ...); None where it has none."""
+        return self.record.metric(name) if self.record else None
+
+    @property
+    def tps(self) -> float | None:
+        return self.metric("tps")
+
+    @property
+    def ppl(self) -> float | None:
+        return self.metric("ppl")
+
+    @property
+    def feasible(self) -> bool | None:
+        return self.record.feasible if self.record else None
+
+    @property
+    def is_baseline(self) -> bool:
+        return bool(self.record and self.record.is_baseline)
+
+    @property
+    def identity_diff_prompts(self) -> int | None:
+        return self.record.identity_diff_prompts if self.record else None
+
+    @property
+    def fail_reason(self) -> str | None:
+        return self.record.reason if self.record else None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -97,19 +102,10 @@ def study_data(
 ) -> StudyData:
     """Mark the front and attach verdicts; ``trials`` come in with ``on_front`` unset."""
     verdicts = verdicts or {}
-    points = [
-        FrontPoint(number=t.number, tps=t.tps, ppl=t.ppl, feasible=_feasible(t, gate))
-        for t in trials
-        if t.measured
-    ]
+    points = [FrontPoint(number=t.number, tps=t.tps, ppl=t.ppl, feasible=bool(t.feasible)) for t in trials if t.measured]
     on_front = {p.number for p in pareto_front(points)}
     rows = tuple(
-        replace(
-            t,
-            feasible=_feasible(t, gate) if t.measured else t.feasible,
-            on_front=t.number in on_front,
-            verdict=verdicts.get(t.number),
-        )
+        replace(t, on_front=t.number in on_front, verdict=verdicts.get(t.number))
         for t in sorted(trials, key=lambda t: t.number)
     )
     knob_names: list[str] = []
@@ -130,14 +126,18 @@ def load_study_data(storage: Storage, study_name: str) -> StudyData:
         raise StudyNotFoundError(
             f"study {study_name!r} not found in {storage.url}; studies there: {names or 'none'}"
         ) from None
-    records = {m.trial_number: m for m in storage.measurements(study_name, token_ids=False)}
-    trials = [_trial_row(t, records.get(t.number)) for t in study.get_trials(deepcopy=False)]
+    records = {r.trial_number: r for r in storage.records(study_name, token_ids=False)}
+    trials = [_row(t, records.get(t.number)) for t in study.get_trials(deepcopy=False)]
     return study_data(
-        study_name=study_name,
-        trials=trials,
-        gate=_study_gate(records.values()),
+        study_name=study_name, trials=trials, gate=_study_gate(records.values()),
         verdicts=latest_verdicts(storage, study_name),
-    )
+    )  # fmt: skip
+
+
+def _row(trial: optuna.trial.FrozenTrial, record: TrialRecord | None) -> TrialRow:
+    knobs = {**(record.knobs if record else {}), **trial.params}  # the record's are the whole stack's
+    return TrialRow(number=trial.number, state=trial.state.name, knobs=knobs, record=record,
+                    started=trial.datetime_start, finished=trial.datetime_complete)  # fmt: skip
 
 
 def require_measured(data: StudyData) -> StudyData:
@@ -151,62 +151,7 @@ def require_measured(data: StudyData) -> StudyData:
     return data
 
 
-def _feasible(t: TrialRow, gate: float | None) -> bool:
-    if t.feasible is not None:
-        return t.feasible
-    return gate is None or t.ppl <= gate
-
-
-def _study_gate(records: Iterable[MeasurementRecord]) -> float | None:
+def _study_gate(records: Iterable[TrialRecord]) -> float | None:
     """The gate the latest judged trial was held to (a ratio gate resolves at the baseline)."""
-    judged = [m for m in records if m.gate is not None]
-    return max(judged, key=lambda m: m.trial_number).gate if judged else None
-
-
-_ATTR_FIELDS = ("tps", "ppl", "ppl_mean_record", "acceptance_rate", "tps_cv", "feasible", "identity_diff_prompts")
-_SHOWN_ATTRS = frozenset((*_ATTR_FIELDS, "is_baseline", "fail_reason", "node_id"))
-
-
-def _trial_row(trial: optuna.trial.FrozenTrial, record: MeasurementRecord | None) -> TrialRow:
-    attrs = dict(trial.user_attrs)
-    values = {name: attrs.get(name) for name in _ATTR_FIELDS}
-    if record is not None:  # the driver's full record: the source it tells Optuna from
-        for source in (record.measurement or {}, vars(record)):  # columns win over the JSON
-            values.update({n: source[n] for n in _ATTR_FIELDS if source.get(n) is not None})
-    elif trial.values is not None:
-        values["tps"], values["ppl"] = trial.values[0], trial.values[1]
-    metrics = {k: v for k, v in attrs.items() if _scalar(v) and k not in _SHOWN_ATTRS}
-    if record is not None and record.measurement:
-        metrics.update(_flatten(record.measurement, skip=set(_ATTR_FIELDS)))
-    knobs = dict(record.knobs) if record is not None else {}
-    knobs.update(trial.params)
-    return TrialRow(
-        number=trial.number,
-        state=trial.state.name,
-        knobs=knobs,
-        **values,
-        is_baseline=bool(attrs.get("is_baseline", record.is_baseline if record else False)),
-        fail_reason=attrs.get("fail_reason") or (record.reason if record else None),
-        node_id=attrs.get("node_id"),
-        started=trial.datetime_start,
-        finished=trial.datetime_complete,
-        metrics=metrics,
-    )
-
-
-def _scalar(value: Any) -> bool:
-    return value is None or isinstance(value, (bool, int, float, str))
-
-
-def _flatten(data: Mapping[str, Any], *, skip: set[str], prefix: str = "") -> dict[str, Any]:
-    """``{"latency_s": {"p50": 1.0}}`` -> ``{"latency_s.p50": 1.0}``; lists are left out."""
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        name = f"{prefix}{key}"
-        if name in skip:
-            continue
-        if isinstance(value, Mapping):
-            out.update(_flatten(value, skip=skip, prefix=f"{name}."))
-        elif _scalar(value):
-            out[name] = value
-    return out
+    judged = [r for r in records if r.gate is not None]
+    return max(judged, key=lambda r: r.trial_number).gate if judged else None

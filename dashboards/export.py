@@ -20,10 +20,9 @@ from pathlib import Path
 from dashboards.data import StudyData, load_study_data, require_measured
 from dashboards.figures import THEMES, Theme, history_figure, knob_figure, pareto_figure
 from dashboards.images import write_images
-from dashboards.reading import open_existing
 from dashboards.table import trials_frame
-from engine.errors import ConfigError, GemmaSweepError
-from sweep.storage import DEFAULT_STORAGE_URL
+from errors import ConfigError, GemmaSweepError
+from sweep.storage import DEFAULT_STORAGE_URL, open_existing
 
 __all__ = ["EXPORTS_DIR", "export_study", "main"]
 

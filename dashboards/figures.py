@@ -41,9 +41,10 @@ def knob_label(knob: str) -> str:
 def hover_text(t: TrialRow) -> str:
     lines = [f"<b>trial {t.number}</b>{' (baseline)' if t.is_baseline else ''}"]
     lines += [f"{k} = {v}" for k, v in t.knobs.items()]
-    lines.append(f"TPS = {_num(t.tps, '.2f')} tokens/s" + (f" (CV {t.tps_cv:.1%})" if t.tps_cv is not None else ""))
+    cv = t.metric("tps_cv")
+    lines.append(f"TPS = {_num(t.tps, '.2f')} tokens/s" + (f" (CV {cv:.1%})" if cv is not None else ""))
     lines.append(f"PPL = {_num(t.ppl, '.4f')}")
-    lines.append(f"acceptance = {_num(t.acceptance_rate, '.1%')}")
+    lines.append(f"acceptance = {_num(t.metric('acceptance_rate'), '.1%')}")
     lines.append(f"identity diffs = {'n/a' if t.identity_diff_prompts is None else t.identity_diff_prompts} prompt(s)")
     state = "front" if t.on_front else ("feasible" if t.feasible else "infeasible (over the gate)")
     lines.append(state)
@@ -109,12 +110,12 @@ def knob_figure(data: StudyData, knob: str, *, theme: Theme = "light") -> go.Fig
     """TPS, acceptance rate and PPL against one knob's values (measured trials)."""
     measured = sorted((t for t in data.measured if knob in t.knobs), key=lambda t: t.knobs[knob])
     rows = [("tps", "TPS (tokens/s)"), ("ppl", "PPL")]
-    if any(t.acceptance_rate is not None for t in measured):
+    if any(t.metric("acceptance_rate") is not None for t in measured):
         rows.insert(1, ("acceptance_rate", "acceptance rate"))
     fig = make_subplots(rows=len(rows), cols=1, shared_xaxes=True, vertical_spacing=0.06)
     for i, (attr, title) in enumerate(rows, start=1):
         fig.add_trace(go.Scatter(
-            x=[t.knobs[knob] for t in measured], y=[getattr(t, attr) for t in measured],
+            x=[t.knobs[knob] for t in measured], y=[t.metric(attr) for t in measured],
             mode="markers", name=title, showlegend=False,
             marker={"size": 10, "color": [_marker_color(t) for t in measured],
                     "symbol": ["star" if t.is_baseline else "circle" for t in measured]},
@@ -194,10 +195,11 @@ def _points(
 def _spread_bars(trials: list[TrialRow]) -> dict | None:
     """TPS error bars of +- one standard deviation (TPS x CV) for trials whose profile repeated
     the timed run; None (no bars) when none did."""
-    if all(t.tps_cv is None for t in trials):
+    cvs = [t.metric("tps_cv") for t in trials]
+    if all(cv is None for cv in cvs):
         return None
     return {"type": "data", "visible": True, "thickness": 1.2, "width": 4,
-            "array": [0.0 if t.tps_cv is None else t.tps * t.tps_cv for t in trials]}  # type: ignore[operator]
+            "array": [0.0 if cv is None else t.tps * cv for t, cv in zip(trials, cvs)]}  # type: ignore[operator]
 
 
 def _marker_color(t: TrialRow) -> str:
@@ -221,7 +223,7 @@ def _failed_text(data: StudyData) -> str:
     lines = [f"<b>Failed trials ({len(failed)})</b>"]
     for t in failed[:_FAILED_SHOWN]:
         knobs = ", ".join(f"{k}={t.knobs[k]}" for k in data.knob_names if k in t.knobs)
-        kind = t.metrics.get("fail_kind")  # lost / interrupted attempts are re-run by the driver
+        kind = t.record.fail_kind if t.record else None  # lost / interrupted attempts are re-run by the driver
         lines.append(f"#{t.number} {_clip(knobs, 44)}" + (f" [{kind}]" if kind and kind != "engine" else ""))
         # two lines of reason at most; wrapping breaks at spaces, so no escape is split
         lines += [f"   {line}" for line in textwrap.wrap(_clip(t.fail_reason or "no reason recorded", 92), 48)]

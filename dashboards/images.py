@@ -14,20 +14,12 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 
-from engine.errors import ConfigError, GemmaSweepError
+from errors import BrowserNotFoundError, ImageRenderError
 
-__all__ = ["BrowserNotFoundError", "ImageRenderError", "find_browser", "write_images"]
+__all__ = ["find_browser", "write_images"]
 
 _BROWSER_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")
 _INSTALL_HINT = "install Debian's chromium (apt-get install -y chromium) or set BROWSER_PATH"
-
-
-class BrowserNotFoundError(ConfigError):
-    """No Chromium to render images with: a setup problem the user fixes, nothing booted."""
-
-
-class ImageRenderError(GemmaSweepError):
-    """Chromium was there but did not render (it crashed, hung, or the page failed)."""
 
 
 def find_browser() -> Path:

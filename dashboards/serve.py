@@ -23,9 +23,8 @@ from optuna_dashboard import wsgi
 from sqlalchemy.exc import SQLAlchemyError
 
 from dashboards.attach import attach_all
-from dashboards.reading import open_existing
-from engine.errors import ConfigError
-from sweep.storage import DEFAULT_STORAGE_URL, Storage
+from errors import ConfigError
+from sweep.storage import DEFAULT_STORAGE_URL, Storage, open_existing
 
 __all__ = ["ServeArgs", "main", "parse_args"]
 

@@ -1,14 +1,23 @@
-"""``trials.csv``: one row per trial, every metric and knob value, and its verification."""
+"""``trials.csv``: one row per trial, every figure of its record and its verification.
+
+Columns follow the record, not a list kept here: the measurement's summary fields by name
+(``tps``, ``ppl``, ...), every other scalar figure as ``metric.<name>``, so a new measurement
+field reaches the CSV by itself.
+"""
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Any
 
 import pandas as pd
 
 from dashboards.data import StudyData, TrialRow
+from engine.measurement import Measurement
 
 __all__ = ["trials_frame"]
+
+_SUMMARY = [f.name for f in fields(Measurement) if f.metadata.get("summary")]
 
 
 def trials_frame(data: StudyData) -> pd.DataFrame:
@@ -17,7 +26,9 @@ def trials_frame(data: StudyData) -> pd.DataFrame:
 
 
 def _row(t: TrialRow) -> dict[str, Any]:
+    r = t.record
     duration = (t.finished - t.started).total_seconds() if t.started and t.finished else None
+    scalars = r.measurement.scalars() if r is not None and r.measurement is not None else {}
     row: dict[str, Any] = {
         "number": t.number,
         "state": t.state,
@@ -25,14 +36,12 @@ def _row(t: TrialRow) -> dict[str, Any]:
         "on_front": t.on_front,
         "feasible": t.feasible,
         **{f"knob.{k}": v for k, v in t.knobs.items()},
-        "tps": t.tps,
-        "ppl": t.ppl,
-        "ppl_mean_record": t.ppl_mean_record,
-        "acceptance_rate": t.acceptance_rate,
-        "tps_cv": t.tps_cv,
+        **{name: scalars.get(name) for name in _SUMMARY},
         "identity_diff_prompts": t.identity_diff_prompts,
+        "gate": r.gate if r else None,
+        "fail_kind": r.fail_kind if r else None,
         "fail_reason": t.fail_reason,
-        "node_id": t.node_id,
+        "node_id": r.node.get("node_id") if r else None,
         "started": t.started,
         "finished": t.finished,
         "duration_s": duration,
@@ -53,5 +62,5 @@ def _row(t: TrialRow) -> dict[str, Any]:
         "verify_gate": v.gate if v else None,
         "verify_run_id": v.run_id if v else None,
     })  # fmt: skip
-    row.update({f"metric.{k}": value for k, value in t.metrics.items()})
+    row.update({f"metric.{k}": value for k, value in scalars.items() if k not in _SUMMARY})
     return row

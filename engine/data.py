@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.errors import DataError
+from errors import DataError
 
 __all__ = ["PplRecord", "Prompt", "load_ppl_records", "load_prompts"]
 

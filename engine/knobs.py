@@ -1,56 +1,74 @@
-"""Knobs as data: one registry maps each knob onto the places a manifest sets it.
+"""Knobs as data: the registry (``studies/knobs.toml``) maps each knob onto the places a manifest
+sets it, and ``KnobValues`` carries values checked once against one manifest.
 
-A target is one of four kinds:
+A target is one of five kinds:
 
     env        an env var holding the value            CENTROID_TOP_K=49
     env_json   a JSON path inside an env var's value   HF_OVERRIDES={"text_config": {"sliding_window": 188}}
-    flag       a CLI flag of ``serve``                 --max-model-len 4096
+    flag       a CLI flag of ``serve``                 --kv-cache-dtype fp8
     flag_json  a JSON path inside a CLI flag's value   --speculative-config '{"num_speculative_tokens": 3}'
+    switch     a boolean CLI flag                      --async-scheduling / --no-async-scheduling
 
-A manifest *consumes* a knob when its env or argv already carries one of the knob's targets.
-Applying a knob writes every target the manifest carries, and also creates the env targets
-marked ``create`` when the manifest sets the knob through its env (``HF_OVERRIDES`` is what vLLM
-applies, so a manifest that only sets the ``SLIDING_WINDOW`` label still gets the override). A JSON target lists alternative paths: the
-first one present in the manifest's JSON is patched, else the first one is created (Gemma-4
-nests the window under ``text_config``, a text-only Gemma-3 config has it at the top level).
+A manifest *consumes* a knob when its env or argv already carries one of the knob's targets, so a
+manifest declares its knobs by carrying them (a switch by either spelling). Applying a knob writes
+every target the manifest carries, and also creates the env targets marked ``create`` when the
+manifest sets the knob through its env (``HF_OVERRIDES`` is what vLLM applies, so a manifest that
+only sets the ``SLIDING_WINDOW`` label still gets the override). A JSON target lists alternative
+paths: the first one present in the manifest's JSON is patched, else the first one is created
+(Gemma-4 nests the window under ``text_config``, a text-only Gemma-3 config has it at the top).
 
-The knob's *baseline* is the value its first carried target holds, so list the target that
-takes effect first. Adding a knob is one ``Knob(...)`` entry in ``_REGISTRY``.
+Values are ``int`` (a range), ``str`` (one of a list of choices) or ``bool``. Raw values (a study
+file, ``--set``, a stored row) become ``KnobValues`` in ``parse_knobs``, the one place that checks
+them; ``apply_knobs`` and everything after it takes ``KnobValues`` and checks nothing again.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+import tomllib
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
-from engine.errors import KnobError, ManifestError
 from engine.manifest import Manifest
+from engine.profiles import STUDIES_DIR
+from errors import KnobError, ManifestError
 
 __all__ = [
     "KNOBS",
+    "KNOBS_FILE",
     "Knob",
+    "KnobValue",
+    "KnobValues",
     "Target",
     "apply_knobs",
     "baseline_knobs",
     "consumed_knobs",
+    "load_registry",
     "parse_assignments",
-    "validate_knob_values",
+    "parse_knobs",
 ]
 
+KNOBS_FILE = STUDIES_DIR / "knobs.toml"
+KnobValue = int | str | bool
 JsonPath = tuple[str, ...]
+TargetKind = Literal["env", "env_json", "flag", "flag_json", "switch"]
+_TARGET_KINDS: tuple[TargetKind, ...] = ("env", "env_json", "flag", "flag_json", "switch")
+_TRUE, _FALSE = {"true", "1", "yes", "on"}, {"false", "0", "no", "off"}
 
 
 @dataclass(frozen=True)
 class Target:
-    kind: Literal["env", "env_json", "flag", "flag_json"]
+    kind: TargetKind
     name: str  # env var, or CLI flag spelled with dashes
     paths: tuple[JsonPath, ...] = ()  # JSON kinds only
     create: bool = False  # env kinds only: set it even when the manifest lacks it
 
     def describe(self) -> str:
+        if self.kind == "switch":
+            return f"{self.name} / --no-{self.name[2:]}"
         if self.kind in ("env", "flag"):
             return self.name
         return " or ".join(f"{self.name}.{'.'.join(path)}" for path in self.paths)
@@ -59,63 +77,158 @@ class Target:
 @dataclass(frozen=True)
 class Knob:
     name: str
-    minimum: int
-    maximum: int
+    type: Literal["int", "choice", "bool"]
     targets: tuple[Target, ...]
     doc: str  # what it moves, and why its range is what it is
+    minimum: int | None = None  # int knobs
+    maximum: int | None = None
+    choices: tuple[str, ...] = ()  # choice knobs
+    lossless: bool = False  # moves speed only: greedy output must not change
 
     @property
     def range_text(self) -> str:
-        return f"{self.minimum}..{self.maximum}"
+        if self.type == "int":
+            return f"{self.minimum}..{self.maximum}"
+        return "true or false" if self.type == "bool" else f"one of {list(self.choices)}"
+
+    def parse(self, value: Any, *, where: str = "") -> KnobValue:
+        """One raw value (TOML, JSON, or text from a command line or a manifest) as this knob's type."""
+        head = f"{where}knob {self.name!r}"
+        if self.type == "bool":
+            if isinstance(value, bool):
+                return value
+            if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+                return value.strip().lower() in _TRUE
+            raise KnobError(f"{head}: value {value!r} is not a boolean; valid: {self.range_text}")
+        if self.type == "choice":
+            if isinstance(value, str) and value.strip() in self.choices:
+                return value.strip()
+            raise KnobError(f"{head}: value {value!r} is not {self.range_text} ({self.doc})")
+        number: int | None = None
+        if isinstance(value, int) and not isinstance(value, bool):
+            number = value
+        elif isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d+\s*", value):
+            if len(value.strip()) > 30:  # int() refuses 4,300+ digits; this long is out of every range
+                raise KnobError(f"{head}: value {value.strip()[:12]}... ({len(value.strip())} characters) "
+                                f"is out of range {self.range_text}")  # fmt: skip
+            number = int(value)
+        if number is None:
+            raise KnobError(f"{head}: value {value!r} is not an integer; valid range {self.range_text}")
+        if not self.minimum <= number <= self.maximum:  # type: ignore[operator]
+            raise KnobError(f"{head}: value {number} is out of range {self.range_text} ({self.doc})")
+        return number
 
 
-_WINDOW_PATHS: tuple[JsonPath, ...] = (("text_config", "sliding_window"), ("sliding_window",))
-_SPEC_PATHS: tuple[JsonPath, ...] = (("num_speculative_tokens",),)
+class KnobValues(Mapping[str, KnobValue]):
+    """Knob values checked against one manifest: each knob known, consumed by it, and valid.
 
-_REGISTRY = (
-    Knob(
-        name="sliding_window",
-        minimum=1,
-        maximum=131072,
-        targets=(
-            Target("env_json", "HF_OVERRIDES", _WINDOW_PATHS, create=True),
-            Target("flag_json", "--hf-overrides", _WINDOW_PATHS),
-            Target("env", "SLIDING_WINDOW"),
-        ),
-        doc="Window of the sliding-attention layers; moves PPL and decode speed. A window needs "
-        "at least one token; 131072 is the Gemma-4 family's longest context, so a larger "
-        "window cannot differ from it.",
-    ),
-    Knob(
-        name="centroid_top_k",
-        minimum=1,
-        maximum=2048,
-        targets=(Target("env", "CENTROID_TOP_K"),),
-        doc="Vocabulary clusters the drafter's head keeps; moves speed only. The head has "
-        "2,048 clusters, so K above that cannot keep more.",
-    ),
-    Knob(
-        name="num_speculative_tokens",
-        minimum=1,
-        maximum=64,
-        targets=(
-            Target("env_json", "SPECULATIVE_CONFIG", _SPEC_PATHS),
-            Target("flag_json", "--speculative-config", _SPEC_PATHS),
-        ),
-        doc="Tokens the drafter proposes per step; moves speed only. Zero would switch "
-        "speculation off (a different manifest, not a value); 64 is the most query rows the "
-        "challenge stacks' verify kernel scores at once (SPLITKV_VERIFY_MAX_Q=64).",
-    ),
-)
-KNOBS: dict[str, Knob] = {knob.name: knob for knob in _REGISTRY}
+    Made by ``parse_knobs`` (or ``baseline_knobs``); immutable; ``a | b`` is ``a`` with ``b``'s
+    values laid over it. Compares equal to a dict of the same values.
+    """
+
+    def __init__(self, values: Mapping[str, KnobValue], *, manifest: str) -> None:
+        self._values = dict(values)
+        self.manifest = manifest  # the manifest's label the values were checked against
+
+    def __getitem__(self, name: str) -> KnobValue:
+        return self._values[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __or__(self, other: Mapping[str, KnobValue]) -> "KnobValues":
+        if not isinstance(other, KnobValues) or other.manifest != self.manifest:
+            return NotImplemented
+        return KnobValues({**self._values, **other._values}, manifest=self.manifest)
+
+    def __hash__(self) -> int:
+        return hash(tuple(sorted(self._values.items())))
+
+    def __repr__(self) -> str:
+        return f"KnobValues({self._values!r})"
+
+    def text(self, keys: Iterable[str] | None = None) -> str:
+        """``sliding_window=188 centroid_top_k=49``: how consoles and dry runs show them."""
+        return " ".join(f"{k}={_show(self._values[k])}" for k in (keys or self._values) if k in self._values)
+
+
+def _show(value: KnobValue) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+# --- the registry file -----------------------------------------------------------------------
+
+
+def _target(raw: Any, *, where: str, knob_type: str) -> Target:
+    if not isinstance(raw, dict):
+        raise KnobError(f"{where}: a target must be a table, got {raw!r}")
+    kinds = [k for k in _TARGET_KINDS if k in raw]
+    extra = sorted(set(raw) - {*_TARGET_KINDS, "paths", "create"})
+    if len(kinds) != 1 or extra or not isinstance(raw[kinds[0]], str) or not raw[kinds[0]]:
+        raise KnobError(f"{where}: a target needs exactly one of {list(_TARGET_KINDS)} naming it "
+                        f"(and optionally 'paths', 'create'); got {raw!r}")  # fmt: skip
+    kind = kinds[0]
+    json_kind = kind.endswith("_json")
+    paths = raw.get("paths", [])
+    if json_kind != bool(paths) or not all(isinstance(p, str) and p for p in paths):
+        raise KnobError(f"{where}: 'paths' (dotted JSON paths) belong to env_json and flag_json targets only: {raw!r}")
+    if raw.get("create") and not kind.startswith("env"):
+        raise KnobError(f"{where}: 'create' applies to env targets only: {raw!r}")
+    if kind == "switch" and knob_type != "bool":
+        raise KnobError(f"{where}: a switch target needs a knob of type 'bool'")
+    return Target(kind, raw[kind], tuple(tuple(p.split(".")) for p in paths), bool(raw.get("create", False)))
+
+
+def load_registry(path: Path = KNOBS_FILE) -> dict[str, Knob]:
+    """The knobs of a registry file (see its header), checked; raises KnobError naming the entry."""
+    try:
+        raw = tomllib.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise KnobError(f"{path}: cannot read the knob registry: {exc}") from None
+    knobs = {}
+    for name, entry in raw.items():
+        where = f"{path} [{name}]"
+        if not isinstance(entry, dict):
+            raise KnobError(f"{where}: must be a table")
+        valid = {"doc", "type", "min", "max", "choices", "lossless", "targets"}
+        if sorted(set(entry) - valid) or not isinstance(entry.get("doc"), str) or not entry.get("targets"):
+            raise KnobError(f"{where}: needs 'doc', 'type' and 'targets' (fields: {sorted(valid)}); got {sorted(entry)}")
+        kind = entry.get("type")
+        if kind == "int" and not all(isinstance(entry.get(k), int) for k in ("min", "max")):
+            raise KnobError(f"{where}: an int knob needs integer 'min' and 'max'")
+        if kind == "choice" and not (entry.get("choices") and all(isinstance(c, str) for c in entry["choices"])):
+            raise KnobError(f"{where}: a choice knob needs 'choices', a list of strings")
+        if kind not in ("int", "choice", "bool"):
+            raise KnobError(f"{where}: 'type' must be 'int', 'choice' or 'bool', got {kind!r}")
+        knobs[name] = Knob(
+            name=name,
+            type=kind,
+            targets=tuple(_target(t, where=where, knob_type=kind) for t in entry["targets"]),
+            doc=entry["doc"],
+            minimum=entry.get("min"),
+            maximum=entry.get("max"),
+            choices=tuple(entry.get("choices", ())),
+            lossless=bool(entry.get("lossless", False)),
+        )
+    return knobs
+
+
+KNOBS: dict[str, Knob] = load_registry()
 
 
 # --- reading and writing one target -------------------------------------------------------
 
 
+def _spellings(flag: str) -> set[str]:
+    return {flag, flag.replace("-", "_").replace("__", "--", 1)}
+
+
 def _flag_index(argv: list[str], flag: str) -> tuple[int, bool] | None:
     """Where ``flag`` sits in argv, and whether its value is inline (``--flag=value``)."""
-    spellings = {flag, flag.replace("-", "_").replace("__", "--", 1)}
+    spellings = _spellings(flag)
     for i, item in enumerate(argv):
         name, eq, _ = item.partition("=")
         if name in spellings:
@@ -123,6 +236,15 @@ def _flag_index(argv: list[str], flag: str) -> tuple[int, bool] | None:
                 return i, True
             if i + 1 < len(argv):
                 return i, False
+    return None
+
+
+def _switch_index(argv: list[str], flag: str) -> tuple[int, bool] | None:
+    """Where a boolean flag sits in argv, and its value (``--no-`` spelling: False)."""
+    on, off = _spellings(flag), _spellings(f"--no-{flag[2:]}")
+    for i, item in enumerate(argv):
+        if item in on or item in off:
+            return i, item in on
     return None
 
 
@@ -173,6 +295,9 @@ def _dump_like(original: str | None, data: dict[str, Any]) -> str:
 
 
 def _read(manifest: Manifest, target: Target) -> tuple[bool, Any]:
+    if target.kind == "switch":
+        found = _switch_index(manifest.serve, target.name)
+        return (False, None) if found is None else (True, found[1])
     raw = _raw(manifest.serve, manifest.env, target)
     if raw is None:
         return False, None
@@ -186,10 +311,18 @@ def _read(manifest: Manifest, target: Target) -> tuple[bool, Any]:
     return False, None
 
 
-def _write(manifest: Manifest, argv: list[str], env: dict[str, str], target: Target, value: int) -> None:
+def _text(value: KnobValue) -> str:
+    return ("1" if value else "0") if isinstance(value, bool) else str(value)
+
+
+def _write(manifest: Manifest, argv: list[str], env: dict[str, str], target: Target, value: KnobValue) -> None:
+    if target.kind == "switch":
+        i, _ = _switch_index(argv, target.name)  # type: ignore[misc]  # carried, so present
+        argv[i] = target.name if value else f"--no-{target.name[2:]}"
+        return
     raw = _raw(argv, env, target)
     if target.kind in ("env", "flag"):
-        new = str(value)
+        new = _text(value)
     else:
         data = _json(manifest, target, raw) if raw is not None else {}
         path = next((p for p in target.paths if _get_path(data, p)[0]), target.paths[0])
@@ -213,67 +346,43 @@ def consumed_knobs(manifest: Manifest, *, registry: Mapping[str, Knob] = KNOBS) 
     return [name for name, knob in registry.items() if any(_read(manifest, t)[0] for t in knob.targets)]
 
 
-def _check_value(knob: Knob, value: Any, *, where: str) -> int:
-    number: int | None = None
-    if isinstance(value, int) and not isinstance(value, bool):
-        number = value
-    elif isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d+\s*", value):
-        if len(value.strip()) > 30:  # int() refuses 4,300+ digits; this long is out of every range
-            raise KnobError(
-                f"{where}knob {knob.name!r}: value {value.strip()[:12]}... ({len(value.strip())} characters) "
-                f"is out of range {knob.range_text}"
-            )
-        number = int(value)
-    if number is None:
-        raise KnobError(
-            f"{where}knob {knob.name!r}: value {value!r} is not an integer; valid range {knob.range_text}"
-        )
-    if not knob.minimum <= number <= knob.maximum:
-        raise KnobError(
-            f"{where}knob {knob.name!r}: value {number} is out of range {knob.range_text} ({knob.doc})"
-        )
-    return number
-
-
-def validate_knob_values(
-    manifest: Manifest, values: Mapping[str, Any], *, registry: Mapping[str, Knob] = KNOBS
-) -> dict[str, int]:
-    """Check names, consumption and ranges; return the values as integers. Raises KnobError."""
+def parse_knobs(
+    manifest: Manifest, values: Mapping[str, Any], *, registry: Mapping[str, Knob] = KNOBS, where: str = ""
+) -> KnobValues:
+    """Check names, consumption and values: the one check every raw knob value passes. Raises KnobError."""
     consumed = consumed_knobs(manifest, registry=registry)
     checked = {}
     for name, value in values.items():
         if name not in registry:
-            raise KnobError(f"unknown knob {name!r}; valid knobs: {sorted(registry)}")
+            raise KnobError(f"{where}unknown knob {name!r}; valid knobs: {sorted(registry)}")
         if name not in consumed:
             targets = ", ".join(t.describe() for t in registry[name].targets)
             raise KnobError(
-                f"{manifest.label} does not consume knob {name!r}: it sets none of {targets} "
+                f"{where}{manifest.label} does not consume knob {name!r}: it sets none of {targets} "
                 f"(knobs it consumes: {consumed})"
             )
-        checked[name] = _check_value(registry[name], value, where="")
-    return checked
+        checked[name] = registry[name].parse(value, where=where)
+    return KnobValues(checked, manifest=manifest.label)
 
 
-def baseline_knobs(manifest: Manifest, *, registry: Mapping[str, Knob] = KNOBS) -> dict[str, int]:
+def baseline_knobs(manifest: Manifest, *, registry: Mapping[str, Knob] = KNOBS) -> KnobValues:
     """The manifest's own value of each knob it consumes: a sweep's trial 0."""
     values = {}
     for name in consumed_knobs(manifest, registry=registry):
-        knob = registry[name]
-        value = next(v for found, v in (_read(manifest, t) for t in knob.targets) if found)
+        value = next(v for found, v in (_read(manifest, t) for t in registry[name].targets) if found)
         try:
-            values[name] = _check_value(knob, value, where=f"{manifest.label}: ")
+            values[name] = registry[name].parse(value, where=f"{manifest.label}: ")
         except KnobError as exc:
             raise ManifestError(str(exc)) from None
-    return values
+    return KnobValues(values, manifest=manifest.label)
 
 
-def apply_knobs(
-    manifest: Manifest, values: Mapping[str, Any], *, registry: Mapping[str, Knob] = KNOBS
-) -> Manifest:
-    """A copy of the manifest with each knob's targets set to the given value."""
-    checked = validate_knob_values(manifest, values, registry=registry)
+def apply_knobs(manifest: Manifest, knobs: KnobValues, *, registry: Mapping[str, Knob] = KNOBS) -> Manifest:
+    """A copy of the manifest with each knob's targets set to its value."""
+    if knobs.manifest != manifest.label:
+        raise ValueError(f"knob values checked against {knobs.manifest}, applied to {manifest.label}")
     argv, env = list(manifest.serve), dict(manifest.env)
-    for name, value in checked.items():
+    for name, value in knobs.items():
         targets = registry[name].targets
         carried = [_read(manifest, t)[0] for t in targets]
         # Create a missing env target only for a stack configured through env: a plain

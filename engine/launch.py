@@ -18,11 +18,10 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from engine.errors import EngineBootError
-from engine.knobs import apply_knobs, baseline_knobs, validate_knob_values
+from engine.knobs import KnobValue, KnobValues, apply_knobs, baseline_knobs
 from engine.manifest import REPO_ROOT, Manifest
+from errors import EngineBootError
 
 __all__ = ["LaunchConfig", "build_launch", "free_port"]
 
@@ -40,7 +39,7 @@ class LaunchConfig:
     port: int
     served_model_name: str
     manifest_name: str
-    knobs: dict[str, int] = field(default_factory=dict)  # every consumed knob's effective value
+    knobs: dict[str, KnobValue] = field(default_factory=dict)  # every consumed knob's value, as launched
 
     @property
     def base_url(self) -> str:
@@ -83,16 +82,17 @@ def _fill(text: str, values: Mapping[str, str]) -> str:
 
 def build_launch(
     manifest: Manifest,
-    knobs: Mapping[str, Any] | None = None,
+    knobs: KnobValues | None = None,
     *,
     host: str = "127.0.0.1",
     port: int | None = None,
     workdir: Path | None = None,
     tmpdir: Path | None = None,
 ) -> LaunchConfig:
-    """Apply knobs, choose the port, fill placeholders. Raises KnobError for bad knob values."""
-    checked = validate_knob_values(manifest, knobs or {})
-    patched = apply_knobs(manifest, checked)
+    """Apply knobs, choose the port, fill placeholders."""
+    baseline = baseline_knobs(manifest)
+    knobs = baseline if knobs is None else knobs
+    patched = apply_knobs(manifest, knobs)
     if port is None:
         wants_free = patched.uses_placeholder("port") or "PORT" in patched.env
         port = free_port(host) if wants_free else patched.port
@@ -116,5 +116,5 @@ def build_launch(
         port=port,
         served_model_name=patched.served_model_name,
         manifest_name=patched.name,
-        knobs={**baseline_knobs(manifest), **checked},
+        knobs=dict(baseline | knobs),
     )

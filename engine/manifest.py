@@ -35,7 +35,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
-from engine.errors import ManifestError
+from errors import ManifestError
 
 __all__ = ["MANIFESTS_DIR", "PLACEHOLDERS", "Manifest", "load_manifest", "parse_manifest"]
 

@@ -1,22 +1,31 @@
 """What one trial produces: the values that cross from a worker back to the driver.
 
 Plain dataclasses of JSON-friendly fields, so that a Ray worker can return them and the
-driver can store them without importing anything engine-specific.
+driver can store them without importing anything engine-specific. ``Measurement`` is the one
+typed record of a trial's figures: the driver stores it whole, and every reader (Optuna's user
+attributes, the console, the dashboards, the CSV) derives from it. A field marked ``SUMMARY``
+is also a user attribute of the Optuna trial (what optuna-dashboard lists); every scalar field
+reaches the CSV on its own.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
+
+__all__ = ["SUMMARY", "Measurement", "TrialOutcome", "TrialStatus"]
+
+SUMMARY = {"summary": True}  # field metadata: shown as an Optuna user attribute
 
 
 @dataclass
 class Measurement:
     """TPS and PPL measured as the challenge measures them, plus what we add."""
 
-    tps: float  # sum(completion_tokens) / wall time of the timed run (output_throughput); median run of tps_runs
-    ppl: float  # exp(total target NLL / target tokens), token-weighted: the gated number
-    ppl_mean_record: float  # mean of per-record PPLs; reported, never gated
+    # sum(completion_tokens) / wall time of the timed run (output_throughput); the median run of tps_runs
+    tps: float = field(metadata=SUMMARY)
+    ppl: float = field(metadata=SUMMARY)  # exp(total target NLL / target tokens), token-weighted: the gated number
+    ppl_mean_record: float = field(metadata=SUMMARY)  # mean of per-record PPLs; reported, never gated
     completion_tokens: int  # of the median run, like tps_wall_s
     tps_wall_s: float
     ppl_target_tokens: int
@@ -26,12 +35,12 @@ class Measurement:
     stream: dict[str, float] = field(default_factory=dict)  # ttft_*/itl_* when a stream pass ran
     drafted_tokens: int | None = None
     accepted_tokens: int | None = None
-    acceptance_rate: float | None = None  # accepted / drafted over the TPS run
+    acceptance_rate: float | None = field(default=None, metadata=SUMMARY)  # accepted / drafted over the TPS runs
     output_token_ids: list[list[int]] = field(default_factory=list)  # per prompt, for identity
     # sha256 of each prompt's generated text: identity evidence even from a stack that returns no ids
     output_text_sha256: list[str] = field(default_factory=list)
     tps_runs: list[float] = field(default_factory=list)  # every timed run's TPS, in order (profile tps_repeats)
-    tps_cv: float | None = None  # sample stdev / mean of tps_runs; None for a single run
+    tps_cv: float | None = field(default=None, metadata=SUMMARY)  # sample stdev / mean of tps_runs; None for one run
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -39,6 +48,25 @@ class Measurement:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Measurement":
         return cls(**data)
+
+    def summary(self) -> dict[str, Any]:
+        """The fields marked ``SUMMARY`` that have a value."""
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if f.metadata.get("summary") and getattr(self, f.name) is not None}  # fmt: skip
+
+    def scalars(self, *, prefix: str = "") -> dict[str, Any]:
+        """Every scalar figure, nested dicts flattened (``latency_s.p50``); per-prompt lists left out."""
+        return _flatten(asdict(self), prefix=prefix)
+
+
+def _flatten(data: dict[str, Any], *, prefix: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            out.update(_flatten(value, prefix=f"{prefix}{key}."))
+        elif value is None or isinstance(value, (bool, int, float, str)):
+            out[f"{prefix}{key}"] = value
+    return out
 
 
 TrialStatus = Literal["complete", "failed"]
@@ -49,7 +77,7 @@ class TrialOutcome:
     """One trial's result as a worker returns it: success or failure, never an exception."""
 
     status: TrialStatus
-    knobs: dict[str, Any]
+    knobs: dict[str, Any]  # every consumed knob's value, as launched
     argv: list[str]
     env: dict[str, str]  # the manifest's env after knobs, secrets redacted
     measurement: Measurement | None = None
@@ -59,8 +87,7 @@ class TrialOutcome:
     node: dict[str, Any] = field(default_factory=dict)  # node_id, hostname, accelerator, gpu ids
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        return data
+        return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "TrialOutcome":

@@ -27,8 +27,8 @@ from typing import NoReturn
 
 import httpx
 
-from engine.errors import EngineBootError
 from engine.launch import LaunchConfig
+from errors import EngineBootError, EngineStopError
 
 __all__ = ["OWNER_ENV", "EngineProcess", "group_members", "read_log_tail"]
 
@@ -208,7 +208,7 @@ class EngineProcess:
             with open(self.log_path, "ab") as log:
                 log.write(f"[gemma-sweep] still running {self.stop_grace_s:g} s after TERM: KILL\n".encode())
             if not self._signal_and_wait(pgid, signal.SIGKILL, 10.0):
-                raise EngineBootError(f"{self._name()}: process group {pgid} survived SIGKILL")
+                raise EngineStopError(f"{self._name()}: process group {pgid} survived SIGKILL")
         self._proc.wait()
         self._stopped = True  # the group id may belong to someone else from now on
         _running.discard(self)

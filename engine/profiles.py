@@ -11,7 +11,9 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from engine.errors import StudySpecError
+from errors import StudySpecError
+
+__all__ = ["PROFILES_FILE", "STUDIES_DIR", "BenchProfile", "get_profile", "load_profiles"]
 
 STUDIES_DIR = Path(__file__).resolve().parent.parent / "studies"
 PROFILES_FILE = STUDIES_DIR / "profiles.toml"

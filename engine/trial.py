@@ -12,20 +12,19 @@ import os
 import socket
 import tempfile
 import time
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from engine.bench import measure
 from engine.data import PplRecord, Prompt, load_ppl_records, load_prompts
-from engine.errors import BenchmarkError, EngineError
-from engine.knobs import validate_knob_values
+from engine.knobs import KnobValues
 from engine.launch import LaunchConfig, build_launch
 from engine.manifest import Manifest
 from engine.measurement import Measurement, TrialOutcome
 from engine.process import EngineProcess
 from engine.profiles import BenchProfile
 from engine.secrets import redact_env, scrub_text
+from errors import BenchmarkError, EngineError
 
 __all__ = ["node_info", "run_trial"]
 
@@ -63,14 +62,13 @@ def _boot_and_measure(engine: EngineProcess, launch: LaunchConfig, *, profile: B
 
 def run_trial(
     manifest: Manifest,
-    knobs: Mapping[str, Any],
+    knobs: KnobValues,
     profile: BenchProfile,
     *,
     workdir: Path,
     host: str = "127.0.0.1",
 ) -> TrialOutcome:
     began = time.monotonic()
-    checked = validate_knob_values(manifest, knobs)
     prompts = load_prompts(profile.path(profile.prompts), limit=profile.num_prompts)
     records = load_ppl_records(profile.path(profile.refs), limit=profile.ppl_records)
     workdir = Path(workdir)
@@ -89,9 +87,9 @@ def run_trial(
     # sockets under the 107-byte limit that a deep workdir can exceed.
     with tempfile.TemporaryDirectory(prefix="gemma-sweep-", ignore_cleanup_errors=True) as tmpdir:
         try:
-            launch = build_launch(manifest, checked, host=host, workdir=workdir, tmpdir=Path(tmpdir))
+            launch = build_launch(manifest, knobs, host=host, workdir=workdir, tmpdir=Path(tmpdir))
         except EngineError as exc:
-            return failed(exc, knob_values=dict(checked), argv=list(manifest.serve), env=dict(manifest.env),
+            return failed(exc, knob_values=dict(knobs), argv=list(manifest.serve), env=dict(manifest.env),
                           log_tail="")
         engine = EngineProcess(launch, log_path=workdir / "engine.log", boot_timeout_s=profile.boot_timeout_s)
         measurement, error = _boot_and_measure(engine, launch, profile=profile, prompts=prompts, records=records,

@@ -4,7 +4,7 @@ Joining (``--ray-address``) keeps the cluster's own settings, token authenticati
 A local instance is private to this run: it binds 127.0.0.1, keeps its files under the run
 folder (or, where that path is too long for Ray's unix sockets, in a short per-user folder under
 the system's temp dir), and starts without the dashboard and without token authentication (Ray 2.60 turns that
-on by default and writes ``~/.ray/auth_token``; FACTS.md), unless the user set ``RAY_AUTH_MODE``.
+on by default and writes ``~/.ray/auth_token``), unless the user set ``RAY_AUTH_MODE``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 import ray
 from ray._private import ray_constants
 
-from engine.errors import ConfigError
+from errors import ClusterError
 from sweep.spec import Resources
 from sweep.worker import ACCELERATOR_PREFIX
 
@@ -62,7 +62,7 @@ def ray_session(*, address: str | None, temp_dir: Path) -> Iterator[None]:
     except (ConnectionError, ValueError, RuntimeError) as exc:
         if address is None:
             raise
-        raise ConfigError(f"--ray-address {address!r}: cannot join the Ray cluster: {exc}") from None
+        raise ClusterError(f"--ray-address {address!r}: cannot join the Ray cluster: {exc}") from None
     try:
         yield
     finally:
@@ -80,7 +80,7 @@ def check_capacity(resources: Resources) -> None:
     seen = sorted(
         {key[len(ACCELERATOR_PREFIX) :] for offer in offers for key in offer if key.startswith(ACCELERATOR_PREFIX)}
     )
-    raise ConfigError(
+    raise ClusterError(
         f"no node of the Ray cluster offers a trial's resources {({k: v for k, v in wanted.items() if v})}; "
         f"accelerator types the nodes advertise: {seen or 'none'}"
     )

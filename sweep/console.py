@@ -16,8 +16,9 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from engine.knobs import KnobValues
 from sweep.pareto import FrontPoint, pareto_front
-from sweep.storage import MeasurementRecord
+from sweep.record import TrialRecord
 
 __all__ = ["Progress", "SweepConsole", "front_records"]
 
@@ -35,9 +36,9 @@ class Progress:
     eta_s: float | None
 
 
-def front_records(records: Sequence[MeasurementRecord]) -> list[MeasurementRecord]:
+def front_records(records: Sequence[TrialRecord]) -> list[TrialRecord]:
     """The feasible, non-dominated measured trials, fastest first."""
-    by_number = {r.trial_number: r for r in records if r.status == "complete"}
+    by_number = {r.trial_number: r for r in records if r.measured}
     points = [
         FrontPoint(number=r.trial_number, tps=r.tps, ppl=r.ppl, feasible=bool(r.feasible))  # type: ignore[arg-type]
         for r in by_number.values()
@@ -52,19 +53,10 @@ def _duration(seconds: float | None) -> str:
     return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
 
 
-def _cv(record: MeasurementRecord) -> float | None:
-    return (record.measurement or {}).get("tps_cv")
-
-
-def _spread(record: MeasurementRecord) -> str:
+def _spread(record: TrialRecord) -> str:
     """' (median of R, CV x%)' when the profile repeated the TPS run, else nothing."""
-    cv = _cv(record)
-    runs = (record.measurement or {}).get("tps_runs") or []
-    return "" if cv is None else f" (median of {len(runs)}, CV {cv:.1%})"
-
-
-def _knobs_text(knobs: dict[str, int], keys: Sequence[str]) -> str:
-    return escape(" ".join(f"{k}={knobs[k]}" for k in keys if k in knobs))
+    cv = record.metric("tps_cv")
+    return "" if cv is None else f" (median of {len(record.metric('tps_runs'))}, CV {cv:.1%})"
 
 
 class SweepConsole:
@@ -87,13 +79,13 @@ class SweepConsole:
     def note(self, message: str) -> None:
         self.out.print(escape(message))
 
-    def started(self, number: int, knobs: dict[str, int], *, baseline: bool) -> None:
+    def started(self, number: int, knobs: KnobValues, *, baseline: bool) -> None:
         label = "baseline " if baseline else ""
-        self.out.print(f"  trial {number}: {label}started  {_knobs_text(knobs, sorted(knobs))}")
+        self.out.print(f"  trial {number}: {label}started  {escape(knobs.text(sorted(knobs)))}")
 
-    def finished(self, record: MeasurementRecord, *, requeued: bool) -> None:
+    def finished(self, record: TrialRecord, *, requeued: bool) -> None:
         head = f"  trial {record.trial_number}: "
-        if record.status == "complete":
+        if record.measured:
             gate = "" if record.gate is None else f"  gate {record.gate:.4f}"
             mark = "feasible" if record.feasible else "[yellow]infeasible[/]"
             identity = ""
@@ -130,13 +122,13 @@ class SweepConsole:
 
     # --- the result -------------------------------------------------------------------
 
-    def front(self, records: Sequence[MeasurementRecord], *, knobs: Sequence[str], title: str) -> None:
+    def front(self, records: Sequence[TrialRecord], *, knobs: Sequence[str], title: str) -> None:
         front = front_records(records)
         table = Table(title=escape(title), title_justify="left")
         table.add_column("trial", justify="right")
         for knob in knobs:
             table.add_column(knob, justify="right")
-        spread = any(_cv(r) is not None for r in front)
+        spread = any(r.metric("tps_cv") is not None for r in front)
         for column in ("TPS", *(["TPS CV"] if spread else []), "PPL", "gate margin", "greedy identity"):
             table.add_column(column, justify="right")
         for r in front:
@@ -148,7 +140,7 @@ class SweepConsole:
                 else f"differs ({r.identity_diff_prompts})"
             )  # fmt: skip
             cells = [str(r.knobs.get(k, "")) for k in knobs]
-            cv = [] if not spread else ["-" if _cv(r) is None else f"{_cv(r):.1%}"]
+            cv = [] if not spread else ["-" if r.metric("tps_cv") is None else f"{r.metric('tps_cv'):.1%}"]
             table.add_row(str(r.trial_number), *cells, f"{r.tps:.2f}", *cv, f"{r.ppl:.4f}", margin, identity)
         if not front:
             self.out.print(f"{escape(title)}: no feasible measured trial yet")

@@ -1,52 +1,40 @@
 """The ask/tell loop: the only writer of the study, keeping one trial in flight per worker.
 
-Call order of ``run_study``: open (or resume) the Optuna study, reconcile what a dead driver
-left RUNNING (``sweep.ledger``), enqueue the baseline unless measured, start the workers, then
-loop: fill idle workers with trials from Optuna, ``ray.wait`` for the next outcome, close it
-(row, re-queue, tell). The baseline runs alone first: the ``ppl_max_ratio`` gate and the greedy
-identity check both need it. A lost worker is replaced by a fresh actor. Ctrl-C stops the
-engines, closes the in-flight trials as interrupted (re-queued for the next run) and re-raises.
+Call order of ``run_study``: open (or resume) the study through the ask/tell core
+(``sweep.core``), reconcile what a dead driver left RUNNING, enqueue the baseline unless
+measured, start the workers, then loop: fill idle workers with trials the core hands out,
+``ray.wait`` for the next outcome, close it (store, re-queue, tell: the core's rules). The
+baseline runs alone first: the ``ppl_max_ratio`` gate and the greedy identity check both need
+it. A lost worker is replaced by a fresh actor. Ctrl-C stops the engines, closes the in-flight
+trials as interrupted (re-queued for the next run) and re-raises.
 """
 
 from __future__ import annotations
 
 import re
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import optuna
 import ray
 from optuna.trial import TrialState
 
-from engine.errors import ConfigError, GemmaSweepError
 from engine.measurement import TrialOutcome
-from sweep import ledger
+from errors import SweepStopped, WorkerSetupFailed
 from sweep.cluster import check_capacity
 from sweep.console import Progress, SweepConsole, front_records
-from sweep.sampling import make_sampler, sampler_exhausted, suggest_knobs
+from sweep.core import PlannedTrial, StudyCore
+from sweep.record import TrialRecord
 from sweep.spec import StudySpec
-from sweep.storage import MeasurementRecord, Storage
+from sweep.storage import Storage, StudyRecords
 from sweep.worker import TrialWorker, actor_options
 
-__all__ = ["BaselineFailed", "StudyResult", "SweepStopped", "WorkerSetupFailed", "run_study"]
+__all__ = ["StudyResult", "run_study"]
 
 _WAIT_S = 0.5
 _STOP_ENGINES_S = 30.0
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
-
-
-class SweepStopped(GemmaSweepError):
-    """The study cannot go on; what was measured is stored and the same command resumes."""
-
-
-class BaselineFailed(SweepStopped):
-    """The baseline trial failed for good, and the gate is relative to it."""
-
-
-class WorkerSetupFailed(SweepStopped):
-    """A worker could not even start (its constructor failed): every trial would fail the same way."""
 
 
 def _error_text(exc: BaseException) -> str:
@@ -61,8 +49,8 @@ def _error_text(exc: BaseException) -> str:
 @dataclass
 class StudyResult:
     progress: Progress
-    records: list[MeasurementRecord]
-    front: list[MeasurementRecord]
+    records: list[TrialRecord]
+    front: list[TrialRecord]
 
 
 @dataclass
@@ -70,100 +58,31 @@ class _Slot:
     """One worker and the trial it runs, if any."""
 
     actor: Any
-    number: int | None = None
-    knobs: dict[str, int] = field(default_factory=dict)
-    is_baseline: bool = False
+    planned: PlannedTrial | None = None
     ref: Any = None
     started: float = 0.0
-    node: dict[str, Any] = field(default_factory=dict)
+    node: dict[str, Any] | None = None
     node_ref: Any = None
-
-
-def _open_study(spec: StudySpec, storage: Storage) -> optuna.Study:
-    study = optuna.create_study(
-        study_name=spec.name,
-        storage=storage.optuna,
-        directions=["maximize", "minimize"],
-        sampler=make_sampler(spec),
-        load_if_exists=True,
-    )
-    held = len(study.get_trials(deepcopy=False))
-    if held:
-        study.sampler = make_sampler(spec, resumed_trials=held)
-    identity = {"manifest": spec.manifest.name, "profile": asdict(spec.profile)}
-    for key, value in identity.items():
-        stored = study.user_attrs.get(key)
-        if stored is None:
-            study.set_user_attr(key, value)
-        elif stored != value:
-            raise ConfigError(
-                f"study {spec.name!r} in {storage.url} was measured with {key} {stored!r}; this run "
-                f"asks for {value!r}, which would mix incomparable measurements. Use another "
-                "--storage, or rename the study (its `name` field)."
-            )
-    study.set_user_attr("gate", spec.gate.describe())
-    study.set_user_attr("objectives", "maximize tps, minimize ppl")
-    return study
 
 
 class _Driver:
     def __init__(self, spec: StudySpec, storage: Storage, *, console: SweepConsole, run_dir: Path) -> None:
         self.spec = spec
-        self.storage = storage
         self.console = console
         self.run_dir = run_dir
-        self.study = _open_study(spec, storage)
+        self.core = StudyCore(spec, StudyRecords(storage, spec.name), storage=storage.optuna)
         self.slots: list[_Slot] = []
         self.began = time.monotonic()
         self.durations: list[float] = []
-        self._records: list[MeasurementRecord] | None = None
-        self._counted: tuple[int, int, list[MeasurementRecord]] | None = None
-
-    # --- state read back from the database ----------------------------------------------
-
-    def records(self) -> list[MeasurementRecord]:
-        """The study's rows without token ids; cached between writes (this driver is their only writer)."""
-        if self._records is None:
-            self._records = self.storage.measurements(self.spec.name, token_ids=False)
-        return self._records
-
-    def baseline_record(self, records: list[MeasurementRecord]) -> MeasurementRecord | None:
-        """The measured baseline, token ids included (the identity check compares them)."""
-        row = next((r for r in records if r.is_baseline and r.status == "complete"), None)
-        return None if row is None else self.storage.measurement(self.spec.name, row.trial_number)
-
-    def _trials(self, *states: TrialState) -> list[optuna.trial.FrozenTrial]:
-        return self.study.get_trials(deepcopy=False, states=states)
-
-    def _baseline_pending(self) -> bool:
-        return any(t.user_attrs.get("is_baseline") for t in self._trials(TrialState.WAITING, TrialState.RUNNING))
-
-    def ensure_baseline(self) -> None:
-        records = self.records()
-        if self.baseline_record(records) is not None or self._baseline_pending():
-            return
-        if any(r.is_baseline for r in records):
-            if self.spec.gate.ppl_max_ratio is not None:
-                last = [r for r in records if r.is_baseline][-1]
-                raise BaselineFailed(
-                    f"study {self.spec.name!r}: the baseline trial {last.trial_number} failed "
-                    f"({last.reason}); the gate ppl_max_ratio needs its PPL. Fix the stack, then use "
-                    "a new --storage or study name."
-                )
-            return  # an absolute gate needs no baseline; identity has nothing to compare with
-        self.study.enqueue_trial(
-            {k: v for k, v in self.spec.baseline().items() if k in self.spec.space},
-            user_attrs={"is_baseline": True},
-        )
+        self._counted: tuple[int, int, list[TrialRecord]] | None = None
 
     # --- progress ---------------------------------------------------------------------
 
-    def _counts(self) -> tuple[int, int, list[MeasurementRecord]]:
+    def _counts(self) -> tuple[int, int, list[TrialRecord]]:
         """Budget used, complete trials, the front: recomputed only after a trial closes."""
         if self._counted is None:
-            records = self.records()
-            complete = sum(1 for t in self._trials(TrialState.COMPLETE))
-            self._counted = (ledger.budget_used(self.study), complete, front_records(records))
+            complete = len(self.core.trials(TrialState.COMPLETE))
+            self._counted = (self.core.budget_used(), complete, front_records(self.core.all_records()))
         return self._counted
 
     def progress(self) -> Progress:
@@ -191,14 +110,8 @@ class _Driver:
         actor = TrialWorker.options(**actor_options(self.spec.resources)).remote()
         return _Slot(actor=actor, node_ref=actor.node.remote())
 
-    def _more_to_start(self) -> bool:
-        sampler = self.study.sampler
-        if self._trials(TrialState.WAITING):
-            return True
-        in_flight = sum(1 for s in self.slots if s.ref is not None)
-        if self._counts()[0] + in_flight >= self.spec.n_trials:
-            return False
-        return not sampler_exhausted(sampler, self.study)
+    def _in_flight(self) -> int:
+        return sum(1 for s in self.slots if s.ref is not None)
 
     def place(self) -> None:
         """Note the workers Ray has placed (each answers ``node()`` first); only those get trials.
@@ -207,7 +120,7 @@ class _Driver:
         would leave that trial pending behind workers that never let go of their resources.
         """
         for slot in self.slots:
-            if slot.node or not ray.wait([slot.node_ref], timeout=0)[0]:
+            if slot.node is not None or not ray.wait([slot.node_ref], timeout=0)[0]:
                 continue
             try:
                 slot.node = ray.get(slot.node_ref)
@@ -221,70 +134,56 @@ class _Driver:
 
     def fill(self) -> None:
         for slot in self.slots:
-            while slot.node and slot.ref is None:
-                if any(s.is_baseline and s.ref is not None for s in self.slots):
+            while slot.node is not None and slot.ref is None:
+                if any(s.planned is not None and s.planned.is_baseline for s in self.slots):
                     return  # the baseline runs alone: the others are judged against it
-                if not self._more_to_start():
+                if not self.core.has_next(in_flight=self._in_flight()):
                     return
                 self._start(slot)
 
     def _start(self, slot: _Slot) -> None:
-        """Ask for a trial and run it on ``slot``, or close it at once if it must not boot."""
-        trial = self.study.ask()
-        is_baseline = bool(trial.user_attrs.get("is_baseline"))
-        knobs = suggest_knobs(trial, self.spec, baseline=is_baseline)
-        skip = None if is_baseline else ledger.skip_reason(self.spec.effective(knobs), self.records())
-        if skip is not None:
-            self._close(
-                ledger.failure_record(
-                    spec=self.spec, number=trial.number, knobs=knobs, is_baseline=False, kind="skipped", reason=skip
-                )
-            )
+        """Run the next trial on ``slot``, or close it at once if it must not boot."""
+        planned = self.core.ask()
+        if planned.skip_reason is not None:
+            self._close(self.core.failed(planned, kind="skipped", reason=planned.skip_reason))
             return
-        workdir = (self.run_dir / self.spec.name / f"trial-{trial.number:04d}").resolve()
-        slot.number, slot.knobs, slot.is_baseline = trial.number, knobs, is_baseline
-        slot.ref = slot.actor.run.remote(self.spec.manifest, knobs, self.spec.profile, workdir=str(workdir))
+        workdir = (self.run_dir / self.spec.name / f"trial-{planned.number:04d}").resolve()
+        slot.planned = planned
+        slot.ref = slot.actor.run.remote(self.spec.manifest, planned.knobs, self.spec.profile, workdir=str(workdir))
         slot.started = time.monotonic()
-        self.console.started(trial.number, self.spec.effective(knobs), baseline=is_baseline)
+        self.console.started(planned.number, planned.effective, baseline=planned.is_baseline)
 
-    def _close(self, record: MeasurementRecord) -> None:
-        self._records, self._counted = None, None
-        requeued = ledger.close(self.study, self.storage, record, spec=self.spec)
+    def _close(self, record: TrialRecord) -> None:
+        self._counted = None
+        requeued = self.core.close(record)
         self.console.finished(record, requeued=requeued)
 
     def collect(self, slot: _Slot) -> None:
-        number, knobs, is_baseline = slot.number, slot.knobs, slot.is_baseline
-        assert number is not None
+        planned, node = slot.planned, slot.node or {}
+        assert planned is not None
         try:
             outcome = TrialOutcome.from_dict(ray.get(slot.ref))
         except ray.exceptions.RayTaskError as exc:  # the trial code itself raised: a bug, not a loss
-            record = ledger.failure_record(
-                spec=self.spec, number=number, knobs=knobs, is_baseline=is_baseline, kind="engine",
-                reason=f"the worker raised: {_error_text(exc)}", node=slot.node,
-            )  # fmt: skip
+            record = self.core.failed(planned, kind="engine", reason=f"the worker raised: {_error_text(exc)}", node=node)
         except ray.exceptions.RayError as exc:  # actor died, node died, object lost
-            node = slot.node
             where = f" on node {node['node_id']}" if node.get("node_id") else ""
-            record = ledger.failure_record(
-                spec=self.spec, number=number, knobs=knobs, is_baseline=is_baseline, kind="lost",
-                reason=f"worker lost mid-trial{where}: {type(exc).__name__}: {_error_text(exc)}", node=node,
+            record = self.core.failed(
+                planned, kind="lost", node=node,
+                reason=f"worker lost mid-trial{where}: {type(exc).__name__}: {_error_text(exc)}",
             )  # fmt: skip
             self._replace(slot)
         else:
-            judge = ledger.Judge(self.spec, self.baseline_record(self.records()))
-            record = ledger.outcome_record(
-                outcome, spec=self.spec, number=number, knobs=knobs, is_baseline=is_baseline, judge=judge
-            )
+            record = self.core.outcome_record(planned, outcome)
             self.durations.append(time.monotonic() - slot.started)
-        slot.ref, slot.number, slot.knobs, slot.is_baseline = None, None, {}, False
+        slot.ref, slot.planned = None, None
         self._close(record)
-        if is_baseline and record.status != "complete":
-            self.ensure_baseline()  # re-queued, or failed for good (raises for a ratio gate)
+        if planned.is_baseline and not record.measured:
+            self.core.ensure_baseline()  # re-queued, or failed for good (raises for a ratio gate)
 
     def _replace(self, slot: _Slot) -> None:
         ray.kill(slot.actor, no_restart=True)
         fresh = self._new_slot()
-        slot.actor, slot.node, slot.node_ref = fresh.actor, {}, fresh.node_ref
+        slot.actor, slot.node, slot.node_ref = fresh.actor, None, fresh.node_ref
 
     def interrupt(self, reason: str) -> int:
         """Stop the engines, close in-flight trials as interrupted (re-queued). Returns how many."""
@@ -295,11 +194,8 @@ class _Driver:
         for slot in self.slots:
             ray.kill(slot.actor, no_restart=True)
         for slot in busy:
-            record = ledger.failure_record(
-                spec=self.spec, number=slot.number, knobs=slot.knobs, is_baseline=slot.is_baseline,  # type: ignore[arg-type]
-                kind="interrupted", reason=reason, node=slot.node,
-            )  # fmt: skip
-            slot.ref = None
+            record = self.core.failed(slot.planned, kind="interrupted", reason=reason, node=slot.node)  # type: ignore[arg-type]
+            slot.ref, slot.planned = None, None
             self._close(record)
         return len(busy)
 
@@ -310,8 +206,8 @@ class _Driver:
             self.fill()  # first: a worker the last collect freed gets its next trial before the progress queries
             self.console.progress(self.progress())
             busy = {s.ref: s for s in self.slots if s.ref is not None}
-            unplaced = [s.node_ref for s in self.slots if not s.node]
-            if not busy and not (unplaced and self._more_to_start()):
+            unplaced = [s.node_ref for s in self.slots if s.node is None]
+            if not busy and not (unplaced and self.core.has_next(in_flight=0)):
                 return
             ready, _ = ray.wait([*busy, *unplaced], num_returns=1, timeout=_WAIT_S)
             for ref in ready:
@@ -327,8 +223,9 @@ class _Driver:
 def run_study(spec: StudySpec, storage: Storage, *, console: SweepConsole, run_dir: Path) -> StudyResult:
     """Run (or resume) a study to its budget in the current Ray session.
 
-    Raises KeyboardInterrupt after a clean stop when interrupted; ConfigError when no node can
-    host a worker; BaselineFailed when a ratio gate lost its baseline.
+    Raises KeyboardInterrupt after a clean stop when interrupted; ClusterError when no node can
+    host a worker; BaselineFailed when a ratio gate lost its baseline; WorkerSetupFailed when a
+    worker cannot start.
     """
     check_capacity(spec.resources)
     driver = _Driver(spec, storage, console=console, run_dir=run_dir)
@@ -337,9 +234,9 @@ def run_study(spec: StudySpec, storage: Storage, *, console: SweepConsole, run_d
         budget=spec.n_trials, workers=spec.workers, db=storage.url,
     )  # fmt: skip
     try:
-        for record in ledger.reconcile(driver.study, storage, spec):
+        for record in driver.core.reconcile():
             console.note(f"  trial {record.trial_number}: closed, left running by an earlier driver")
-        driver.ensure_baseline()
+        driver.core.ensure_baseline()
         try:
             driver.loop()
         except KeyboardInterrupt:
@@ -354,5 +251,5 @@ def run_study(spec: StudySpec, storage: Storage, *, console: SweepConsole, run_d
             driver.shutdown()
     finally:
         console.end()
-    records = storage.measurements(spec.name)
+    records = storage.records(spec.name)
     return StudyResult(progress=driver.progress(), records=records, front=front_records(records))

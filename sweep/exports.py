@@ -1,31 +1,37 @@
-"""After a sweep: the dashboards' exports, when that package provides them.
+"""After a sweep: the dashboards' exports, run as their own command, ``python -m dashboards.export``.
 
-An export is a convenience on top of the database, which already holds everything: a failing
-export is reported, never a failed sweep.
+The sweep does not import the dashboards (its flow runs study -> driver -> worker -> engine ->
+bench -> store -> dashboards, never back up): it runs their command as a user would. An export is
+a convenience on top of the database, which already holds everything, so a failing export is
+reported, never a failed sweep.
 """
 
 from __future__ import annotations
 
-import importlib
+import subprocess
+import sys
 from pathlib import Path
 
 from rich.console import Console
 
-__all__ = ["export_results"]
+__all__ = ["EXPORT_TIMEOUT_S", "export_results"]
+
+EXPORT_TIMEOUT_S = 300.0  # Chromium renders the PNG and SVG; a hung browser must not hang the sweep
 
 
 def export_results(study_name: str, storage_url: str, *, out: Console, run_dir: Path) -> None:
-    try:
-        module = importlib.import_module("dashboards.export")
-    except ModuleNotFoundError as exc:
-        if exc.name in ("dashboards", "dashboards.export"):
-            return  # this installation has no exports
-        out.print(f"exports skipped: dashboards.export cannot be imported ({exc})", markup=False)
-        return
     out_dir = run_dir / "exports" / study_name
+    argv = [sys.executable, "-m", "dashboards.export", "--study", study_name, "--storage", storage_url,
+            "--out", str(out_dir)]  # fmt: skip
     try:
-        module.export_study(study_name, storage_url, out_dir)
-    except Exception as exc:  # noqa: BLE001 - any failure of an export must leave the sweep's result standing
-        out.print(f"exports failed ({type(exc).__name__}: {exc}); the database holds every result", markup=False)
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=EXPORT_TIMEOUT_S, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        out.print(f"exports failed: no answer in {EXPORT_TIMEOUT_S:g} s; the database holds every result", markup=False)
         return
-    out.print(f"exports: {out_dir}", markup=False)
+    if done.returncode == 0:
+        out.print(f"exports: {out_dir}", markup=False)
+        return
+    last = next((line for line in reversed(done.stderr.splitlines()) if line.strip()), "no message")
+    if "No module named dashboards" in done.stderr:
+        return  # this installation has no dashboards
+    out.print(f"exports failed (exit {done.returncode}: {last}); the database holds every result", markup=False)

@@ -1,11 +1,12 @@
 """Greedy identity: generated token ids, stored compactly, compared with the baseline's.
 
-A knob that only changes how fast tokens are produced (the drafter's ``centroid_top_k``, the
-number of speculative tokens) must not change greedy output. Every trial keeps the token ids
-of its TPS run; a trial whose knobs differ from the baseline's only in such knobs is compared
-prompt by prompt with the baseline trial, and the number of prompts whose output differs is
-the trial's ``identity_diff_prompts``. A stack that returns no token ids is compared by the
-sha256 of each answer's text, which the benchmark records for every prompt.
+A knob that only changes how fast tokens are produced (one marked ``lossless`` in the knob
+registry: the drafter's ``centroid_top_k``, the number of speculative tokens) must not change
+greedy output. Every trial keeps the token ids of its TPS run; a trial whose knobs differ from
+the baseline's only in such knobs is compared prompt by prompt with the baseline trial
+(``sweep.record.Judge``), and the number of prompts whose output differs is the trial's
+``identity_diff_prompts``. A stack that returns no token ids is compared by the sha256 of each
+answer's text, which the benchmark records for every prompt.
 
 Packed form: zlib over little-endian int32 ``[n_prompts, len_0 .. len_n-1, ids ...]``: about
 a fifth of the JSON size for the challenge's 128 x 512 tokens.
@@ -14,22 +15,12 @@ a fifth of the JSON size for the challenge's 128 x 512 tokens.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-__all__ = [
-    "LOSSLESS_KNOBS",
-    "differing_prompts",
-    "identity_comparable",
-    "pack_token_ids",
-    "unpack_token_ids",
-]
-
-# Knobs of the drafter only: the target verifies every drafted token, so greedy output must
-# not move (CHALLENGE.md, "What the three swept knobs do").
-LOSSLESS_KNOBS = frozenset({"centroid_top_k", "num_speculative_tokens"})
+__all__ = ["differing_prompts", "pack_token_ids", "unpack_token_ids"]
 
 _DTYPE = np.dtype("<i4")
 
@@ -59,13 +50,3 @@ def differing_prompts(trial: Sequence[Any], baseline: Sequence[Any]) -> int:
     differ = sum(1 for a, b in zip(trial[:common], baseline[:common]) if a != b)
     return differ + abs(len(trial) - len(baseline))
 
-
-def identity_comparable(
-    knobs: Mapping[str, Any], baseline: Mapping[str, Any], *, lossless: frozenset[str] = LOSSLESS_KNOBS
-) -> bool:
-    """True when ``knobs`` differ from the baseline's only in knobs that must not change output.
-
-    A knob missing from ``knobs`` keeps the manifest's value, which is the baseline's.
-    """
-    changed = {k for k, v in knobs.items() if k not in baseline or baseline[k] != v}
-    return changed <= lossless

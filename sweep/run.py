@@ -18,7 +18,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from engine.errors import ConfigError, GemmaSweepError
+from errors import ConfigError, SweepStopped
 from sweep.spec import StudySpec, load_study
 from sweep.storage import DEFAULT_STORAGE_URL
 
@@ -89,13 +89,13 @@ def _raise_interrupt(signum: int, _frame: object) -> None:
 
 def _sweep(spec: StudySpec, args: RunArgs, out: Console) -> int:
     # Imported here: Ray and Optuna take seconds to import, and bad input should fail fast.
+    import optuna
+
     from sweep.cluster import ray_session
     from sweep.console import SweepConsole
-    from sweep.driver import SweepStopped, run_study
+    from sweep.driver import run_study
     from sweep.exports import export_results
     from sweep.storage import open_storage
-
-    import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # the console reports every trial itself
     storage = open_storage(args.storage)

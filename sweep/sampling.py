@@ -13,6 +13,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from engine.knobs import KnobValues, parse_knobs
 from sweep.spec import KnobSpace, StudySpec
 
 __all__ = ["make_sampler", "sampler_exhausted", "suggest_knobs"]
@@ -72,8 +73,8 @@ def _suggest(trial: optuna.Trial, space: KnobSpace) -> Any:
     return trial.suggest_int(space.knob, space.low, space.high, step=space.step)  # type: ignore[arg-type]
 
 
-def suggest_knobs(trial: optuna.Trial, spec: StudySpec, *, baseline: bool) -> dict[str, int]:
+def suggest_knobs(trial: optuna.Trial, spec: StudySpec, *, baseline: bool) -> KnobValues:
     """The knob values a trial sets: none for the baseline (the manifest as it is), else the
     study's fixed values and the sampled ones. Optuna records the baseline's values too."""
-    sampled = {knob: int(_suggest(trial, space)) for knob, space in spec.space.items()}
-    return {} if baseline else {**spec.fixed, **sampled}
+    sampled = {knob: _suggest(trial, space) for knob, space in spec.space.items()}
+    return parse_knobs(spec.manifest, {}) if baseline else spec.trial_knobs(sampled)

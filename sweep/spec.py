@@ -24,7 +24,7 @@ is a fixed set, lists the valid choices. The layout::
     tps_repeats = 3               #   e.g. 3 timed runs per boot: TPS is their median, CV stored
 
     [space.centroid_top_k]        # one table per swept knob:
-    choices = [8, 16, 32]         #   a list of values, or
+    choices = [8, 16, 32]         #   a list of values (int, string or bool, as the knob's type), or
     # low = 8, high = 64, step = 8  an int range (step defaults to 1)
 
     [fixed]                       # knob values every trial but the baseline gets
@@ -47,10 +47,10 @@ from pathlib import Path
 from typing import Any
 
 from engine.data import load_ppl_records, load_prompts
-from engine.errors import ConfigError, StudySpecError
-from engine.knobs import KNOBS, baseline_knobs, consumed_knobs, validate_knob_values
+from engine.knobs import KNOBS, KnobValue, KnobValues, baseline_knobs, consumed_knobs, parse_knobs
 from engine.manifest import Manifest, load_manifest
 from engine.profiles import STUDIES_DIR, BenchProfile, get_profile
+from errors import ConfigError, StudySpecError
 
 __all__ = ["DEFAULT_SAMPLER", "SAMPLERS", "Gate", "KnobSpace", "Resources", "StudySpec", "load_study", "study_path"]
 
@@ -71,14 +71,14 @@ class KnobSpace:
     low: int | None = None
     high: int | None = None
     step: int = 1
-    choices: tuple[int, ...] | None = None
+    choices: tuple[KnobValue, ...] | None = None
 
-    def values(self) -> list[int]:
+    def values(self) -> list[KnobValue]:
         if self.choices is not None:
             return list(self.choices)
         return list(range(self.low, self.high + 1, self.step))  # type: ignore[arg-type]
 
-    def contains(self, value: int) -> bool:
+    def contains(self, value: KnobValue) -> bool:
         if self.choices is not None:
             return value in self.choices
         return self.low <= value <= self.high and (value - self.low) % self.step == 0  # type: ignore[operator]
@@ -116,7 +116,7 @@ class StudySpec:
     source: Path
     manifest: Manifest
     space: dict[str, KnobSpace]
-    fixed: dict[str, int]
+    fixed: KnobValues
     gate: Gate
     profile: BenchProfile
     n_trials: int
@@ -126,16 +126,20 @@ class StudySpec:
     identity_required: bool = False
     resources: Resources = field(default_factory=Resources)
 
-    def baseline(self) -> dict[str, int]:
+    def baseline(self) -> KnobValues:
         """The manifest's own value of every knob it consumes: trial 0."""
         return baseline_knobs(self.manifest)
 
-    def effective(self, knobs: dict[str, int]) -> dict[str, int]:
+    def trial_knobs(self, sampled: dict[str, Any]) -> KnobValues:
+        """What a (non-baseline) trial sets: the fixed values and the sampled ones."""
+        return self.fixed | parse_knobs(self.manifest, sampled)
+
+    def effective(self, knobs: KnobValues) -> KnobValues:
         """Every consumed knob's value in a trial that sets ``knobs`` and leaves the rest as is.
 
-        Trials are stored and compared by this, so that "the same knobs" means the same stack.
+        Trials are compared by this, so that "the same knobs" means the same stack.
         """
-        return {**self.baseline(), **knobs}
+        return self.baseline() | knobs
 
 
 def study_path(name_or_path: str | Path) -> Path:
@@ -296,11 +300,16 @@ def _knob_known(knob: str, manifest: Manifest, where: str, table: str) -> None:
         )
 
 
-def _knob_value(knob: str, value: Any, manifest: Manifest, where: str, name: str) -> int:
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise StudySpecError(f"{where}: field {name!r}: {value!r} is not an integer")
+_TOML_TYPES = {"int": (int, "an integer"), "choice": (str, "a string"), "bool": (bool, "true or false")}
+
+
+def _knob_value(knob: str, value: Any, manifest: Manifest, where: str, name: str) -> KnobValue:
+    kind, words = _TOML_TYPES[KNOBS[knob].type]
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise StudySpecError(f"{where}: field {name!r}: {value!r} is not {words} (knob {knob!r} is of type "
+                             f"{KNOBS[knob].type}: {KNOBS[knob].range_text})")  # fmt: skip
     try:
-        return validate_knob_values(manifest, {knob: value})[knob]
+        return parse_knobs(manifest, {knob: value})[knob]
     except ConfigError as exc:
         raise StudySpecError(f"{where}: field {name!r}: {exc}") from None
 
@@ -318,10 +327,13 @@ def _space(value: Any, manifest: Manifest, where: str) -> dict[str, KnobSpace]:
             if not isinstance(choices, list) or not choices:
                 raise StudySpecError(f"{where}: field '{name}.choices' must be a non-empty list of integers")
             checked = [_knob_value(knob, v, manifest, where, f"{name}.choices") for v in choices]
-            if len(set(checked)) != len(checked):
+            if len({repr(v) for v in checked}) != len(checked):
                 raise StudySpecError(f"{where}: field '{name}.choices' repeats a value: {choices}")
             spaces[knob] = KnobSpace(knob=knob, choices=tuple(checked))
         elif {"low", "high"} <= set(table) <= {"low", "high", "step"}:
+            if KNOBS[knob].type != "int":
+                raise StudySpecError(f"{where}: [{name}] 'low'/'high' need an int knob; {knob!r} is of type "
+                                     f"{KNOBS[knob].type}: list its 'choices'")  # fmt: skip
             low = _knob_value(knob, table["low"], manifest, where, f"{name}.low")
             high = _knob_value(knob, table["high"], manifest, where, f"{name}.high")
             step = _int(table.get("step", 1), where, f"{name}.step", minimum=1)
@@ -338,14 +350,14 @@ def _space(value: Any, manifest: Manifest, where: str) -> dict[str, KnobSpace]:
     return spaces
 
 
-def _fixed(value: Any, manifest: Manifest, where: str, space: dict[str, KnobSpace]) -> dict[str, int]:
+def _fixed(value: Any, manifest: Manifest, where: str, space: dict[str, KnobSpace]) -> KnobValues:
     fixed = {}
     for knob, v in _table(value, where, "fixed").items():
         _knob_known(knob, manifest, where, "fixed")
         if knob in space:
             raise StudySpecError(f"{where}: [fixed] knob {knob!r} is also swept in [space.{knob}]; keep one")
         fixed[knob] = _knob_value(knob, v, manifest, where, f"fixed.{knob}")
-    return fixed
+    return parse_knobs(manifest, fixed)
 
 
 def _baseline_in_space(space: dict[str, KnobSpace], manifest: Manifest, where: str) -> None:

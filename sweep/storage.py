@@ -1,41 +1,47 @@
 """The sweep's database: Optuna's RDB storage plus the project's own tables, one SQLite file.
 
-Only the driver writes (DESIGN.md "One writer"); dashboards, ``sweep.verify`` and tests read.
-SQLite runs in WAL mode so readers (optuna-dashboard included) never block the writer, and
-every connection waits on a lock (busy timeout) instead of failing with "database is locked".
+Only the driver writes trials (DESIGN "One writer"); ``sweep.verify`` adds verification rows;
+dashboards and tests read. SQLite runs in WAL mode so readers (optuna-dashboard included) never
+block the writer, and every connection waits on a lock (busy timeout) instead of failing with
+"database is locked".
 
-The project's tables are SQLAlchemy Core tables on ``METADATA``. A module that adds a table
-(``sweep.verification`` adds ``verifications``) defines it on ``METADATA`` at import;
-``open_storage`` creates every table registered by the time it is called.
+The project's tables are defined here, the whole schema in one place:
+- ``measurements``: one row per trial attempt (a ``sweep.record.TrialRecord``), keyed by (study,
+  trial number). The driver writes the row before it tells Optuna, so a crash between the two
+  is healed at the next start (the row is told again) and never produces a second row.
+- ``verifications``: one row per verification re-run (``sweep.verification.Rerun``).
 
-``measurements`` holds one row per trial attempt, keyed by (study, trial number): the driver
-writes the row before it tells Optuna, so a crash between the two is healed at the next start
-(the row is told again) and never produces a second row.
+``open_storage`` creates the file and tables as needed; ``open_existing`` (for readers) refuses
+a SQLite URL that names no file, so a typo is an error and not a new empty database.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass, field
+from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import optuna
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
-from engine.errors import ConfigError
+from engine.measurement import Measurement
+from errors import StorageError
 from sweep.identity import pack_token_ids, unpack_token_ids
+from sweep.record import TrialRecord
 
 __all__ = [
     "DEFAULT_STORAGE_URL",
     "METADATA",
-    "FailKind",
-    "MeasurementRecord",
     "Storage",
+    "StudyRecords",
+    "as_utc",
     "measurements",
+    "open_existing",
     "open_storage",
+    "verifications",
 ]
 
 DEFAULT_STORAGE_URL = "sqlite:///runs/sweeps.db"
@@ -43,88 +49,94 @@ BUSY_TIMEOUT_S = 60.0
 
 METADATA = sa.MetaData()
 
-# Why a trial failed, as the driver's retry rules see it:
-#   engine       the stack misbehaved (boot, crash, timeout, bad answers): a result, not retried
-#   lost         the worker or its node died mid-trial, or the driver died with the trial
-#                RUNNING (found so at the next start): re-run once
-#   interrupted  the user stopped the driver (Ctrl-C, SIGTERM): always re-run
-#   skipped      not booted: the same knobs already failed because of the stack
-FailKind = Literal["engine", "lost", "interrupted", "skipped"]
-
 measurements = sa.Table(
     "measurements",
     METADATA,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column("study_name", sa.String(512), nullable=False),
     sa.Column("trial_number", sa.Integer, nullable=False),
-    sa.Column("status", sa.String(16), nullable=False),  # complete | failed
+    sa.Column("status", sa.String(16), nullable=False),  # sweep.record.RecordStatus
     sa.Column("fail_kind", sa.String(16)),
     sa.Column("reason", sa.Text),
     sa.Column("is_baseline", sa.Boolean, nullable=False, default=False),
     sa.Column("knobs", sa.JSON, nullable=False),
     sa.Column("argv", sa.JSON, nullable=False),
-    sa.Column("env", sa.JSON, nullable=False),  # redacted by the engine before it left the worker
-    sa.Column("node", sa.JSON, nullable=False),  # node_id, hostname, accelerator_type, gpu_ids
+    sa.Column("env", sa.JSON, nullable=False),
+    sa.Column("node", sa.JSON, nullable=False),
     sa.Column("profile", sa.JSON, nullable=False),
     sa.Column("timings", sa.JSON, nullable=False),
     sa.Column("log_tail", sa.Text, nullable=False, default=""),
+    # tps .. acceptance_rate repeat the measurement's own fields, so that SQL can query them
     sa.Column("tps", sa.Float),
     sa.Column("ppl", sa.Float),
     sa.Column("ppl_mean_record", sa.Float),
     sa.Column("acceptance_rate", sa.Float),
-    sa.Column("measurement", sa.JSON),  # every metric of engine.measurement.Measurement but the ids
-    sa.Column("token_ids", sa.LargeBinary),  # sweep.identity.pack_token_ids
-    sa.Column("gate", sa.Float),  # the PPL gate the trial was judged against
+    sa.Column("measurement", sa.JSON),  # engine.measurement.Measurement, all but the token ids
+    sa.Column("token_ids", sa.LargeBinary),  # the measurement's output_token_ids, sweep.identity.pack_token_ids
+    sa.Column("gate", sa.Float),
     sa.Column("feasible", sa.Boolean),
     sa.Column("identity_diff_prompts", sa.Integer),
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
     sa.UniqueConstraint("study_name", "trial_number", name="uq_measurement_trial"),
 )
 
+verifications = sa.Table(
+    "verifications",
+    METADATA,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("study_name", sa.String(512), nullable=False),
+    sa.Column("trial_number", sa.Integer, nullable=False),
+    sa.Column("run_id", sa.String(64), nullable=False),
+    sa.Column("repeat", sa.Integer, nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),  # complete | failed
+    sa.Column("claimed_tps", sa.Float, nullable=False),
+    sa.Column("claimed_ppl", sa.Float, nullable=False),
+    sa.Column("gate", sa.Float, nullable=False),
+    sa.Column("tps", sa.Float),
+    sa.Column("ppl", sa.Float),
+    sa.Column("acceptance_rate", sa.Float),
+    sa.Column("reason", sa.Text),
+    sa.Column("prompts", sa.Text, nullable=False),
+    sa.Column("refs", sa.Text, nullable=False),
+    sa.Column("profile", sa.String(128), nullable=False),
+    sa.Column("knobs", sa.JSON, nullable=False),
+    sa.Column("node", sa.JSON, nullable=False),
+    sa.Column("log_tail", sa.Text, nullable=False),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Index("ix_verifications_trial", "study_name", "trial_number"),
+)
 
-@dataclass(kw_only=True)
-class MeasurementRecord:
-    """One row of ``measurements``, as the driver writes it and readers get it back."""
+_MEASUREMENT_FIELDS = {f.name for f in fields(Measurement)}
+_RECORD_COLUMNS = {f.name for f in fields(TrialRecord)} - {"measurement"}
 
-    study_name: str
-    trial_number: int
-    status: Literal["complete", "failed"]
-    knobs: dict[str, Any]
-    argv: list[str] = field(default_factory=list)
-    env: dict[str, str] = field(default_factory=dict)
-    node: dict[str, Any] = field(default_factory=dict)
-    profile: dict[str, Any] = field(default_factory=dict)
-    timings: dict[str, float] = field(default_factory=dict)
-    log_tail: str = ""
-    fail_kind: FailKind | None = None
-    reason: str | None = None
-    is_baseline: bool = False
-    tps: float | None = None
-    ppl: float | None = None
-    ppl_mean_record: float | None = None
-    acceptance_rate: float | None = None
-    measurement: dict[str, Any] | None = None
-    token_ids: list[list[int]] | None = None
-    gate: float | None = None
-    feasible: bool | None = None
-    identity_diff_prompts: int | None = None
-    id: int | None = None
-    created_at: datetime | None = None
 
-    def _row(self) -> dict[str, Any]:
-        row = {c.name: getattr(self, c.name) for c in measurements.columns if c.name != "id"}
-        row["token_ids"] = None if self.token_ids is None else pack_token_ids(self.token_ids)
-        row["created_at"] = self.created_at or datetime.now(UTC)
-        return row
+def as_utc(stamp: datetime | None) -> datetime | None:
+    """SQLite drops the zone on the way back: the project stores UTC."""
+    return stamp.replace(tzinfo=UTC) if stamp is not None and stamp.tzinfo is None else stamp
 
-    @classmethod
-    def _from_row(cls, row: sa.Row) -> "MeasurementRecord":
-        data = dict(row._mapping)
-        blob = data.pop("token_ids", None)
-        created = data["created_at"]
-        if created is not None and created.tzinfo is None:  # SQLite drops the zone on the way back
-            data["created_at"] = created.replace(tzinfo=UTC)
-        return cls(**data, token_ids=None if blob is None else unpack_token_ids(blob))
+
+def _row(record: TrialRecord) -> dict[str, Any]:
+    row = {name: getattr(record, name) for name in _RECORD_COLUMNS if name != "id"}
+    row["created_at"] = record.created_at or datetime.now(UTC)
+    m = record.measurement
+    row["measurement"] = row["token_ids"] = None
+    if m is not None:
+        data = m.to_dict()
+        ids = data.pop("output_token_ids")
+        row.update(measurement=data, token_ids=pack_token_ids(ids) if ids else None, tps=m.tps, ppl=m.ppl,
+                   ppl_mean_record=m.ppl_mean_record, acceptance_rate=m.acceptance_rate)  # fmt: skip
+    return row
+
+
+def _record(row: sa.Row) -> TrialRecord:
+    data = dict(row._mapping)
+    blob, metrics = data.pop("token_ids", None), data.pop("measurement")
+    measurement = None
+    if metrics is not None:
+        known = {k: v for k, v in metrics.items() if k in _MEASUREMENT_FIELDS}
+        measurement = Measurement.from_dict({**known, "output_token_ids": unpack_token_ids(blob) if blob else []})
+    kept = {k: v for k, v in data.items() if k in _RECORD_COLUMNS}
+    return TrialRecord(**{**kept, "created_at": as_utc(data["created_at"])}, measurement=measurement)
 
 
 @dataclass
@@ -135,34 +147,48 @@ class Storage:
     optuna: optuna.storages.RDBStorage
     engine: sa.Engine
 
-    def insert_measurement(self, record: MeasurementRecord) -> int:
+    def insert_record(self, record: TrialRecord) -> int:
         with self.engine.begin() as conn:
-            result = conn.execute(measurements.insert().values(**record._row()))
+            result = conn.execute(measurements.insert().values(**_row(record)))
         record.id = result.inserted_primary_key[0]
         return record.id
 
-    def measurement(self, study_name: str, trial_number: int) -> MeasurementRecord | None:
+    def record(self, study_name: str, trial_number: int) -> TrialRecord | None:
+        """One trial's record, token ids included."""
         query = measurements.select().where(
             measurements.c.study_name == study_name, measurements.c.trial_number == trial_number
         )
         with self.engine.connect() as conn:
             row = conn.execute(query).first()
-        return None if row is None else MeasurementRecord._from_row(row)
+        return None if row is None else _record(row)
 
-    def measurements(self, study_name: str, *, token_ids: bool = True) -> list[MeasurementRecord]:
-        """A study's rows by trial number; ``token_ids=False`` leaves the ids (the bulk) unread."""
+    def records(self, study_name: str, *, token_ids: bool = True) -> list[TrialRecord]:
+        """A study's records by trial number; ``token_ids=False`` leaves the ids (the bulk) unread."""
         columns = [c for c in measurements.columns if token_ids or c.name != "token_ids"]
-        query = (
-            sa.select(*columns)
-            .where(measurements.c.study_name == study_name)
-            .order_by(measurements.c.trial_number)
-        )
+        query = sa.select(*columns).where(measurements.c.study_name == study_name).order_by(measurements.c.trial_number)
         with self.engine.connect() as conn:
-            return [MeasurementRecord._from_row(row) for row in conn.execute(query)]
+            return [_record(row) for row in conn.execute(query)]
 
     def close(self) -> None:
         self.optuna.remove_session()
         self.optuna.engine.dispose()
+
+
+@dataclass
+class StudyRecords:
+    """One study's records in the database, as the ask/tell core's record book (``sweep.core``)."""
+
+    storage: Storage
+    study_name: str
+
+    def get(self, number: int) -> TrialRecord | None:
+        return self.storage.record(self.study_name, number)
+
+    def add(self, record: TrialRecord) -> None:
+        self.storage.insert_record(record)
+
+    def all(self) -> list[TrialRecord]:
+        return self.storage.records(self.study_name, token_ids=False)
 
 
 def _on_sqlite_connect(dbapi_conn: sqlite3.Connection, _record: Any) -> None:
@@ -185,12 +211,16 @@ def _prepare_sqlite(url: str) -> dict[str, Any]:
     return {"connect_args": {"timeout": BUSY_TIMEOUT_S}}
 
 
+def _backend(url: str) -> str:
+    try:
+        return make_url(url).get_backend_name()
+    except sa.exc.ArgumentError as exc:
+        raise StorageError(f"--storage {url!r}: not a database URL ({exc})") from None
+
+
 def open_storage(url: str = DEFAULT_STORAGE_URL) -> Storage:
     """Open (creating if needed) the database at ``url``; any SQLAlchemy URL Optuna accepts."""
-    try:
-        backend = make_url(url).get_backend_name()
-    except sa.exc.ArgumentError as exc:
-        raise ConfigError(f"--storage {url!r}: not a database URL ({exc})") from exc
+    backend = _backend(url)
     engine_kwargs = _prepare_sqlite(url) if backend == "sqlite" else {}
     try:
         rdb = optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs)
@@ -202,3 +232,12 @@ def open_storage(url: str = DEFAULT_STORAGE_URL) -> Storage:
         sa.event.listen(rdb.engine, "connect", _on_sqlite_connect)
     METADATA.create_all(rdb.engine)
     return Storage(url=url, optuna=rdb, engine=rdb.engine)
+
+
+def open_existing(url: str) -> Storage:
+    """``open_storage`` for a reader: a SQLite URL must name a file that exists."""
+    if _backend(url) == "sqlite":
+        database = make_url(url).database
+        if not database or database == ":memory:" or not Path(database).expanduser().is_file():
+            raise StorageError(f"--storage {url!r}: no database file there (run a sweep first, or pass --storage)")
+    return open_storage(url)

@@ -1,9 +1,9 @@
-"""Verification re-runs: their table, and the verdict the challenge's organisers would give.
+"""Verification re-runs: their rows, and the verdict the challenge's organisers would give.
 
 A front point is re-run on a held-out prompt set, R times, each on a freshly booted stack. Every
-re-run is one row of ``verifications`` (linked to the trial by study name and trial number, and
-carrying the claimed TPS and the gate it was judged against, so a verdict can be recomputed
-from the rows alone). Rows of one ``sweep.verify`` invocation share a ``run_id``; the latest
+re-run is one row of ``verifications`` (the table is in ``sweep.storage``), linked to the trial by
+study name and trial number and carrying the claimed TPS and the gate it was judged against, so
+a verdict can be recomputed from the rows alone. Rows of one ``sweep.verify`` invocation share a ``run_id``; the latest
 run of a trial is its verdict.
 
 VERIFIED: the median re-run TPS is within 5% of the trial's TPS and the median re-run PPL is
@@ -17,10 +17,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-import sqlalchemy as sa
-
 from engine.bench import coefficient_of_variation
-from sweep.storage import METADATA, Storage
+from sweep.storage import Storage, as_utc, verifications
 
 __all__ = [
     "TPS_TOLERANCE",
@@ -30,38 +28,11 @@ __all__ = [
     "judge",
     "latest_verdicts",
     "load_reruns",
-    "verifications",
 ]
 
 TPS_TOLERANCE = 0.05  # the organisers' rule: re-run TPS within 5% of the reported TPS
 
 VerdictName = Literal["VERIFIED", "INVALID"]
-
-verifications = sa.Table(
-    "verifications",
-    METADATA,
-    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("study_name", sa.String(512), nullable=False),
-    sa.Column("trial_number", sa.Integer, nullable=False),
-    sa.Column("run_id", sa.String(64), nullable=False),
-    sa.Column("repeat", sa.Integer, nullable=False),
-    sa.Column("status", sa.String(16), nullable=False),  # complete | failed
-    sa.Column("claimed_tps", sa.Float, nullable=False),
-    sa.Column("claimed_ppl", sa.Float, nullable=False),
-    sa.Column("gate", sa.Float, nullable=False),
-    sa.Column("tps", sa.Float),
-    sa.Column("ppl", sa.Float),
-    sa.Column("acceptance_rate", sa.Float),
-    sa.Column("reason", sa.Text),
-    sa.Column("prompts", sa.Text, nullable=False),
-    sa.Column("refs", sa.Text, nullable=False),
-    sa.Column("profile", sa.String(128), nullable=False),
-    sa.Column("knobs", sa.JSON, nullable=False),
-    sa.Column("node", sa.JSON, nullable=False),
-    sa.Column("log_tail", sa.Text, nullable=False),
-    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-    sa.Index("ix_verifications_trial", "study_name", "trial_number"),
-)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -176,8 +147,7 @@ def load_reruns(storage: Storage, study_name: str) -> list[Rerun]:
         rows = [dict(row._mapping) for row in conn.execute(query)]
     for row in rows:
         del row["id"]
-        if row["created_at"].tzinfo is None:  # SQLite drops the zone on the way back
-            row["created_at"] = row["created_at"].replace(tzinfo=UTC)
+        row["created_at"] = as_utc(row["created_at"])
     return [Rerun(**row) for row in rows]
 
 

@@ -30,14 +30,14 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.table import Table
 
-from engine.errors import ConfigError
 from engine.profiles import BenchProfile, get_profile
+from errors import ConfigError, NoCompletedTrialsError, StudyMismatchError, StudyNotFoundError, UsageError
 from sweep.verification import Rerun, Verdict, judge
 
 if TYPE_CHECKING:
     from engine.measurement import TrialOutcome
+    from sweep.record import TrialRecord
     from sweep.spec import StudySpec
-    from sweep.storage import MeasurementRecord
 
 __all__ = ["HELDOUT_PROMPTS", "HELDOUT_REFS", "VerifyArgs", "main", "parse_args", "print_verdicts", "select_trials"]
 
@@ -118,16 +118,16 @@ def _profile(args: VerifyArgs, measured_with: dict[str, Any]) -> BenchProfile:
 
 
 def select_trials(
-    records: list[MeasurementRecord], *, study_name: str, top: int | None = None, trials: tuple[int, ...] = ()
-) -> list[MeasurementRecord]:
+    records: list[TrialRecord], *, study_name: str, top: int | None = None, trials: tuple[int, ...] = ()
+) -> list[TrialRecord]:
     """The rows to verify: ``trials`` by number, else the ``top`` fastest feasible, else the front."""
     from sweep.console import front_records
 
     if trials:
-        complete = {r.trial_number: r for r in records if r.status == "complete"}
+        complete = {r.trial_number: r for r in records if r.measured}
         missing = [n for n in trials if n not in complete]
         if missing:
-            raise ConfigError(
+            raise UsageError(
                 f"--trials: no completed trial numbered {missing} in study {study_name!r}; "
                 f"completed: {sorted(complete)}"
             )
@@ -135,15 +135,15 @@ def select_trials(
     elif top:
         # A lossless knob (ctk) leaves every trial at one PPL, so its front is a single point:
         # "the N fastest" means the feasible trials, not only the non-dominated ones.
-        feasible = [r for r in records if r.status == "complete" and r.feasible]
+        feasible = [r for r in records if r.measured and r.feasible]
         chosen = sorted(feasible, key=lambda r: (-r.tps, r.trial_number))[:top]
     else:
         chosen = front_records(records)
     if not chosen:
-        raise ConfigError(f"study {study_name!r} has no feasible measured trial to verify")
+        raise NoCompletedTrialsError(f"study {study_name!r} has no feasible measured trial to verify")
     ungated = [r.trial_number for r in chosen if r.gate is None]
     if ungated:
-        raise ConfigError(f"trial(s) {ungated} of study {study_name!r} have no gate to verify against")
+        raise NoCompletedTrialsError(f"trial(s) {ungated} of study {study_name!r} have no gate to verify against")
     return chosen
 
 
@@ -178,9 +178,7 @@ def _raise_interrupt(signum: int, _frame: object) -> None:
     raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
-def _with_baseline(
-    spec: StudySpec, records: list[MeasurementRecord], targets: list[MeasurementRecord]
-) -> list[MeasurementRecord]:
+def _with_baseline(spec: StudySpec, records: list[TrialRecord], targets: list[TrialRecord]) -> list[TrialRecord]:
     """A relative gate is re-resolved on the held-out references: the baseline goes first.
 
     PPL moves with the text it is measured on, so the baseline's PPL on the public references
@@ -188,9 +186,9 @@ def _with_baseline(
     """
     if spec.gate.ppl_max_ratio is None:
         return targets
-    baseline = next((r for r in records if r.is_baseline and r.status == "complete"), None)
+    baseline = next((r for r in records if r.is_baseline and r.measured), None)
     if baseline is None:
-        raise ConfigError(f"study {spec.name!r} has a relative gate ({spec.gate.describe()}) but no measured baseline")
+        raise NoCompletedTrialsError(f"study {spec.name!r} has a relative gate ({spec.gate.describe()}) but no measured baseline")
     return [baseline, *(t for t in targets if t.trial_number != baseline.trial_number)]
 
 
@@ -206,13 +204,15 @@ class _Rerunner:
         self._new = lambda: TrialWorker.options(**actor_options(spec.resources)).remote()
         self.worker = self._new()
 
-    def outcomes(self, record: MeasurementRecord, profile: BenchProfile) -> list[TrialOutcome]:
+    def outcomes(self, record: TrialRecord, profile: BenchProfile) -> list[TrialOutcome]:
+        from engine.knobs import parse_knobs
         from engine.measurement import TrialOutcome
 
+        knobs = parse_knobs(self.spec.manifest, record.knobs, where=f"trial {record.trial_number}'s stored knobs: ")
         results = []
         for repeat in range(self.args.repeats):
             folder = RUN_DIR / "verify" / self.spec.name / self.run_id / f"trial-{record.trial_number:04d}-r{repeat}"
-            ref = self.worker.run.remote(self.spec.manifest, record.knobs, profile, workdir=str(folder.resolve()))
+            ref = self.worker.run.remote(self.spec.manifest, knobs, profile, workdir=str(folder.resolve()))
             try:
                 outcome = TrialOutcome.from_dict(self.ray.get(ref))
             except self.ray.exceptions.RayTaskError as exc:  # the trial code raised: say what
@@ -244,9 +244,9 @@ def _verify(args: VerifyArgs, out: Console) -> int:
     # Imported here: Ray and Optuna take seconds to import, and bad input should fail fast.
     import optuna
 
-    from dashboards.reading import open_existing
     from sweep.cluster import check_capacity, ray_session
     from sweep.spec import load_study
+    from sweep.storage import open_existing
     from sweep.verification import insert_reruns
 
     spec = load_study(args.study, manifest=args.manifest)
@@ -255,14 +255,14 @@ def _verify(args: VerifyArgs, out: Console) -> int:
         try:
             study = optuna.load_study(study_name=spec.name, storage=storage.optuna)
         except KeyError:
-            raise ConfigError(f"study {spec.name!r} not found in {args.storage}: run the sweep first") from None
+            raise StudyNotFoundError(f"study {spec.name!r} not found in {args.storage}: run the sweep first") from None
         stored = study.user_attrs.get("manifest")
         if stored is not None and stored != spec.manifest.name:
-            raise ConfigError(
+            raise StudyMismatchError(
                 f"study {spec.name!r} was measured with manifest {stored!r}, not {spec.manifest.name!r}: "
                 "pass the sweep's --manifest"
             )
-        records = storage.measurements(spec.name, token_ids=False)
+        records = storage.records(spec.name, token_ids=False)
         chosen = select_trials(records, study_name=spec.name, top=args.top, trials=args.trials)
         targets = _with_baseline(spec, records, chosen)
         profiles = {r.trial_number: _profile(args, r.profile) for r in targets}
@@ -313,7 +313,7 @@ def _verify(args: VerifyArgs, out: Console) -> int:
 
 
 def _rerun(
-    record: MeasurementRecord, outcome: TrialOutcome, *, run_id: str, repeat: int, args: VerifyArgs,
+    record: TrialRecord, outcome: TrialOutcome, *, run_id: str, repeat: int, args: VerifyArgs,
     profile: BenchProfile, gate: float,
 ) -> Rerun:  # fmt: skip
     m = outcome.measurement

@@ -5,7 +5,7 @@ the node resource ``accelerator_type:<X>`` that Ray advertises on nodes with tha
 (and that test clusters declare by hand): trials land only on matching nodes, and the engine
 inherits ``CUDA_VISIBLE_DEVICES`` from the GPUs Ray assigned. Workers run one trial at a time
 through ``engine.trial.run_trial`` and return the outcome as a dict; they never open the
-database (DESIGN.md "One writer").
+database (one writer: docs/ARCHITECTURE.md).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Any
 import psutil
 import ray
 
+from engine.knobs import KnobValues
 from engine.manifest import Manifest
 from engine.profiles import BenchProfile
 from sweep.reaper import engine_groups, stop_engine_groups
@@ -85,7 +86,7 @@ class TrialWorker:
         }
 
     def run(
-        self, manifest: Manifest, knobs: dict[str, int], profile: BenchProfile, *, workdir: str
+        self, manifest: Manifest, knobs: KnobValues, profile: BenchProfile, *, workdir: str
     ) -> dict[str, Any]:
         Path(workdir).mkdir(parents=True, exist_ok=True)
         outcome = self._run_trial(manifest, knobs, profile, workdir=Path(workdir), host="127.0.0.1")

@@ -20,8 +20,8 @@ import sys
 from itertools import combinations
 
 from benchmarks._timeline import TrialTiming, load_timeline
-from dashboards.reading import open_existing
 from sweep.pareto import FrontPoint, pareto_front
+from sweep.storage import open_existing
 
 
 def _args(argv: list[str]) -> argparse.Namespace:
@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     timeline = load_timeline(args.storage, args.study)
     storage = open_existing(args.storage)
     try:
-        rows = {r.trial_number: r for r in storage.measurements(args.study, token_ids=False)}
+        rows = {r.trial_number: r for r in storage.records(args.study, token_ids=False)}
     finally:
         storage.close()
     origin = min(t.asked for t in timeline)

@@ -22,7 +22,14 @@ from engine.bench._metrics import parse_counters, read_spec_counters
 from engine.bench._ppl import PplResult, measure_ppl, ppl_payload, record_nll
 from engine.bench._stats import coefficient_of_variation, summarize
 from engine.bench._tps import (
-    TpsResult, TpsRuns, acceptance_rate, chat_payload, measure_tps, parse_chat, stream_pass, warm_up,
+    TpsResult,
+    TpsRuns,
+    acceptance_rate,
+    chat_payload,
+    measure_tps,
+    parse_chat,
+    stream_pass,
+    warm_up,
 )  # fmt: skip
 from engine.data import PplRecord, Prompt
 from engine.measurement import Measurement

@@ -21,14 +21,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.errors import ConfigError, EngineError
-from engine.knobs import parse_assignments, validate_knob_values
+from engine.knobs import parse_assignments, parse_knobs
 from engine.launch import LaunchConfig, build_launch
 from engine.manifest import REPO_ROOT, load_manifest
 from engine.measurement import TrialOutcome
 from engine.profiles import get_profile
 from engine.secrets import redact_env
 from engine.trial import run_trial
+from errors import ConfigError, EngineError, UsageError
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -45,7 +45,7 @@ class BenchArgs:
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise ConfigError(f"{self.prog}: {message}")
+        raise UsageError(f"{self.prog}: {message}")
 
 
 def parse_args(argv: list[str] | None) -> BenchArgs:
@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parse_args(argv)
         manifest = load_manifest(args.manifest)
-        knobs = validate_knob_values(manifest, parse_assignments(args.sets))
+        knobs = parse_knobs(manifest, parse_assignments(args.sets), where="--set: ")
         profile = get_profile(args.profile)
         if args.repeats is not None:
             profile = profile.with_overrides({"tps_repeats": args.repeats}, source="--repeats")

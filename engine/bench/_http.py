@@ -6,7 +6,7 @@ from typing import Any
 
 import httpx
 
-from engine.errors import BenchmarkError
+from errors import BenchmarkError
 
 
 def post_json(client: httpx.Client, path: str, payload: dict[str, Any], *, what: str) -> dict[str, Any]:

@@ -18,7 +18,7 @@ import httpx
 
 from engine.bench._http import first_choice, post_json
 from engine.data import PplRecord
-from engine.errors import BenchmarkError
+from errors import BenchmarkError
 
 
 @dataclass

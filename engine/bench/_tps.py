@@ -21,7 +21,7 @@ from engine.bench._http import first_choice, post_json
 from engine.bench._metrics import read_spec_counters
 from engine.bench._stats import coefficient_of_variation
 from engine.data import Prompt
-from engine.errors import BenchmarkError
+from errors import BenchmarkError
 
 CHAT = "/v1/chat/completions"
 

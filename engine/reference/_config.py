@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from engine.errors import ConfigError
+from errors import ConfigError
 
 NUM_LAYERS = 18
 NUM_CLUSTERS = 2048

@@ -9,7 +9,7 @@ import importlib
 import os
 from pathlib import Path
 
-from engine.errors import EngineBootError
+from errors import EngineBootError
 
 END_OF_TURN = "<end_of_turn>"
 # Gemma 3's encoding of a probe text, <bos> first. transformers 5.17 (the lent GPU machine's)

@@ -1,7 +1,7 @@
 """Decoding from captured CUDA graphs: plain and speculative cycles as one replay each.
 
 On CUDA a decode step of this small model is bound by launching kernels from Python, not by the
-GPU (GPU.md: 12.5 tokens/s with transformers against a weight-read floor near 0.13 ms a step).
+GPU (benchmarks/results/gpu/README.md; transformers itself: 12.5 tokens/s with transformers against a weight-read floor near 0.13 ms a step).
 ``GraphEngine`` owns one static KV cache and builds *programs* over ``_static.StaticStep``:
 
 - ``verify(m)``: positions p..p+m-1 with given tokens (the pending token, then a proposal), each
@@ -21,7 +21,7 @@ settings), captured on first use and replayed after; off CUDA it runs eagerly, w
 tests check everything but the capture. One host<->device exchange per cycle: positions and
 tokens in (``inputs``), drafted tokens, target tokens and candidate counts out.
 
-Identity (DESIGN.md): a cycle never spans two buckets (``room``), so every position runs the same
+Identity (docs/ARCHITECTURE.md, greedy identity): a cycle never spans two buckets (``room``), so every position runs the same
 kernels on the same shapes in plain and speculative decoding alike; targets are ``Heads.decide``'s
 ``D(h)`` (``decide_rows`` on the device, the rare near-tie refined on the host by ``Heads.decide``).
 The prefill stays eager: it writes the request's own cache, copied once into the static one.

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from engine.errors import GemmaSweepError
 from engine.reference._convert import convert, require
+from errors import GemmaSweepError
 
 __all__ = ["PreparedModel", "prepare_model", "default_cache_dir"]
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 import sys
 
-from engine.errors import GemmaSweepError
+from errors import GemmaSweepError
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,7 +11,7 @@ from benchmarks._chart import curve_data
 from benchmarks._efficiency import best_feasible_tps, hypervolume, hypervolume_curve, reference_point, trials_to_reach
 from benchmarks._replay import Replayed
 from benchmarks._surface import load_surface
-from engine.errors import ConfigError
+from errors import ConfigError
 from sweep.pareto import FrontPoint
 
 HEADER = "study,trial,is_baseline,status,centroid_top_k,sliding_window,tps,ppl\n"

@@ -71,7 +71,7 @@ def test_sweep_and_dashboard_share_the_database(short_tmp):
     storage = open_storage(study.url)
     try:
         trials = optuna.load_study(study_name="busy", storage=storage.optuna).get_trials()
-        records = storage.measurements("busy")
+        records = storage.records("busy")
     finally:
         storage.close()
     # no K=8 in this space: every trial of the budget completed, each with its one row

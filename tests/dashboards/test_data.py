@@ -8,14 +8,22 @@ from dashboards.data import NoCompletedTrialsError, TrialRow, require_measured, 
 from dashboards.figures import PPL_TITLE, TPS_TITLE, history_figure, hover_text, knob_figure, pareto_figure
 from dashboards.table import trials_frame
 from sweep.verification import Rerun, judge
+from tests.sweep.kit import measured_record
 
 GATE = 2.40
 
 
 def row(number: int, tps: float | None, ppl: float | None, **kw) -> TrialRow:
+    """A trial and its record as the driver judged it (``feasible``: under the gate, unless given)."""
     state = kw.pop("state", "COMPLETE" if tps is not None else "FAIL")
     knobs = kw.pop("knobs", {"centroid_top_k": 8 * (number + 1), "num_speculative_tokens": 3})
-    return TrialRow(number=number, state=state, knobs=knobs, tps=tps, ppl=ppl, **kw)
+    if state == "RUNNING":
+        return TrialRow(number=number, state=state, knobs=knobs)
+    kw.setdefault("feasible", tps is not None and ppl <= GATE)
+    kw.setdefault("fail_kind", None if tps is not None else "engine")
+    kw["reason"] = kw.pop("fail_reason", None)
+    record = measured_record(number, tps, ppl, knobs=knobs, gate=GATE if tps is not None else None, **kw)
+    return TrialRow(number=number, state=state, knobs=knobs, record=record)
 
 
 def verdict(number: int, claimed: float, rerun: float):
@@ -50,10 +58,12 @@ def test_front_is_feasible_non_dominated_sorted_by_ppl(data):
     assert by_number[2].feasible is True and not by_number[2].on_front
 
 
-def test_an_explicit_infeasible_flag_wins_over_the_gate():
-    # identity_required makes a trial under the gate infeasible: the driver's flag decides
+def test_feasibility_is_the_drivers_judgement_never_re_derived_from_the_gate():
+    # identity_required makes a trial under the gate infeasible: the record's flag decides
     data = study_data(study_name="s", gate=GATE, trials=[row(0, 100.0, 2.3), row(1, 150.0, 2.3, feasible=False)])
     assert [t.number for t in data.front] == [0]
+    no_gate = study_data(study_name="s", gate=None, trials=[row(0, 100.0, 2.3, feasible=False)])
+    assert no_gate.front == []  # a study without a gate yet has no feasible trial: the ledger's rule
 
 
 def test_only_knobs_that_vary_are_swept_knobs_and_come_first(data):
@@ -153,8 +163,8 @@ def test_the_public_surface_is_pinned():
 
 
 def test_a_failure_the_driver_re_runs_says_so_beside_the_chart():
-    trials = [row(0, 100.0, 2.3), row(1, None, None, fail_reason="interrupted by the user", metrics={"fail_kind": "interrupted"}),
-              row(2, None, None, fail_reason="exited during boot", metrics={"fail_kind": "engine"})]  # fmt: skip
+    trials = [row(0, 100.0, 2.3), row(1, None, None, fail_reason="interrupted by the user", fail_kind="interrupted"),
+              row(2, None, None, fail_reason="exited during boot", fail_kind="engine")]  # fmt: skip
     side = pareto_figure(study_data(study_name="s", gate=GATE, trials=trials)).layout.annotations[-1].text
     assert "#1 centroid_top_k=16 [interrupted]" in side and "#2 centroid_top_k=24<br>" in side
 

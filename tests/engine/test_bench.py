@@ -8,9 +8,9 @@ import pytest
 
 from engine.bench import measure, measure_ppl, open_client, parse_counters, record_nll
 from engine.data import PplRecord, load_ppl_records, load_prompts
-from engine.errors import BenchmarkError
 from engine.launch import build_launch
 from engine.process import EngineProcess
+from errors import BenchmarkError
 from tests.stacks import stub_manifest
 from tests.stacks.stub_server import StubKnobs, request_time, spec_counts, token_logprob, token_time
 

@@ -4,8 +4,8 @@ import re
 import pytest
 
 from engine.data import load_ppl_records, load_prompts
-from engine.errors import DataError
 from engine.profiles import get_profile
+from errors import DataError
 
 DATA = get_profile("challenge").path("data")
 

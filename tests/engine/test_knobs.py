@@ -2,7 +2,6 @@ import json
 
 import pytest
 
-from engine.errors import KnobError, ManifestError
 from engine.knobs import (
     KNOBS,
     Knob,
@@ -10,10 +9,12 @@ from engine.knobs import (
     apply_knobs,
     baseline_knobs,
     consumed_knobs,
+    load_registry,
     parse_assignments,
-    validate_knob_values,
+    parse_knobs,
 )
 from engine.manifest import load_manifest, parse_manifest
+from errors import KnobError, ManifestError
 
 VIDRAFT = "vidraft-w188-ctk49"
 
@@ -23,12 +24,14 @@ def manifest(env=None, serve=("python", "serve.py"), name="demo"):
                            "serve": list(serve), "env": env or {}})
 
 
-def test_the_registry_holds_the_three_swept_knobs_with_ranges():
-    assert {n: (k.minimum, k.maximum) for n, k in KNOBS.items()} == {
-        "sliding_window": (1, 131072),
-        "centroid_top_k": (1, 2048),
-        "num_speculative_tokens": (1, 64),
+def test_the_registry_holds_the_challenge_knobs_with_ranges_and_their_lossless_flag():
+    challenge = ("sliding_window", "centroid_top_k", "num_speculative_tokens")
+    assert {n: (KNOBS[n].minimum, KNOBS[n].maximum, KNOBS[n].lossless) for n in challenge} == {
+        "sliding_window": (1, 131072, False),  # changes the model's math
+        "centroid_top_k": (1, 2048, True),  # the drafter's: the target verifies every token
+        "num_speculative_tokens": (1, 64, True),
     }
+    assert list(KNOBS)[:3] == list(challenge)  # registry order is the file's
 
 
 def test_the_winning_manifest_consumes_all_three_and_its_baseline_is_as_published():
@@ -39,7 +42,7 @@ def test_the_winning_manifest_consumes_all_three_and_its_baseline_is_as_publishe
 
 def test_applying_patches_the_json_in_env_and_leaves_everything_else_alone():
     m = load_manifest(VIDRAFT)
-    patched = apply_knobs(m, {"sliding_window": 160, "num_speculative_tokens": "5"})
+    patched = apply_knobs(m, parse_knobs(m, {"sliding_window": 160, "num_speculative_tokens": "5"}))
     changed = {k for k in m.env if m.env[k] != patched.env[k]}
     assert changed == {"SLIDING_WINDOW", "HF_OVERRIDES", "SPECULATIVE_CONFIG"}
     assert patched.env["SLIDING_WINDOW"] == "160"
@@ -52,13 +55,14 @@ def test_applying_patches_the_json_in_env_and_leaves_everything_else_alone():
 
 
 def test_a_window_label_alone_gets_the_hf_overrides_json_created():
-    patched = apply_knobs(manifest({"SLIDING_WINDOW": "512"}), {"sliding_window": 64})
+    m = manifest({"SLIDING_WINDOW": "512"})
+    patched = apply_knobs(m, parse_knobs(m, {"sliding_window": 64}))
     assert json.loads(patched.env["HF_OVERRIDES"]) == {"text_config": {"sliding_window": 64}}
 
 
 def test_existing_hf_overrides_without_a_window_are_merged_not_replaced():
     m = manifest({"SLIDING_WINDOW": "512", "HF_OVERRIDES": '{"text_config": {"rope_theta": 1}}'})
-    patched = apply_knobs(m, {"sliding_window": 100})
+    patched = apply_knobs(m, parse_knobs(m, {"sliding_window": 100}))
     assert json.loads(patched.env["HF_OVERRIDES"]) == {"text_config": {"rope_theta": 1, "sliding_window": 100}}
 
 
@@ -68,7 +72,7 @@ def test_cli_flags_with_json_values_are_patched_in_both_spellings():
     m = manifest(serve=serve)
     assert consumed_knobs(m) == ["sliding_window", "num_speculative_tokens"]
     assert baseline_knobs(m) == {"sliding_window": 512, "num_speculative_tokens": 3}
-    patched = apply_knobs(m, {"sliding_window": 64, "num_speculative_tokens": 6})
+    patched = apply_knobs(m, parse_knobs(m, {"sliding_window": 64, "num_speculative_tokens": 6}))
     assert json.loads(patched.serve[4]) == {"sliding_window": 64}  # top-level path kept
     flag, _, value = patched.serve[5].partition("=")
     assert flag == "--speculative_config"
@@ -78,32 +82,33 @@ def test_cli_flags_with_json_values_are_patched_in_both_spellings():
 
 def test_a_plain_cli_flag_target_is_one_registry_entry():
     registry = {**KNOBS, "max_model_len": Knob(
-        name="max_model_len", minimum=16, maximum=131072,
+        name="max_model_len", type="int", minimum=16, maximum=131072,
         targets=(Target("flag", "--max-model-len"),), doc="context length")}
     m = manifest(serve=["vllm", "serve", "model", "--max-model-len", "4096"])
-    assert consumed_knobs(m, registry=registry) == ["max_model_len"]
+    assert "max_model_len" in consumed_knobs(m, registry=registry)
     assert baseline_knobs(m, registry=registry) == {"max_model_len": 4096}
-    assert apply_knobs(m, {"max_model_len": 2048}, registry=registry).serve[-1] == "2048"
+    knobs = parse_knobs(m, {"max_model_len": 2048}, registry=registry)
+    assert apply_knobs(m, knobs, registry=registry).serve[-1] == "2048"
 
 
 def test_an_unknown_knob_lists_the_valid_ones():
-    with pytest.raises(KnobError, match=r"unknown knob 'windw'; valid knobs: \['centroid_top_k', "
-                                        r"'num_speculative_tokens', 'sliding_window'\]"):
-        validate_knob_values(load_manifest(VIDRAFT), {"windw": 3})
+    with pytest.raises(KnobError, match=r"unknown knob 'windw'; valid knobs: \['async_scheduling', 'centroid_top_k', "
+                                        r"'cudagraph_mode', .*'sliding_window'\]"):
+        parse_knobs(load_manifest(VIDRAFT), {"windw": 3})
 
 
 def test_a_knob_the_manifest_does_not_consume_names_manifest_and_knob():
     m = manifest({"SLIDING_WINDOW": "512"}, name="window-only")
     with pytest.raises(KnobError, match=r"manifest 'window-only' does not consume knob 'centroid_top_k'"
                                         r": it sets none of CENTROID_TOP_K"):
-        apply_knobs(m, {"centroid_top_k": 8})
+        apply_knobs(m, parse_knobs(m, {"centroid_top_k": 8}))
 
 
 def test_a_knob_a_file_manifest_does_not_consume_names_the_file(tmp_path):
     path = tmp_path / "plain.json"
     path.write_text(json.dumps({"name": "p", "model_id": "m", "served_model_name": "s", "serve": ["x"]}))
     with pytest.raises(KnobError, match=rf"{path} does not consume knob 'sliding_window'"):
-        validate_knob_values(load_manifest(path), {"sliding_window": 8})
+        parse_knobs(load_manifest(path), {"sliding_window": 8})
 
 
 @pytest.mark.parametrize(
@@ -121,7 +126,7 @@ def test_a_knob_a_file_manifest_does_not_consume_names_the_file(tmp_path):
 )
 def test_bad_values_name_the_knob_value_and_range(knob, value, message):
     with pytest.raises(KnobError, match=rf"knob '{knob}': {message}"):
-        validate_knob_values(load_manifest(VIDRAFT), {knob: value})
+        parse_knobs(load_manifest(VIDRAFT), {knob: value})
 
 
 def test_a_manifest_with_a_garbage_knob_value_is_a_manifest_error():
@@ -141,4 +146,79 @@ def test_parse_assignments():
 def test_a_json_target_whose_parent_is_not_an_object_is_a_manifest_error():
     m = manifest({"SLIDING_WINDOW": "512", "HF_OVERRIDES": '{"text_config": 5}'})
     with pytest.raises(ManifestError, match=r"HF_OVERRIDES: 'text_config' must be a JSON object"):
-        apply_knobs(m, {"sliding_window": 64})
+        apply_knobs(m, parse_knobs(m, {"sliding_window": 64}))
+
+
+# --- the registry is data: knob types, switches, the registry file's own errors ---------------
+
+VLLM_SERVE = ["python", "-m", "vllm.entrypoints.openai.api_server", "--model", "m",
+              "--kv-cache-dtype", "auto", "--quantization", "None", "--no-async-scheduling",
+              "--compilation-config", '{"cudagraph_mode": "FULL_AND_PIECEWISE"}',
+              "--speculative-config", '{"method": "ngram", "num_speculative_tokens": 5, "prompt_lookup_max": 4}']
+
+
+def test_serving_flags_of_every_kind_are_knobs_with_their_own_types():
+    m = manifest(serve=VLLM_SERVE)
+    assert baseline_knobs(m) == {"num_speculative_tokens": 5, "prompt_lookup_max": 4, "kv_cache_dtype": "auto",
+                                 "quantization": "None", "cudagraph_mode": "FULL_AND_PIECEWISE",
+                                 "async_scheduling": False}
+    knobs = parse_knobs(m, {"kv_cache_dtype": "fp8", "async_scheduling": "true", "cudagraph_mode": "PIECEWISE",
+                            "prompt_lookup_max": "8"})
+    serve = apply_knobs(m, knobs).serve
+    assert serve[serve.index("--kv-cache-dtype") + 1] == "fp8"
+    assert "--async-scheduling" in serve and "--no-async-scheduling" not in serve
+    assert json.loads(serve[serve.index("--compilation-config") + 1]) == {"cudagraph_mode": "PIECEWISE"}
+    assert json.loads(serve[serve.index("--speculative-config") + 1])["prompt_lookup_max"] == 8
+    back = manifest(serve=serve)
+    assert baseline_knobs(back) == {**baseline_knobs(m), **knobs}  # what was written reads back
+
+
+@pytest.mark.parametrize(("knob", "value", "message"), [
+    ("kv_cache_dtype", "fp4", r"value 'fp4' is not one of \['auto', 'bfloat16', 'fp8'"),
+    ("async_scheduling", "maybe", r"value 'maybe' is not a boolean; valid: true or false"),
+    ("cudagraph_mode", 3, r"value 3 is not one of"),
+])
+def test_typed_knobs_refuse_values_outside_their_type(knob, value, message):
+    with pytest.raises(KnobError, match=message):
+        parse_knobs(manifest(serve=VLLM_SERVE), {knob: value})
+
+
+def test_knob_values_are_immutable_and_tied_to_their_manifest():
+    m, other = manifest(serve=VLLM_SERVE), manifest(serve=VLLM_SERVE, name="other")
+    knobs = parse_knobs(m, {"kv_cache_dtype": "fp8"})
+    with pytest.raises(TypeError):
+        knobs["kv_cache_dtype"] = "auto"  # type: ignore[index]
+    assert (baseline_knobs(m) | knobs)["kv_cache_dtype"] == "fp8"
+    with pytest.raises(ValueError, match="checked against manifest 'demo', applied to manifest 'other'"):
+        apply_knobs(other, knobs)
+
+
+def test_a_new_knob_is_a_registry_entry(tmp_path):
+    path = tmp_path / "knobs.toml"
+    path.write_text('''
+[max_num_seqs]
+doc = "sequences in one batch"
+type = "int"
+min = 1
+max = 1024
+lossless = true
+targets = [{ flag = "--max-num-seqs" }]
+''')
+    registry = load_registry(path)
+    m = manifest(serve=["vllm", "--max-num-seqs", "1"])
+    assert registry["max_num_seqs"].lossless and baseline_knobs(m, registry=registry) == {"max_num_seqs": 1}
+    assert apply_knobs(m, parse_knobs(m, {"max_num_seqs": 4}, registry=registry), registry=registry).serve[-1] == "4"
+
+
+@pytest.mark.parametrize(("entry", "message"), [
+    ('[k]\ndoc = "d"\ntype = "int"\nmin = 1\ntargets = [{ flag = "--k" }]', "an int knob needs integer 'min' and 'max'"),
+    ('[k]\ndoc = "d"\ntype = "float"\ntargets = [{ flag = "--k" }]', "'type' must be 'int', 'choice' or 'bool'"),
+    ('[k]\ndoc = "d"\ntype = "int"\nmin = 1\nmax = 2\ntargets = [{ switch = "--k" }]', "a switch target needs a knob of type 'bool'"),
+    ('[k]\ndoc = "d"\ntype = "bool"\ntargets = [{ env = "K", flag = "--k" }]', "a target needs exactly one of"),
+    ('[k]\ndoc = "d"\ntype = "bool"\ntargets = [{ env_json = "K" }]', "'paths' .* belong to env_json and flag_json"),
+])
+def test_a_malformed_registry_entry_names_the_file_and_the_knob(tmp_path, entry, message):
+    path = tmp_path / "knobs.toml"
+    path.write_text(entry)
+    with pytest.raises(KnobError, match=rf"{path} \[k\]: {message}"):
+        load_registry(path)

@@ -1,13 +1,15 @@
 import json
 import sys
 
+from engine.knobs import parse_knobs
 from engine.launch import build_launch
 from engine.manifest import REPO_ROOT, load_manifest, parse_manifest
 from tests.stacks import STUB_MANIFEST
 
 
 def test_placeholders_are_filled_and_the_port_is_free_and_exported():
-    launch = build_launch(load_manifest(STUB_MANIFEST), {"sliding_window": 64}, host="127.0.0.1")
+    manifest = load_manifest(STUB_MANIFEST)
+    launch = build_launch(manifest, parse_knobs(manifest, {"sliding_window": 64}), host="127.0.0.1")
     assert launch.argv == [sys.executable, f"{REPO_ROOT}/tests/stacks/stub_server.py"]
     assert launch.cwd == REPO_ROOT
     assert launch.env["PORT"] == str(launch.port) and launch.port != 8000

@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from engine.errors import ManifestError
 from engine.manifest import MANIFESTS_DIR, load_manifest, parse_manifest
+from errors import ManifestError
 
 VALID = {
     "name": "demo",

@@ -9,10 +9,10 @@ import time
 import httpx
 import pytest
 
-from engine.errors import EngineBootError
 from engine.launch import build_launch
 from engine.manifest import parse_manifest
 from engine.process import EngineProcess, group_members
+from errors import EngineBootError
 from tests.stacks import stub_manifest
 
 

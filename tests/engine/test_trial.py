@@ -7,16 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from engine.errors import DataError, KnobError
+from engine.knobs import parse_knobs
 from engine.measurement import TrialOutcome
 from engine.trial import run_trial
+from errors import DataError, KnobError
 from tests.stacks import stub_manifest
 from tests.stacks.stub_server import expected_ppl
 
 
 def test_a_complete_trial_records_knobs_argv_redacted_env_timings_and_node(tmp_path, stub_profile):
     manifest = stub_manifest(HF_TOKEN="hf_secret_value")
-    outcome = run_trial(manifest, {"sliding_window": 128}, stub_profile, workdir=tmp_path)
+    outcome = run_trial(manifest, parse_knobs(manifest, {"sliding_window": 128}), stub_profile, workdir=tmp_path)
     assert outcome.status == "complete", outcome.reason
     assert outcome.knobs == {"sliding_window": 128, "centroid_top_k": 32, "num_speculative_tokens": 3}
     assert outcome.env["HF_TOKEN"] == "***"
@@ -32,8 +33,9 @@ def test_a_complete_trial_records_knobs_argv_redacted_env_timings_and_node(tmp_p
 
 
 def test_the_window_moves_ppl_and_tps_the_way_the_stub_promises(tmp_path, stub_profile):
-    wide = run_trial(stub_manifest(), {"sliding_window": 512}, stub_profile, workdir=tmp_path / "a")
-    narrow = run_trial(stub_manifest(), {"sliding_window": 32}, stub_profile, workdir=tmp_path / "b")
+    m = stub_manifest()
+    wide = run_trial(m, parse_knobs(m, {"sliding_window": 512}), stub_profile, workdir=tmp_path / "a")
+    narrow = run_trial(m, parse_knobs(m, {"sliding_window": 32}), stub_profile, workdir=tmp_path / "b")
     assert narrow.measurement.ppl > wide.measurement.ppl
     assert narrow.measurement.tps > wide.measurement.tps
 
@@ -56,7 +58,8 @@ def test_a_misbehaving_stack_is_a_failed_outcome_with_reason_and_log_tail(tmp_pa
                                                                           reason, in_log):
     profile = stub_profile.with_overrides({"boot_timeout_s": 2, "request_timeout_s": 1}, source="test")
     began = time.monotonic()
-    outcome = run_trial(stub_manifest(**env), knobs, profile, workdir=tmp_path)
+    manifest = stub_manifest(**env)
+    outcome = run_trial(manifest, parse_knobs(manifest, knobs), profile, workdir=tmp_path)
     assert outcome.status == "failed"
     assert outcome.measurement is None
     assert outcome.reason and re.search(reason, outcome.reason), outcome.reason
@@ -69,27 +72,29 @@ def test_a_misbehaving_stack_is_a_failed_outcome_with_reason_and_log_tail(tmp_pa
 
 def test_a_knob_value_that_fails_only_that_trial(tmp_path, stub_profile):
     manifest = stub_manifest(STUB_BOOT_EXIT_IF="CENTROID_TOP_K=7")
-    assert run_trial(manifest, {"centroid_top_k": 7}, stub_profile, workdir=tmp_path / "a").status == "failed"
-    assert run_trial(manifest, {"centroid_top_k": 8}, stub_profile, workdir=tmp_path / "b").status == "complete"
+    seven, eight = parse_knobs(manifest, {"centroid_top_k": 7}), parse_knobs(manifest, {"centroid_top_k": 8})
+    assert run_trial(manifest, seven, stub_profile, workdir=tmp_path / "a").status == "failed"
+    assert run_trial(manifest, eight, stub_profile, workdir=tmp_path / "b").status == "complete"
 
 
 def test_user_errors_raise_before_anything_boots(tmp_path, stub_profile):
-    with pytest.raises(KnobError, match="unknown knob"):
-        run_trial(stub_manifest(), {"nope": 1}, stub_profile, workdir=tmp_path)
+    with pytest.raises(KnobError, match="unknown knob"):  # knob values are checked before a trial exists
+        parse_knobs(stub_manifest(), {"nope": 1})
     too_many = stub_profile.with_overrides({"num_prompts": 100}, source="test")
     with pytest.raises(DataError, match=r"100 prompts asked for, the file has 8"):
-        run_trial(stub_manifest(), {}, too_many, workdir=tmp_path)
+        run_trial(stub_manifest(), parse_knobs(stub_manifest(), {}), too_many, workdir=tmp_path)
     assert not (tmp_path / "engine.log").exists()
 
 
 def test_tmpdir_is_a_short_private_folder_that_lives_as_long_as_the_engine(tmp_path, stub_profile):
     # vLLM binds UNIX sockets in TMPDIR; a run folder this deep would put them past 107 bytes.
     deep = tmp_path / ("runs-" + "d" * 60) / "study" / "trial-0000"
-    in_workdir = run_trial(stub_manifest(TMPDIR="{workdir}", STUB_IPC_SOCKET="1"), {}, stub_profile,
-                           workdir=deep / "a")
+    shallow = stub_manifest(TMPDIR="{workdir}", STUB_IPC_SOCKET="1")
+    in_workdir = run_trial(shallow, parse_knobs(shallow, {}), stub_profile, workdir=deep / "a")
     assert in_workdir.status == "failed" and "cannot bind the IPC socket" in in_workdir.log_tail
 
-    outcome = run_trial(stub_manifest(TMPDIR="{tmpdir}", STUB_IPC_SOCKET="1"), {}, stub_profile, workdir=deep / "b")
+    private = stub_manifest(TMPDIR="{tmpdir}", STUB_IPC_SOCKET="1")
+    outcome = run_trial(private, parse_knobs(private, {}), stub_profile, workdir=deep / "b")
     assert outcome.status == "complete", outcome.reason
     tmpdir = Path(outcome.env["TMPDIR"])
     assert f"stub: IPC socket {tmpdir}/" in (deep / "b" / "engine.log").read_text()

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from engine.bench import measure_ppl, measure_tps, open_client, stream_pass
 from engine.data import PplRecord, Prompt
-from engine.errors import BenchmarkError
+from errors import BenchmarkError
 from tests.fuzz.tally import record
 from tests.fuzz.values import damaged, fuzz_settings, json_values, nasty_text, numbers
 

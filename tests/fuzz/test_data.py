@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from engine.data import load_ppl_records, load_prompts
-from engine.errors import DataError
+from errors import DataError
 from tests.fuzz.tally import record
 from tests.fuzz.values import damaged, fuzz_settings, json_values, nasty_text, numbers
 

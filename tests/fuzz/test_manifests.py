@@ -12,12 +12,21 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.errors import ConfigError
-from engine.knobs import KNOBS, baseline_knobs, consumed_knobs, parse_assignments, validate_knob_values
+from engine.knobs import KNOBS, baseline_knobs, consumed_knobs, parse_assignments, parse_knobs
 from engine.launch import LaunchConfig, build_launch
 from engine.manifest import load_manifest
+from errors import ConfigError
 from tests.fuzz.tally import record
-from tests.fuzz.values import DIGIT_STRINGS, INJECTIONS, damaged, deep_json, fuzz_settings, json_values, nasty_text, numbers
+from tests.fuzz.values import (
+    DIGIT_STRINGS,
+    INJECTIONS,
+    damaged,
+    deep_json,
+    fuzz_settings,
+    json_values,
+    nasty_text,
+    numbers,
+)
 from tests.stacks import STUB_MANIFEST, stub_manifest
 
 BASE: dict[str, Any] = json.loads(STUB_MANIFEST.read_text())
@@ -76,14 +85,15 @@ def _through_the_engine(path: Path, knob_values: dict[str, Any]) -> None:
         manifest = load_manifest(path)
         consumed = consumed_knobs(manifest)
         baseline_knobs(manifest)
-        launch = build_launch(manifest, {k: v for k, v in knob_values.items() if k in consumed}, workdir=path.parent)
+        knobs = parse_knobs(manifest, {k: v for k, v in knob_values.items() if k in consumed})
+        launch = build_launch(manifest, knobs, workdir=path.parent)
     except ConfigError as exc:
         message = str(exc)
         assert str(path) in message or any(repr(k) in message for k in knob_values), message
         return
     _startable(launch)
     for name, value in launch.knobs.items():
-        assert KNOBS[name].minimum <= value <= KNOBS[name].maximum
+        assert KNOBS[name].parse(value) == value  # every launched value is one its knob accepts
 
 
 @FUZZ
@@ -110,8 +120,8 @@ def test_knob_assignments_from_the_command_line_are_checked_or_refused(items):
     record("--set knob=value", items)
     manifest = stub_manifest()
     try:
-        checked = validate_knob_values(manifest, parse_assignments(items))
+        checked = parse_knobs(manifest, parse_assignments(items))
     except ConfigError as exc:
         assert "knob" in str(exc) or "--set" in str(exc), str(exc)
         return
-    assert all(KNOBS[k].minimum <= v <= KNOBS[k].maximum for k, v in checked.items())
+    assert all(KNOBS[k].parse(v) == v for k, v in checked.items())

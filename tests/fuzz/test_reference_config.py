@@ -9,8 +9,8 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.errors import ConfigError
 from engine.reference._config import MAX_POSITIONS, MAX_SPECULATIVE_TOKENS, NUM_CLUSTERS, NUM_LAYERS, parse_config
+from errors import ConfigError
 from tests.fuzz.tally import record
 from tests.fuzz.values import DIGIT_STRINGS, deep_json, fuzz_settings, json_values, nasty_text, numbers
 

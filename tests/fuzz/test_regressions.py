@@ -11,12 +11,12 @@ import sys
 import pytest
 
 from engine.data import load_ppl_records, load_prompts
-from engine.errors import ConfigError, DataError, KnobError, ManifestError, StudySpecError
-from engine.knobs import validate_knob_values
+from engine.knobs import parse_knobs
 from engine.launch import build_launch
 from engine.manifest import REPO_ROOT, load_manifest, parse_manifest
 from engine.profiles import get_profile
 from engine.reference._config import parse_config
+from errors import ConfigError, DataError, KnobError, ManifestError, StudySpecError
 from sweep.dryrun import MAX_SHOWN
 from sweep.spec import load_study
 from tests.fuzz.values import deep_json
@@ -57,7 +57,7 @@ def test_a_manifest_file_that_is_not_text_or_too_deep_is_a_manifest_error(tmp_pa
 def test_a_knob_value_of_thousands_of_digits_is_out_of_range():
     # Before: ValueError from int() (it refuses more than 4,300 digits).
     with pytest.raises(KnobError, match=r"knob 'centroid_top_k': value 999999999999\.\.\. \(5000 characters\) is out of range 1\.\.2048"):
-        validate_knob_values(stub_manifest(), {"centroid_top_k": "9" * 5000})
+        parse_knobs(stub_manifest(), {"centroid_top_k": "9" * 5000})
     with pytest.raises(ManifestError, match="knob 'centroid_top_k'.*out of range"):
         build_launch(stub_manifest(CENTROID_TOP_K="9" * 5000))
 

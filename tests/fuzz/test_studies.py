@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.errors import ConfigError
 from engine.knobs import KNOBS
 from engine.profiles import BenchProfile
+from errors import ConfigError
 from sweep.spec import SAMPLERS, load_study
 from tests.fuzz.tally import record
 from tests.fuzz.values import damaged, fuzz_settings, json_values, nasty_text, numbers, toml_text

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from engine.errors import ConfigError
 from engine.reference._config import parse_config
 from engine.reference.runtime import SpecConfig
+from errors import ConfigError
 
 
 def parse(**env):

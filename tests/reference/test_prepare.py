@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.errors import EngineBootError
 from engine.reference import _convert, prepare
+from errors import EngineBootError
 
 
 def fake_build(folder):

@@ -15,10 +15,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.errors import EngineBootError
 from engine.launch import build_launch
 from engine.manifest import REPO_ROOT, parse_manifest
 from engine.process import EngineProcess
+from errors import EngineBootError
 
 SOURCE_DIRS = ("engine", "sweep", "dashboards", "benchmarks", "tests")
 # Calls that always run a shell (or build a command line for one).

@@ -120,7 +120,7 @@ def test_no_file_the_sweep_wrote_holds_a_secret(sweep_run):
 def test_the_stored_env_keeps_the_secret_name_with_a_redacted_value(sweep_run):
     storage = open_storage(f"sqlite:///{sweep_run.folder}/runs/sweeps.db")
     try:
-        rows = storage.measurements(STUDY)
+        rows = storage.records(STUDY)
     finally:
         storage.close()
     assert len(rows) == 3 and all(row.status == "complete" for row in rows)

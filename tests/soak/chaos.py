@@ -47,7 +47,7 @@ def marked_processes(marker: str, *, words: tuple[str, ...] = ()) -> list[psutil
 
 class SoakCluster:
     def __init__(self, *, workers: int) -> None:
-        os.environ["RAY_AUTH_MODE"] = "disabled"  # a private loopback cluster (FACTS.md)
+        os.environ["RAY_AUTH_MODE"] = "disabled"  # a private loopback cluster (Ray 2.60 turns auth on)
         head = {"num_cpus": 0, "include_dashboard": False, **_LOOPBACK}
         self.cluster = Cluster(initialize_head=True, head_node_args=head)
         for _ in range(workers):

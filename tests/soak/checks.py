@@ -19,8 +19,8 @@ from optuna.trial import TrialState
 from engine.data import load_ppl_records
 from engine.process import group_members
 from engine.profiles import BenchProfile
-from sweep.ledger import budget_used
-from sweep.storage import MeasurementRecord, open_storage
+from sweep.record import TrialRecord
+from sweep.storage import open_storage
 from tests.soak.chaos import MARKER_ENV, cmdline, marked_processes
 from tests.soak.faults import FAULTS_BY_NAME, Fault
 from tests.stacks.stub_server import token_logprob
@@ -45,7 +45,7 @@ class TrialView:
     outcome: str  # expected | chaos | unexpected | missing
 
 
-def injected_trials(trials_dir: Path, rows: dict[int, MeasurementRecord]) -> list[TrialView]:
+def injected_trials(trials_dir: Path, rows: dict[int, TrialRecord]) -> list[TrialView]:
     views = []
     for folder in sorted(trials_dir.glob("trial-*")):
         log = (folder / "engine.log").read_text(errors="replace") if (folder / "engine.log").exists() else ""
@@ -81,7 +81,7 @@ def _expected_ppl(profile: BenchProfile, window: int) -> float:
 class StudyCheck:
     problems: list[str]
     views: list[TrialView]
-    rows: list[MeasurementRecord]
+    rows: list[TrialRecord]
     lost: int  # trials that ran (or were asked for) and left no row
     duplicated: int  # trial numbers with more than one row
     budget_used: int
@@ -93,10 +93,11 @@ def check_study(
 ) -> StudyCheck:  # fmt: skip
     storage = open_storage(storage_url)
     try:
-        rows = storage.measurements(study)
-        loaded = optuna.load_study(study_name=study, storage=storage.optuna)
-        trials = loaded.get_trials(deepcopy=False)
-        used = budget_used(loaded)
+        rows = storage.records(study)
+        trials = optuna.load_study(study_name=study, storage=storage.optuna).get_trials(deepcopy=False)
+        # The budget rule, counted here on its own: trials that ended, less those replaced by a retry.
+        retried = {t.user_attrs["retry_of"] for t in trials if "retry_of" in t.user_attrs}
+        used = sum(1 for t in trials if t.state in (TrialState.COMPLETE, TrialState.FAIL) and t.number not in retried)
     finally:
         storage.close()
     problems: list[str] = []
@@ -130,7 +131,7 @@ def check_study(
                       budget_used=used)  # fmt: skip
 
 
-def _check_row(row: MeasurementRecord, trial: optuna.trial.FrozenTrial, *, profile: BenchProfile) -> list[str]:
+def _check_row(row: TrialRecord, trial: optuna.trial.FrozenTrial, *, profile: BenchProfile) -> list[str]:
     where = f"trial {row.trial_number}"
     if row.status == "failed":
         problems = [] if row.reason else [f"{where} failed without a reason"]
@@ -146,14 +147,14 @@ def _check_row(row: MeasurementRecord, trial: optuna.trial.FrozenTrial, *, profi
     expected = _expected_ppl(profile, row.knobs["sliding_window"])
     if not math.isclose(row.ppl, expected, rel_tol=1e-9):  # type: ignore[arg-type]
         problems.append(f"{where}: PPL {row.ppl} is not the stack's {expected} for its knobs {row.knobs}")
-    tokens = (row.measurement or {}).get("completion_tokens")
+    tokens = row.metric("completion_tokens")
     if not row.tps or row.tps <= 0 or tokens != profile.num_prompts * profile.output_len:
         problems.append(f"{where}: TPS {row.tps} over {tokens} completion tokens is not a full measurement")
     return problems
 
 
 def _check_losses(
-    rows: list[MeasurementRecord], trials: list[optuna.trial.FrozenTrial], *, node_removals: int,
+    rows: list[TrialRecord], trials: list[optuna.trial.FrozenTrial], *, node_removals: int,
     driver_kills: int, workers: int,
 ) -> list[str]:  # fmt: skip
     """Every loss has a cause the soak inflicted, and its knobs ran again."""

@@ -26,7 +26,7 @@ import psutil
 
 from engine.manifest import REPO_ROOT
 from engine.profiles import BenchProfile
-from sweep.storage import MeasurementRecord
+from sweep.record import TrialRecord
 from tests.soak.chaos import MARKER_ENV, Driver, SoakCluster, marked_processes
 from tests.soak.checks import LOST_TO_DRIVER, LOST_TO_NODE, TrialView, check_leftovers, check_study
 from tests.soak.faults import plan, write_plan
@@ -215,7 +215,7 @@ def _settle(marker: str, *, words: tuple[str, ...] = ()) -> list[psutil.Process]
     return alive
 
 
-def _rerun(lost: MeasurementRecord, rows: list[MeasurementRecord]) -> bool:
+def _rerun(lost: TrialRecord, rows: list[TrialRecord]) -> bool:
     """Whether a later trial ran the lost trial's knobs (to an end other than another loss)."""
     return any(r.trial_number > lost.trial_number and r.knobs == lost.knobs and r.fail_kind not in ("lost", "interrupted")
                for r in rows)  # fmt: skip

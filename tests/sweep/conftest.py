@@ -2,7 +2,7 @@
 
 Three nodes on this machine: a head with no CPUs (drivers only), one node advertising
 ``accelerator_type:A10G`` and one advertising ``accelerator_type:L4``; no GPUs. Token
-authentication is off for this private, loopback-only cluster (FACTS.md).
+authentication is off for this private, loopback-only cluster (Ray 2.60 turns it on by default).
 """
 
 from __future__ import annotations

@@ -4,22 +4,25 @@ from __future__ import annotations
 
 import io
 import json
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
 import psutil
 from rich.console import Console
 
+from engine.measurement import Measurement
 from engine.profiles import BenchProfile
 from sweep.console import SweepConsole
 from sweep.driver import StudyResult, run_study
+from sweep.record import TrialRecord
 from sweep.spec import load_study
 from sweep.storage import open_storage
 from tests.stacks import stub_manifest
 
 SWEEP_TESTS = Path(__file__).resolve().parent
 FAULT_IF_STUB = SWEEP_TESTS / "fault_if_stub.py"
+_MEASUREMENT_FIELDS = {f.name for f in fields(Measurement)}
 
 
 def write_manifest(folder: Path, *, fault_if: str | None = None, **env: str) -> Path:
@@ -87,3 +90,17 @@ def stub_processes(marker: str) -> list[psutil.Process]:
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
     return found
+
+
+def measured_record(number: int, tps: float | None, ppl: float | None, *, study: str = "s",
+                    knobs: dict[str, Any] | None = None, **fields: Any) -> TrialRecord:
+    """A record as the driver stores it: a measured one (a minimal measurement with these figures),
+    or, without figures, a failed one. ``fields`` set any other field of the record or measurement."""
+    metrics = {k: fields.pop(k) for k in list(fields) if k in _MEASUREMENT_FIELDS}
+    measurement = None if tps is None else Measurement(**{
+        "tps": tps, "ppl": ppl, "ppl_mean_record": ppl, "completion_tokens": 64, "tps_wall_s": 1.0,
+        "ppl_target_tokens": 64, "num_prompts": 1, "num_ppl_records": 1, **metrics})  # fmt: skip
+    status = fields.pop("status", "complete" if measurement else "failed")
+    return TrialRecord(study_name=study, trial_number=number, status=status,
+                       knobs=knobs if knobs is not None else {"centroid_top_k": 8 * (number + 1)},
+                       measurement=measurement, **fields)  # fmt: skip

@@ -16,7 +16,7 @@ A10G = {"accelerator_type": "A10G", "num_cpus": 1}
 def rows(url: str, study: str):
     storage = open_storage(url)
     try:
-        return storage.measurements(study)
+        return storage.records(study)
     finally:
         storage.close()
 
@@ -73,7 +73,7 @@ def test_a_lossless_knob_that_changes_greedy_output_is_flagged_and_infeasible(ra
 
 
 def test_a_study_no_node_can_host_is_refused_before_anything_boots(ray_connected, tmp_path):
-    from engine.errors import ConfigError
+    from errors import ConfigError
 
     study = write_study(tmp_path, manifest=write_manifest(tmp_path), profile=stub_profile(tmp_path), n_trials=2,
                         resources={"accelerator_type": "H100"}, space={"centroid_top_k": {"choices": [16, 32]}})

@@ -1,7 +1,9 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sweep.identity import LOSSLESS_KNOBS, differing_prompts, identity_comparable, pack_token_ids, unpack_token_ids
+from engine.knobs import KNOBS
+from sweep.identity import differing_prompts, pack_token_ids, unpack_token_ids
+from sweep.record import identity_comparable
 
 token_lists = st.lists(st.lists(st.integers(0, 2**31 - 1), max_size=40), max_size=12)
 
@@ -20,7 +22,8 @@ def test_differing_prompts_counts_prompts_not_tokens():
 
 def test_only_drafter_knobs_keep_a_trial_comparable():
     baseline = {"sliding_window": 512, "centroid_top_k": 32, "num_speculative_tokens": 3}
-    assert LOSSLESS_KNOBS == {"centroid_top_k", "num_speculative_tokens"}
+    assert KNOBS["centroid_top_k"].lossless and KNOBS["num_speculative_tokens"].lossless  # the registry says so
+    assert not KNOBS["sliding_window"].lossless
     assert identity_comparable({"centroid_top_k": 8, "num_speculative_tokens": 6}, baseline)
     assert identity_comparable({"sliding_window": 512}, baseline)  # same value as the baseline
     assert not identity_comparable({"sliding_window": 256, "centroid_top_k": 8}, baseline)

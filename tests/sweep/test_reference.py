@@ -41,7 +41,7 @@ def test_drafter_knobs_on_the_reference_stack_keep_ppl_and_greedy_output(ray_con
     path = tmp_path / "tiny.toml"
     path.write_text(TINY)
     # the seed draws one trial per lossless knob: K=8 alone, then 1 speculative token alone
-    assert [knobs for knobs, _ in plan_trials(load_study(path))[1:3]] == [
+    assert [p.knobs for p in plan_trials(load_study(path))[1:3]] == [
         {"centroid_top_k": 8, "num_speculative_tokens": 3}, {"centroid_top_k": 32, "num_speculative_tokens": 1}]
 
     result, log = run_in_process(path, f"sqlite:///{tmp_path}/s.db", tmp_path / "runs")
@@ -55,5 +55,6 @@ def test_drafter_knobs_on_the_reference_stack_keep_ppl_and_greedy_output(ray_con
         assert trial.status == "complete" and trial.tps > 0, log
         assert trial.ppl == pytest.approx(baseline.ppl, rel=1e-6)  # the drafter never touches the target's PPL
         assert trial.identity_diff_prompts == 0 and trial.feasible
-        assert len(trial.token_ids) == 2 and all(len(ids) == 16 for ids in trial.token_ids)
-        assert trial.acceptance_rate is not None and 0 <= trial.acceptance_rate <= 1
+        ids = trial.measurement.output_token_ids
+        assert len(ids) == 2 and all(len(one) == 16 for one in ids)
+        assert trial.metric("acceptance_rate") is not None and 0 <= trial.metric("acceptance_rate") <= 1

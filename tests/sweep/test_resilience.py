@@ -171,7 +171,7 @@ def test_a_driver_killed_mid_study_resumes_to_its_budget_without_losing_or_doubl
 
     storage = open_storage(url)
     try:
-        records = storage.measurements("stubstudy")
+        records = storage.records("stubstudy")
     finally:
         storage.close()
     assert sorted(r.trial_number for r in records) == [t.number for t in trials]  # one row each, none twice
@@ -227,7 +227,7 @@ def test_a_node_lost_mid_trial_is_recorded_and_its_trial_re_run(ray_cluster, tmp
 
         storage = open_storage(url)
         try:
-            records = storage.measurements("stubstudy")
+            records = storage.records("stubstudy")
         finally:
             storage.close()
         lost = [r for r in records if r.fail_kind == "lost"]

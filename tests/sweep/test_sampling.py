@@ -17,18 +17,19 @@ def test_every_sampler_draws_inside_the_space_after_the_baseline(tmp_path, sampl
     spec = study(tmp_path, sampler=sampler, seed=1, n_trials=5,
                  space={"centroid_top_k": {"low": 8, "high": 64, "step": 8}, "sliding_window": {"choices": [64, 512]}})
     plan = plan_trials(spec)
-    assert plan[0] == ({}, True)  # the baseline: the manifest as it is
+    assert plan[0].is_baseline and plan[0].knobs == {}  # the baseline: the manifest as it is
+    assert plan[0].effective == spec.baseline()
     assert len(plan) == 5
-    for knobs, baseline in plan[1:]:
-        assert not baseline
-        assert spec.space["centroid_top_k"].contains(knobs["centroid_top_k"])
-        assert knobs["sliding_window"] in (64, 512)
+    for planned in plan[1:]:
+        assert not planned.is_baseline
+        assert spec.space["centroid_top_k"].contains(planned.knobs["centroid_top_k"])
+        assert planned.knobs["sliding_window"] in (64, 512)
 
 
 def test_a_grid_visits_each_point_once_then_ends(tmp_path):
     spec = study(tmp_path, sampler="grid", space={"centroid_top_k": {"choices": [8, 16, 32]}})
     plan = plan_trials(spec)
-    assert sorted(knobs["centroid_top_k"] for knobs, baseline in plan if not baseline) == [8, 16, 32]
+    assert sorted(p.knobs["centroid_top_k"] for p in plan if not p.is_baseline) == [8, 16, 32]
 
 
 def test_a_resumed_study_draws_on_instead_of_replaying_its_first_draws(tmp_path):

@@ -40,7 +40,9 @@ def _inflate(url: str, study_name: str, number: int, factor: float) -> None:
             conn.execute(
                 measurements.update()
                 .where(measurements.c.study_name == study_name, measurements.c.trial_number == number)
-                .values(tps=measurements.c.tps * factor)
+                .values(tps=measurements.c.tps * factor,
+                        measurement=sa.func.json_set(measurements.c.measurement, "$.tps",
+                                                     sa.func.json_extract(measurements.c.measurement, "$.tps") * factor))
             )
             conn.execute(sa.text("UPDATE trial_values SET value = value * :f WHERE trial_id = :t AND objective = 0"),
                          {"f": factor, "t": trial_id})  # fmt: skip

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from engine.errors import ConfigError
-from sweep.storage import MeasurementRecord
+from errors import ConfigError
 from sweep.verify import select_trials
+from tests.sweep.kit import measured_record
 
 
 def rec(number: int, tps: float | None, ppl: float | None, *, feasible: bool = True, gate: float | None = 2.4):
-    status = "complete" if tps is not None else "failed"
-    return MeasurementRecord(study_name="s", trial_number=number, status=status, knobs={"centroid_top_k": number},
-                             tps=tps, ppl=ppl, feasible=feasible if tps is not None else None, gate=gate)  # fmt: skip
+    if tps is None:
+        return measured_record(number, None, None, status="failed", feasible=False, gate=gate)
+    return measured_record(number, tps, ppl, knobs={"centroid_top_k": number}, feasible=feasible, gate=gate)
 
 
 RECORDS = [

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.errors import KnobError
-from engine.knobs import baseline_knobs, consumed_knobs, validate_knob_values
+from engine.knobs import baseline_knobs, consumed_knobs, parse_knobs
 from engine.launch import build_launch
 from engine.manifest import REPO_ROOT, load_manifest
+from errors import KnobError
 
 
 def flag(argv: list[str], name: str) -> str:
@@ -19,15 +19,16 @@ def flag(argv: list[str], name: str) -> str:
 
 def test_it_consumes_the_window_and_the_speculative_tokens_but_not_the_centroids():
     manifest = load_manifest("vllm-cpu")
-    assert consumed_knobs(manifest) == ["sliding_window", "num_speculative_tokens"]
-    assert baseline_knobs(manifest) == {"sliding_window": 512, "num_speculative_tokens": 3}
+    assert consumed_knobs(manifest) == ["sliding_window", "num_speculative_tokens", "prompt_lookup_max"]
+    assert baseline_knobs(manifest) == {"sliding_window": 512, "num_speculative_tokens": 3, "prompt_lookup_max": 4}
     with pytest.raises(KnobError, match=r"vllm-cpu\.json does not consume knob 'centroid_top_k'"):
-        validate_knob_values(manifest, {"centroid_top_k": 32})
+        parse_knobs(manifest, {"centroid_top_k": 32})
 
 
 @pytest.mark.slow  # resolves {reference_checkpoint}, which prepares the reference model once
 def test_knobs_become_vllm_flags_and_caches_go_to_the_trial_folder(tmp_path):
-    launch = build_launch(load_manifest("vllm-cpu"), {"sliding_window": 64, "num_speculative_tokens": 5},
+    manifest = load_manifest("vllm-cpu")
+    launch = build_launch(manifest, parse_knobs(manifest, {"sliding_window": 64, "num_speculative_tokens": 5}),
                           workdir=tmp_path / "trial", tmpdir=tmp_path / "short")
     assert launch.argv[:3] == [str(REPO_ROOT / ".venv-vllm/bin/python"), "-m",
                                "vllm.entrypoints.launchers.api_server.entry"]

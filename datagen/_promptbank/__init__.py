@@ -1,0 +1,1 @@
+"""Question templates and fact tables behind ``datagen.promptset`` (data, written for this project)."""

@@ -1,1 +1,0 @@
-"""Question templates and fact tables behind ``engine.promptset`` (data, written for this project)."""

@@ -1,0 +1,275 @@
+"""The ask/tell core: one study policy for the live driver, the dry run and the replay benchmark.
+
+No Ray and no database of its own: an Optuna study on the caller's Optuna storage (in memory by
+default) and a record book (``RecordBook``: the driver's ``sweep.storage.StudyRecords``, or
+``MemoryRecords``). This module is the only one that creates, enqueues into and tells the study.
+
+Call order::
+
+    core = StudyCore(spec, records, storage=...)  # open or resume; refuses a study stored under
+                                                  # this name that was measured another way
+    core.reconcile()          # close what a dead driver left RUNNING
+    core.ensure_baseline()    # the manifest as it is, trial 0
+    while core.has_next(in_flight=...):
+        planned = core.ask()                      # PlannedTrial: number, knobs, effective knobs
+        record = ...                              # run it: core.outcome_record / core.failed
+        core.close(record)                        # store, re-queue by the rules, tell
+
+``close`` writes the record before it tells Optuna, and each step can be redone from the record
+alone, so ``reconcile`` at the next start heals a driver that died anywhere in between: a RUNNING
+trial with a record is told from it; one without a record died with the driver and is lost.
+
+Rules:
+- A stack failure (``engine``) is a result: stored, told FAIL, never re-run. A configuration the
+  sampler proposes again after it failed that way is not booted again (``skipped``).
+- A worker, node or driver lost mid-trial (``lost``): its knobs run once more; if the same knobs
+  were lost before, the loss is their result.
+- A trial the user interrupted (``interrupted``) is always re-queued.
+- The budget counts trials that ended for good: re-queued ones are replaced by their retry.
+- The baseline is judged first: a ``ppl_max_ratio`` gate and the identity check need it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from engine.knobs import KnobValues
+from engine.measurement import TrialOutcome
+from errors import BaselineFailed, StudyMismatchError
+from sweep.record import FailKind, Judge, TrialRecord, failure_record, outcome_record
+from sweep.sampling import make_sampler, sampler_exhausted, suggest_knobs
+from sweep.spec import StudySpec
+
+__all__ = ["MemoryRecords", "PlannedTrial", "RecordBook", "StudyCore"]
+
+DIRECTIONS = ["maximize", "minimize"]  # tps, ppl
+_FINISHED = (TrialState.COMPLETE, TrialState.FAIL)
+
+
+class RecordBook(Protocol):
+    """Where one study's trial records live; the core reads and appends, never rewrites."""
+
+    def get(self, number: int) -> TrialRecord | None: ...  # with token ids (the identity check reads them)
+
+    def add(self, record: TrialRecord) -> None: ...
+
+    def all(self) -> list[TrialRecord]: ...  # by trial number; token ids may be left out
+
+
+@dataclass
+class MemoryRecords:
+    """A record book in memory: the dry run's and the replay benchmark's."""
+
+    rows: dict[int, TrialRecord] = field(default_factory=dict)
+
+    def get(self, number: int) -> TrialRecord | None:
+        return self.rows.get(number)
+
+    def add(self, record: TrialRecord) -> None:
+        self.rows[record.trial_number] = record
+
+    def all(self) -> list[TrialRecord]:
+        return [self.rows[n] for n in sorted(self.rows)]
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlannedTrial:
+    """A trial the core handed out: what it sets, and what that means for the whole stack."""
+
+    number: int
+    knobs: KnobValues  # what the trial sets: none for the baseline, else fixed + sampled
+    effective: KnobValues  # every consumed knob's value: how trials are compared
+    is_baseline: bool
+    skip_reason: str | None = None  # set: these knobs already failed because of the stack, do not boot
+
+
+class StudyCore:
+    def __init__(
+        self, spec: StudySpec, records: RecordBook, *, storage: optuna.storages.BaseStorage | None = None
+    ) -> None:
+        self.spec = spec
+        self.records = records
+        self._storage = storage if storage is not None else optuna.storages.InMemoryStorage()
+        self.study = self._open()
+        self._cache: list[TrialRecord] | None = None
+
+    # --- opening -----------------------------------------------------------------------
+
+    def _open(self) -> optuna.Study:
+        spec = self.spec
+        study = optuna.create_study(
+            study_name=spec.name, storage=self._storage, directions=DIRECTIONS, sampler=make_sampler(spec),
+            load_if_exists=True,
+        )  # fmt: skip
+        held = len(study.get_trials(deepcopy=False))
+        if held:
+            study.sampler = make_sampler(spec, resumed_trials=held)
+        identity = {"manifest": spec.manifest.name, "profile": asdict(spec.profile)}
+        for key, value in identity.items():
+            stored = study.user_attrs.get(key)
+            if stored is None:
+                study.set_user_attr(key, value)
+            elif stored != value:
+                raise StudyMismatchError(
+                    f"study {spec.name!r} was measured with {key} {stored!r}; this run asks for {value!r}, "
+                    "which would mix incomparable measurements. Use another --storage, or rename the "
+                    "study (its `name` field)."
+                )
+        study.set_user_attr("gate", spec.gate.describe())
+        study.set_user_attr("objectives", "maximize tps, minimize ppl")
+        return study
+
+    # --- reading ----------------------------------------------------------------------
+
+    def all_records(self) -> list[TrialRecord]:
+        """The study's records (token ids left out), cached until the next close."""
+        if self._cache is None:
+            self._cache = self.records.all()
+        return self._cache
+
+    def baseline_record(self) -> TrialRecord | None:
+        """The measured baseline, token ids included."""
+        row = next((r for r in self.all_records() if r.is_baseline and r.measured), None)
+        return None if row is None else self.records.get(row.trial_number)
+
+    def trials(self, *states: TrialState) -> list[FrozenTrial]:
+        return self.study.get_trials(deepcopy=False, states=states or None)
+
+    def budget_used(self) -> int:
+        """Trials that ended for good: finished, and not replaced by a retry."""
+        retried = self._retried()
+        return sum(1 for t in self.trials(*_FINISHED) if t.number not in retried)
+
+    def has_next(self, *, in_flight: int) -> bool:
+        """Whether another trial may start now: a queued one, or budget and grid left."""
+        if self.trials(TrialState.WAITING):
+            return True
+        if self.budget_used() + in_flight >= self.spec.n_trials:
+            return False
+        return not sampler_exhausted(self.study.sampler, self.study)
+
+    def _retried(self) -> set[int]:
+        return {t.user_attrs["retry_of"] for t in self.trials() if "retry_of" in t.user_attrs}
+
+    # --- the baseline and asking --------------------------------------------------------
+
+    def ensure_baseline(self) -> None:
+        """Queue the baseline unless it is measured, queued or running; raises BaselineFailed when
+        it failed for good and the gate is relative to it."""
+        if self.baseline_record() is not None:
+            return
+        if any(t.user_attrs.get("is_baseline") for t in self.trials(TrialState.WAITING, TrialState.RUNNING)):
+            return
+        failed = [r for r in self.all_records() if r.is_baseline]
+        if failed:
+            if self.spec.gate.ppl_max_ratio is not None:
+                raise BaselineFailed(
+                    f"study {self.spec.name!r}: the baseline trial {failed[-1].trial_number} failed "
+                    f"({failed[-1].reason}); the gate ppl_max_ratio needs its PPL. Fix the stack, then use "
+                    "a new --storage or study name."
+                )
+            return  # an absolute gate needs no baseline; identity has nothing to compare with
+        baseline = self.spec.baseline()
+        self.study.enqueue_trial({k: baseline[k] for k in self.spec.space}, user_attrs={"is_baseline": True})
+
+    def ask(self) -> PlannedTrial:
+        trial = self.study.ask()
+        is_baseline = bool(trial.user_attrs.get("is_baseline"))
+        knobs = suggest_knobs(trial, self.spec, baseline=is_baseline)
+        effective = self.spec.effective(knobs)
+        skip = None if is_baseline else self._skip_reason(effective)
+        return PlannedTrial(number=trial.number, knobs=knobs, effective=effective, is_baseline=is_baseline,
+                            skip_reason=skip)  # fmt: skip
+
+    def _skip_reason(self, effective: KnobValues) -> str | None:
+        for r in self.all_records():
+            if r.fail_kind == "engine" and r.knobs == effective:
+                return f"not run again: trial {r.trial_number} with the same knobs failed: {r.reason}"
+        return None
+
+    # --- records ----------------------------------------------------------------------
+
+    def outcome_record(self, planned: PlannedTrial, outcome: TrialOutcome) -> TrialRecord:
+        """A worker's outcome, judged against the gate and the baseline."""
+        record = outcome_record(outcome, study_name=self.spec.name, number=planned.number,
+                                is_baseline=planned.is_baseline, profile=asdict(self.spec.profile))  # fmt: skip
+        return self.judge(record)
+
+    def judge(self, record: TrialRecord) -> TrialRecord:
+        return Judge(self.spec.gate, self.spec.identity_required, self.baseline_record()).judge(record)
+
+    def failed(self, planned: PlannedTrial, *, kind: FailKind, reason: str,
+               node: dict[str, Any] | None = None) -> TrialRecord:  # fmt: skip
+        return failure_record(study_name=self.spec.name, number=planned.number, knobs=planned.effective,
+                              is_baseline=planned.is_baseline, kind=kind, reason=reason,
+                              profile=asdict(self.spec.profile), node=node)  # fmt: skip
+
+    # --- closing ----------------------------------------------------------------------
+
+    def close(self, record: TrialRecord) -> bool:
+        """Store, re-queue if due, tell. Idempotent per trial. Returns whether it was re-queued."""
+        stored = self.records.get(record.trial_number)
+        if stored is None:
+            self.records.add(record)
+        else:  # written by a driver that died before telling: the stored row is the truth
+            record = stored
+        self._cache = None
+        frozen = self._storage.get_trial(self._trial_id(record.trial_number))
+        requeued = self._should_requeue(record)
+        if requeued and record.trial_number not in self._retried():
+            self.study.enqueue_trial(
+                dict(frozen.params), user_attrs={"retry_of": record.trial_number, "is_baseline": record.is_baseline}
+            )
+        if frozen.state == TrialState.RUNNING:
+            self._tell(record)
+        return requeued
+
+    def _should_requeue(self, record: TrialRecord) -> bool:
+        if record.fail_kind == "interrupted":
+            return True
+        if record.fail_kind != "lost":
+            return False
+        return not any(
+            r.fail_kind == "lost" and r.knobs == record.knobs and r.trial_number != record.trial_number
+            for r in self.all_records()
+        )
+
+    def _trial_id(self, number: int) -> int:
+        study_id = self._storage.get_study_id_from_name(self.spec.name)
+        return self._storage.get_trial_id_from_study_id_trial_number(study_id, number)
+
+    def _tell(self, record: TrialRecord) -> None:
+        trial = optuna.Trial(self.study, self._trial_id(record.trial_number))
+        for key, value in record.optuna_attrs().items():
+            trial.set_user_attr(key, value)
+        if not record.measured:
+            self.study.tell(trial, state=TrialState.FAIL)
+            return
+        for key, value in record.constraints(identity_required=self.spec.identity_required).items():
+            trial.set_constraint(key, value)
+        self.study.tell(trial, [record.tps, record.ppl])
+
+    def reconcile(self) -> list[TrialRecord]:
+        """Close the trials a dead driver left RUNNING; returns the records it closed."""
+        closed = []
+        for trial in self.trials(TrialState.RUNNING):
+            record = self.records.get(trial.number)
+            if record is None:
+                drawn = set(trial.params) == set(self.spec.space)
+                is_baseline = bool(trial.user_attrs.get("is_baseline"))
+                knobs = self.spec.baseline() if is_baseline else self.spec.effective(self.spec.trial_knobs(dict(trial.params)))
+                record = failure_record(
+                    study_name=self.spec.name, number=trial.number, knobs=knobs, is_baseline=is_baseline,
+                    # A trial closed before its knobs were all drawn never ran: nothing to re-run.
+                    kind="lost" if drawn else "skipped",
+                    reason="the driver stopped before the trial finished" if drawn
+                    else "the driver stopped before the trial was dispatched",
+                    profile=asdict(self.spec.profile),
+                )  # fmt: skip
+            self.close(record)
+            closed.append(record)
+        return closed

@@ -1,0 +1,199 @@
+"""One trial record, from the worker's outcome to the dashboards: ``TrialRecord`` and its judgement.
+
+A record is what the driver stores for one trial attempt (one row of ``measurements``) and the
+one source every reader derives from: the user attributes and constraints Optuna is told
+(``optuna_attrs``, ``constraints``), the console's lines, the dashboards' rows and the CSV. Its
+figures are the worker's typed ``Measurement``, kept whole. ``Judge`` adds the judgement: the
+gate the trial was held to, its greedy-identity difference from the baseline, and feasibility,
+whose rule (``is_feasible``) lives here and nowhere else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from engine.knobs import KNOBS, KnobValues
+from engine.measurement import Measurement, TrialOutcome
+from sweep.identity import differing_prompts
+from sweep.spec import Gate
+
+__all__ = [
+    "GATE_CONSTRAINT",
+    "IDENTITY_CONSTRAINT",
+    "FailKind",
+    "Judge",
+    "RecordStatus",
+    "TrialRecord",
+    "failure_record",
+    "identity_comparable",
+    "is_feasible",
+    "outcome_record",
+]
+
+GATE_CONSTRAINT = "ppl_gate"  # ppl - gate: feasible when <= 0
+IDENTITY_CONSTRAINT = "greedy_identity"  # differing prompts: feasible when 0
+
+RecordStatus = Literal["complete", "failed"]
+# Why a trial failed, as the retry rules of ``sweep.core`` see it:
+#   engine       the stack misbehaved (boot, crash, timeout, bad answers): a result, not retried
+#   lost         the worker or its node died mid-trial, or the driver died with the trial
+#                RUNNING (found so at the next start): re-run once
+#   interrupted  the user stopped the driver (Ctrl-C, SIGTERM): always re-run
+#   skipped      not booted: the same knobs already failed because of the stack
+FailKind = Literal["engine", "lost", "interrupted", "skipped"]
+
+
+@dataclass(kw_only=True)
+class TrialRecord:
+    """One trial attempt as the driver stores it and every reader gets it back."""
+
+    study_name: str
+    trial_number: int
+    status: RecordStatus
+    knobs: dict[str, Any]  # every consumed knob's value, as the worker launched it
+    is_baseline: bool = False
+    fail_kind: FailKind | None = None
+    reason: str | None = None
+    argv: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)  # redacted by the engine before it left the worker
+    node: dict[str, Any] = field(default_factory=dict)  # node_id, hostname, accelerator_type, gpu ids
+    profile: dict[str, Any] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    log_tail: str = ""
+    measurement: Measurement | None = None  # complete trials only
+    gate: float | None = None  # the PPL gate the trial was judged against
+    feasible: bool | None = None  # Judge's verdict; None until judged (failed trials: False)
+    identity_diff_prompts: int | None = None
+    id: int | None = None  # the row's id, once stored
+    created_at: datetime | None = None
+
+    @property
+    def measured(self) -> bool:
+        return self.status == "complete" and self.measurement is not None
+
+    @property
+    def tps(self) -> float | None:
+        return self.measurement.tps if self.measurement else None
+
+    @property
+    def ppl(self) -> float | None:
+        return self.measurement.ppl if self.measurement else None
+
+    def metric(self, name: str) -> Any:
+        """A measurement field by name; None when the trial has no measurement."""
+        return getattr(self.measurement, name) if self.measurement else None
+
+    def optuna_attrs(self) -> dict[str, Any]:
+        """The user attributes the trial is told with (what optuna-dashboard lists)."""
+        attrs: dict[str, Any] = {
+            "is_baseline": self.is_baseline,
+            "measurement_id": self.id,
+            "node_id": self.node.get("node_id"),
+            "feasible": bool(self.feasible),
+        }
+        if self.measured:
+            attrs.update(self.measurement.summary())  # type: ignore[union-attr]
+            attrs.update(identity_diff_prompts=self.identity_diff_prompts, gate=self.gate)
+        else:
+            attrs.update(fail_reason=self.reason, fail_kind=self.fail_kind)
+        return {key: value for key, value in attrs.items() if value is not None}
+
+    def constraints(self, *, identity_required: bool) -> dict[str, float]:
+        """The constraint values a judged, measured record is told with: feasible when all are <= 0."""
+        values = {}
+        if self.gate is not None:
+            values[GATE_CONSTRAINT] = self.ppl - self.gate  # type: ignore[operator]
+        if identity_required:
+            # Every trial gets the same constraints (Optuna's GP sampler refuses a study whose trials
+            # differ in count): the baseline, and a trial of a knob allowed to change the output,
+            # have nothing to differ from, so 0. Without identity_required a differing trial is
+            # flagged (its attribute), not excluded.
+            values[IDENTITY_CONSTRAINT] = float(self.identity_diff_prompts or 0)
+        return values
+
+
+def is_feasible(*, ppl: float | None, gate: float | None, identity_diff: int | None, identity_required: bool) -> bool:
+    """The one feasibility rule: measured, under a known gate, and (where required) greedy-identical."""
+    if ppl is None or gate is None:
+        return False
+    return ppl <= gate and not (identity_required and identity_diff)
+
+
+def identity_comparable(knobs: dict[str, Any], baseline: dict[str, Any]) -> bool:
+    """True when ``knobs`` differ from the baseline's only in lossless knobs (the registry's flag).
+
+    A knob missing from ``knobs`` keeps the manifest's value, which is the baseline's.
+    """
+    changed = {k for k, v in knobs.items() if k not in baseline or baseline[k] != v}
+    return all(k in KNOBS and KNOBS[k].lossless for k in changed)
+
+
+@dataclass(frozen=True)
+class Judge:
+    """What a trial is judged against: the study's gate and the baseline trial's record (token ids
+    included, for the identity check)."""
+
+    gate: Gate
+    identity_required: bool
+    baseline: TrialRecord | None
+
+    @property
+    def gate_ppl(self) -> float | None:
+        return self.gate.resolve(self.baseline.ppl if self.baseline else None)
+
+    def identity_diff(self, record: TrialRecord) -> int | None:
+        base = self.baseline
+        if (
+            base is None
+            or record.is_baseline
+            or not base.measured
+            or record.profile != base.profile  # other prompts or lengths: nothing to compare
+            or not identity_comparable(record.knobs, base.knobs)
+        ):
+            return None
+        mine, theirs = record.measurement, base.measurement
+        if mine.output_token_ids and theirs.output_token_ids:  # type: ignore[union-attr]
+            return differing_prompts(mine.output_token_ids, theirs.output_token_ids)  # type: ignore[union-attr]
+        if mine.output_text_sha256 and theirs.output_text_sha256:  # type: ignore[union-attr]
+            # a stack that returns no token ids: compare the answers' texts
+            return differing_prompts(mine.output_text_sha256, theirs.output_text_sha256)  # type: ignore[union-attr]
+        return None
+
+    def judge(self, record: TrialRecord) -> TrialRecord:
+        """Fill the gate, the identity difference and feasibility of a record, in place."""
+        if not record.measured:
+            record.feasible = False
+            return record
+        first_baseline = record.is_baseline and self.baseline is None
+        record.gate = self.gate.resolve(record.ppl) if first_baseline else self.gate_ppl
+        record.identity_diff_prompts = self.identity_diff(record)
+        record.feasible = is_feasible(ppl=record.ppl, gate=record.gate, identity_diff=record.identity_diff_prompts,
+                                      identity_required=self.identity_required)  # fmt: skip
+        return record
+
+
+def outcome_record(outcome: TrialOutcome, *, study_name: str, number: int, is_baseline: bool,
+                   profile: dict[str, Any]) -> TrialRecord:  # fmt: skip
+    """A worker's outcome as an (unjudged) record; an outcome without a measurement is a stack failure."""
+    record = TrialRecord(
+        study_name=study_name, trial_number=number, status="complete", knobs=dict(outcome.knobs),
+        is_baseline=is_baseline, argv=list(outcome.argv), env=dict(outcome.env), node=dict(outcome.node),
+        profile=profile, timings=dict(outcome.timings_s), log_tail=outcome.log_tail,
+        measurement=outcome.measurement,
+    )  # fmt: skip
+    if outcome.status != "complete" or outcome.measurement is None:
+        record.status, record.fail_kind, record.measurement = "failed", "engine", None
+        record.reason = outcome.reason or "the trial returned no measurement"
+    return record
+
+
+def failure_record(*, study_name: str, number: int, knobs: KnobValues | dict[str, Any], is_baseline: bool,
+                   kind: FailKind, reason: str, profile: dict[str, Any],
+                   node: dict[str, Any] | None = None) -> TrialRecord:  # fmt: skip
+    """A trial that ended without an outcome (lost, interrupted, skipped, or the worker raised)."""
+    return TrialRecord(
+        study_name=study_name, trial_number=number, status="failed", fail_kind=kind, reason=reason,
+        knobs=dict(knobs), is_baseline=is_baseline, node=node or {}, profile=profile, feasible=False,
+    )  # fmt: skip

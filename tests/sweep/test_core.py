@@ -1,0 +1,236 @@
+"""The ask/tell core against a real SQLite storage and Optuna; no Ray, no engine."""
+
+import dataclasses
+import io
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+from rich.console import Console
+
+from engine.measurement import Measurement, TrialOutcome
+from errors import BaselineFailed, StudyMismatchError
+from sweep.console import SweepConsole
+from sweep.core import MemoryRecords, StudyCore
+from sweep.spec import load_study
+from sweep.storage import StudyRecords, open_storage
+from tests.stacks import stub_profile
+from tests.sweep.kit import write_manifest, write_study
+
+ATTRS = {"tps", "ppl", "ppl_mean_record", "acceptance_rate", "feasible", "is_baseline", "node_id",
+         "identity_diff_prompts", "measurement_id", "gate"}
+
+
+@pytest.fixture
+def env(tmp_path):
+    path = write_study(tmp_path, manifest=write_manifest(tmp_path), profile=stub_profile(tmp_path), n_trials=4,
+                       space={"centroid_top_k": {"choices": [8, 16, 32]}, "sliding_window": {"choices": [64, 512]}})
+    spec = load_study(path)
+    storage = open_storage(f"sqlite:///{tmp_path}/s.db")
+    yield spec, storage
+    storage.close()
+
+
+def core_for(spec, storage):
+    return StudyCore(spec, StudyRecords(storage, spec.name), storage=storage.optuna)
+
+
+def outcome(knobs, *, ppl=2.30, ids=((1, 2), (3, 4)), status="complete"):
+    m = Measurement(tps=10.0, ppl=ppl, ppl_mean_record=ppl, completion_tokens=4, tps_wall_s=0.4,
+                    ppl_target_tokens=8, num_prompts=2, num_ppl_records=2, acceptance_rate=0.5,
+                    output_token_ids=[list(i) for i in ids])
+    return TrialOutcome(status=status, knobs=dict(knobs), argv=["x"], env={}, measurement=m if status == "complete" else None,
+                        reason=None if status == "complete" else "engine 'stub' exited with status 1 during boot",
+                        node={"node_id": "n1"})
+
+
+def ask(core, params, *, baseline=False):
+    """The core's next trial, with these knob values queued for it."""
+    core.study.enqueue_trial(params, user_attrs={"is_baseline": True} if baseline else None)
+    return core.ask()
+
+
+def measured(core, params, **kw):
+    planned = ask(core, params, baseline=kw.pop("baseline", False))
+    record = core.outcome_record(planned, outcome(planned.effective, **kw))
+    core.close(record)
+    return record
+
+
+def test_a_measured_trial_is_stored_then_told_with_its_gate_as_a_constraint(env):
+    spec, storage = env
+    core = core_for(spec, storage)
+    base = measured(core, {"centroid_top_k": 32, "sliding_window": 512}, baseline=True)
+    over = measured(core, {"centroid_top_k": 32, "sliding_window": 64}, ppl=2.50)
+    assert base.gate == pytest.approx(2.30 * 1.05) and base.feasible
+    assert over.gate == pytest.approx(base.gate) and over.feasible is False
+    t0, t1 = core.study.get_trials()
+    assert t0.state == t1.state == TrialState.COMPLETE and t1.values == [10.0, 2.50]
+    assert t0.constraints == {"ppl_gate": pytest.approx(2.30 - base.gate)}
+    assert t1.constraints["ppl_gate"] > 0
+    assert ATTRS - {"identity_diff_prompts"} <= set(t0.user_attrs)
+    assert t1.user_attrs["measurement_id"] == storage.record(spec.name, 1).id
+    assert [t.number for t in core.study.best_trials] == [0]
+
+
+def test_the_stored_knobs_are_what_the_worker_launched(env):
+    spec, storage = env
+    core = core_for(spec, storage)
+    planned = ask(core, {"centroid_top_k": 32, "sliding_window": 512}, baseline=True)
+    launched = {**planned.effective, "num_speculative_tokens": 4}  # what a stack reports back wins
+    record = core.outcome_record(planned, outcome(launched))
+    core.close(record)
+    assert storage.record(spec.name, 0).knobs == launched
+
+
+def test_a_lossless_trial_with_other_tokens_is_flagged_and_infeasible_only_when_required(env):
+    spec, storage = env
+    core = core_for(spec, storage)
+    measured(core, {"centroid_top_k": 32, "sliding_window": 512}, baseline=True)
+    same = measured(core, {"centroid_top_k": 8, "sliding_window": 512})
+    other = measured(core, {"centroid_top_k": 16, "sliding_window": 512}, ids=((1, 2), (3, 5)))
+    lossy = measured(core, {"centroid_top_k": 16, "sliding_window": 64}, ids=((9, 9), (9, 9)))
+    assert (same.identity_diff_prompts, other.identity_diff_prompts, lossy.identity_diff_prompts) == (0, 1, None)
+    assert other.feasible  # flagged, not excluded: the study does not require identity
+    third = core.study.trials[2]
+    assert third.user_attrs["identity_diff_prompts"] == 1 and "greedy_identity" not in third.constraints
+
+    strict = core_for(dataclasses.replace(spec, name="strict", identity_required=True), storage)
+    measured(strict, {"centroid_top_k": 32, "sliding_window": 512}, baseline=True)
+    record = measured(strict, {"centroid_top_k": 16, "sliding_window": 512}, ids=((1, 2), (3, 5)))
+    assert record.identity_diff_prompts == 1 and record.feasible is False
+
+
+def test_a_stack_failure_is_a_failed_trial_and_its_knobs_are_not_booted_again(env):
+    spec, storage = env
+    core = core_for(spec, storage)
+    record = measured(core, {"centroid_top_k": 8, "sliding_window": 64}, status="failed")
+    assert record.fail_kind == "engine" and "exited with status 1" in record.reason and record.feasible is False
+    first = core.study.trials[0]
+    assert first.state == TrialState.FAIL and "exited" in first.user_attrs["fail_reason"]
+    assert record.knobs == {"sliding_window": 64, "centroid_top_k": 8, "num_speculative_tokens": 3}  # every knob
+    again = ask(core, {"centroid_top_k": 8, "sliding_window": 64})
+    assert again.skip_reason.startswith("not run again: trial 0")
+    assert ask(core, {"centroid_top_k": 16, "sliding_window": 64}).skip_reason is None
+    assert not core.trials(TrialState.WAITING)
+
+
+def test_a_record_written_before_a_crash_is_told_at_the_next_start_and_never_doubled(env):
+    spec, storage = env
+    core = core_for(spec, storage)
+    planned = ask(core, {"centroid_top_k": 32, "sliding_window": 512}, baseline=True)
+    storage.insert_record(core.outcome_record(planned, outcome(planned.effective)))  # ... then the driver died
+    assert core.study.trials[0].state == TrialState.RUNNING
+    again = core_for(spec, storage)  # the next start
+    assert [r.trial_number for r in again.reconcile()] == [0]
+    assert again.study.trials[0].state == TrialState.COMPLETE and len(storage.records(spec.name)) == 1
+    assert again.reconcile() == []
+
+
+def test_a_trial_lost_with_the_driver_is_re_queued_once(env):
+    spec, storage = env
+    core = core_for(spec, storage)
+    params = {"centroid_top_k": 16, "sliding_window": 64}
+    ask(core, params)  # RUNNING, no record: the driver died mid-trial
+    first = core_for(spec, storage).reconcile()[0]
+    assert first.fail_kind == "lost" and "driver stopped" in first.reason
+    assert [t.user_attrs["retry_of"] for t in core.trials(TrialState.WAITING)] == [0]
+    assert core.budget_used() == 0  # replaced by its retry
+
+    retry = core.ask()  # the retry runs, and is lost the same way
+    assert retry.number == 1 and retry.knobs == {**spec.fixed, **params}
+    second = core_for(spec, storage).reconcile()[0]
+    assert second.fail_kind == "lost"
+    assert not core.trials(TrialState.WAITING)  # not retried forever
+    assert core.budget_used() == 1
+
+
+def test_an_interrupted_trial_is_always_re_queued(env):
+    spec, storage = env
+    core = core_for(spec, storage)
+    planned = ask(core, {"centroid_top_k": 16, "sliding_window": 64})
+    assert core.close(core.failed(planned, kind="interrupted", reason="interrupted by the user (Ctrl-C)")) is True
+    assert len(core.trials(TrialState.WAITING)) == 1
+
+
+def test_a_stack_without_token_ids_is_compared_by_the_hashes_of_its_texts(env):
+    spec, storage = env
+    core = core_for(spec, storage)
+
+    def hashed(params, hashes, *, baseline=False):
+        planned = ask(core, params, baseline=baseline)
+        result = outcome(planned.effective, ids=())
+        result.measurement.output_text_sha256 = list(hashes)
+        record = core.outcome_record(planned, result)
+        core.close(record)
+        return record
+
+    hashed({"centroid_top_k": 32, "sliding_window": 512}, ["a", "b"], baseline=True)
+    assert hashed({"centroid_top_k": 8, "sliding_window": 512}, ["a", "c"]).identity_diff_prompts == 1
+    assert hashed({"centroid_top_k": 16, "sliding_window": 512}, ["a", "b"]).identity_diff_prompts == 0
+
+
+def test_repeated_tps_runs_tell_the_median_and_keep_the_spread(env):
+    spec, storage = env
+    core = core_for(spec, storage)
+    planned = ask(core, {"centroid_top_k": 32, "sliding_window": 512}, baseline=True)
+    base = outcome(planned.effective)
+    base.measurement = dataclasses.replace(base.measurement, tps=10.0, tps_runs=[12.0, 10.0, 9.0], tps_cv=0.147)
+    core.close(core.outcome_record(planned, base))
+    told = core.study.get_trials()[0]
+    assert told.values[0] == 10.0 and told.user_attrs["tps_cv"] == 0.147
+    stored = storage.record(spec.name, 0)
+    assert stored.measurement.tps_runs == [12.0, 10.0, 9.0] and stored.measurement.output_token_ids == [[1, 2], [3, 4]]
+    buffer = io.StringIO()
+    SweepConsole(Console(file=buffer, width=200)).finished(stored, requeued=False)
+    assert "TPS 10.00 (median of 3, CV 14.7%)" in buffer.getvalue()
+
+
+def test_a_study_requiring_identity_gives_every_trial_the_same_constraints_so_gp_can_model_them(env):
+    spec, storage = env
+    strict = dataclasses.replace(spec, name="strict", identity_required=True, sampler="gp")
+    core = core_for(strict, storage)
+    measured(core, {"centroid_top_k": 32, "sliding_window": 512}, baseline=True)
+    measured(core, {"centroid_top_k": 16, "sliding_window": 64}, ids=((9, 9), (9, 9)))  # lossy
+    measured(core, {"centroid_top_k": 8, "sliding_window": 512}, ids=((1, 2), (3, 5)))  # differs
+    assert [set(t.constraints) for t in core.study.trials] == [{"ppl_gate", "greedy_identity"}] * 3
+    assert [t.constraints["greedy_identity"] for t in core.study.trials] == [0.0, 0.0, 1.0]
+    assert core.ask().knobs  # GP's own proposal over the three: refused before, when counts differed
+
+
+def test_the_baseline_is_queued_once_and_a_ratio_gate_stops_when_it_failed_for_good(env):
+    spec, storage = env
+    core = core_for(spec, storage)
+    core.ensure_baseline()
+    core.ensure_baseline()
+    assert len(core.trials(TrialState.WAITING)) == 1
+    planned = core.ask()
+    assert planned.is_baseline and planned.knobs == {} and planned.effective == spec.baseline()
+    core.close(core.outcome_record(planned, outcome(planned.effective, status="failed")))
+    with pytest.raises(BaselineFailed, match=r"baseline trial 0 failed .*the gate ppl_max_ratio needs its PPL"):
+        core.ensure_baseline()
+
+
+def test_a_stored_study_measured_another_way_is_refused(env):
+    spec, storage = env
+    core_for(spec, storage)
+    other = dataclasses.replace(spec, profile=dataclasses.replace(spec.profile, num_prompts=3))
+    with pytest.raises(StudyMismatchError, match=r"study 'stubstudy' was measured with profile"):
+        core_for(other, storage)
+
+
+def test_the_budget_and_the_grid_bound_what_the_core_hands_out(env):
+    spec, _ = env
+    grid = dataclasses.replace(spec, sampler="grid", n_trials=100)
+    core = StudyCore(grid, MemoryRecords())  # in memory: what the dry run and the replay use
+    core.ensure_baseline()
+    numbers = []
+    while core.has_next(in_flight=0):
+        planned = core.ask()
+        numbers.append(planned.number)
+        core.close(core.outcome_record(planned, outcome(planned.effective)))
+    assert len(numbers) == 1 + 3 * 2  # the baseline, then each grid point once
+    small = StudyCore(dataclasses.replace(spec, n_trials=2), MemoryRecords())
+    small.ensure_baseline()
+    small.ask()  # the baseline, in flight: one more may start, not two
+    assert small.has_next(in_flight=1) and not small.has_next(in_flight=2)

@@ -1,0 +1,154 @@
+"""The house rules a change could quietly break, pinned: each package's public surface, one ask/tell
+core, imports that flow one way, and docs that cite only files the repository has."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import pkgutil
+import re
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+# Every public module of the three packages and what it exports. A change to a surface is a
+# change to this table too, made on purpose.
+SURFACE = {
+    "engine.bench": ["PplResult", "TpsResult", "TpsRuns", "chat_payload", "coefficient_of_variation", "measure",
+                     "measure_ppl", "measure_tps", "open_client", "parse_chat", "parse_counters", "ppl_payload",
+                     "read_spec_counters", "record_nll", "stream_pass", "summarize", "warm_up"],
+    "engine.data": ["PplRecord", "Prompt", "load_ppl_records", "load_prompts"],
+    "engine.install": ["InstallResult", "RECIPES", "Recipe", "default_venv", "install_stack", "is_installed", "main"],
+    "engine.knobs": ["KNOBS", "KNOBS_FILE", "Knob", "KnobValue", "KnobValues", "Target", "apply_knobs",
+                     "baseline_knobs", "consumed_knobs", "load_registry", "parse_assignments", "parse_knobs"],
+    "engine.launch": ["LaunchConfig", "build_launch", "free_port"],
+    "engine.manifest": ["MANIFESTS_DIR", "Manifest", "PLACEHOLDERS", "load_manifest", "parse_manifest"],
+    "engine.measurement": ["Measurement", "SUMMARY", "TrialOutcome", "TrialStatus"],
+    "engine.process": ["EngineProcess", "OWNER_ENV", "group_members", "read_log_tail"],
+    "engine.profiles": ["PROFILES_FILE", "STUDIES_DIR", "BenchProfile", "get_profile", "load_profiles"],
+    "engine.secrets": ["REDACTED", "SECRET_MARKERS", "is_secret_key", "redact_env", "scrub_text"],
+    "engine.trial": ["node_info", "run_trial"],
+    "engine.reference.prepare": ["PreparedModel", "default_cache_dir", "prepare_model"],
+    "engine.reference.runtime": ["Decoder", "Generation", "Runtime", "SpecConfig", "SpecStats", "load_runtime",
+                                 "resolve_device"],
+    "sweep.cluster": ["check_capacity", "ray_session"],
+    "sweep.console": ["Progress", "SweepConsole", "front_records"],
+    "sweep.core": ["MemoryRecords", "PlannedTrial", "RecordBook", "StudyCore"],
+    "sweep.driver": ["StudyResult", "run_study"],
+    "sweep.dryrun": ["MAX_SHOWN", "plan_trials", "print_dry_run"],
+    "sweep.exports": ["EXPORT_TIMEOUT_S", "export_results"],
+    "sweep.identity": ["differing_prompts", "pack_token_ids", "unpack_token_ids"],
+    "sweep.pareto": ["FrontPoint", "dominates", "pareto_front"],
+    "sweep.reaper": ["engine_groups", "owned_groups", "stop_engine_groups"],
+    "sweep.record": ["FailKind", "GATE_CONSTRAINT", "IDENTITY_CONSTRAINT", "Judge", "RecordStatus", "TrialRecord",
+                     "failure_record", "identity_comparable", "is_feasible", "outcome_record"],
+    "sweep.run": ["RunArgs", "main", "parse_args"],
+    "sweep.sampling": ["make_sampler", "sampler_exhausted", "suggest_knobs"],
+    "sweep.spec": ["DEFAULT_SAMPLER", "Gate", "KnobSpace", "Resources", "SAMPLERS", "StudySpec", "load_study",
+                   "study_path"],
+    "sweep.storage": ["DEFAULT_STORAGE_URL", "METADATA", "Storage", "StudyRecords", "as_utc", "measurements",
+                      "open_existing", "open_storage", "verifications"],
+    "sweep.verification": ["Rerun", "TPS_TOLERANCE", "Verdict", "insert_reruns", "judge", "latest_verdicts",
+                           "load_reruns"],
+    "sweep.verify": ["HELDOUT_PROMPTS", "HELDOUT_REFS", "VerifyArgs", "main", "parse_args", "print_verdicts",
+                     "select_trials"],
+    "sweep.worker": ["ACCELERATOR_PREFIX", "TrialWorker", "actor_options"],
+    "dashboards": ["StudyData", "TrialRow", "attach_all", "attach_to_study", "history_figure", "knob_figure",
+                   "load_study_data", "pareto_figure", "study_data", "trials_frame"],
+    "dashboards.attach": ["GRAPH_ID", "NOTE_BEGIN", "NOTE_END", "attach_all", "attach_to_study", "study_note"],
+    "dashboards.data": ["StudyData", "TrialRow", "load_study_data", "require_measured", "study_data"],
+    "dashboards.export": ["EXPORTS_DIR", "export_study", "main"],
+    "dashboards.figures": ["THEMES", "history_figure", "hover_text", "knob_figure", "pareto_figure"],
+    "dashboards.images": ["find_browser", "write_images"],
+    "dashboards.serve": ["ServeArgs", "main", "parse_args"],
+    "dashboards.table": ["trials_frame"],
+}
+
+
+def _public_modules(package: str) -> list[str]:
+    found = []
+    for info in pkgutil.walk_packages(importlib.import_module(package).__path__, prefix=f"{package}."):
+        parts = info.name.split(".")
+        if any(p.startswith("_") for p in parts):
+            continue
+        if not info.ispkg or hasattr(importlib.import_module(info.name), "__all__"):  # a package that re-exports
+            found.append(info.name)
+    return found
+
+
+@pytest.mark.parametrize("module", sorted(SURFACE))
+def test_each_public_module_exports_what_is_pinned(module):
+    loaded = importlib.import_module(module)
+    assert sorted(loaded.__all__) == sorted(SURFACE[module])
+    for name in loaded.__all__:
+        assert hasattr(loaded, name), name
+
+
+@pytest.mark.parametrize("package", ["engine", "sweep", "dashboards"])
+def test_every_public_module_of_the_packages_is_pinned(package):
+    skipped = {"engine.bench.__main__", "engine.reference.serve"}  # entry points: no importable surface
+    assert sorted(set(_public_modules(package)) - skipped) == sorted(m for m in SURFACE if m.startswith(f"{package}."))
+
+
+def _sources(*folders: str) -> dict[Path, ast.Module]:
+    return {p: ast.parse(p.read_text()) for folder in folders for p in sorted((REPO / folder).rglob("*.py"))}
+
+
+def _calls(tree: ast.Module, names: set[str]) -> set[str]:
+    return {node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id
+            for node in ast.walk(tree) if isinstance(node, ast.Call)
+            and (getattr(node.func, "attr", None) in names or getattr(node.func, "id", None) in names)}  # fmt: skip
+
+
+def test_only_the_core_creates_enqueues_constrains_and_tells_a_study():
+    policy = {"create_study", "enqueue_trial", "set_constraint", "tell"}
+    callers = {path.relative_to(REPO).as_posix(): sorted(_calls(tree, policy))
+               for path, tree in _sources("sweep", "benchmarks").items() if _calls(tree, policy)}  # fmt: skip
+    assert callers == {"sweep/core.py": sorted(policy)}
+
+
+def _imports(tree: ast.Module) -> set[str]:
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+    return names
+
+
+@pytest.mark.parametrize(("folder", "never"), [
+    ("engine", ("sweep", "dashboards", "benchmarks", "datagen", "tests")),
+    ("sweep", ("dashboards", "benchmarks", "datagen", "tests")),
+    ("dashboards", ("benchmarks", "datagen", "tests")),
+])  # fmt: skip
+def test_imports_flow_down_never_back_up(folder, never):
+    upward = {path.relative_to(REPO).as_posix(): sorted(i for i in _imports(tree) if i.split(".")[0] in never)
+              for path, tree in _sources(folder).items()}  # fmt: skip
+    assert {k: v for k, v in upward.items() if v} == {}
+
+
+# A path-like name in a docstring or comment: folders and a file with an extension.
+_CITED = re.compile(r"(?<![\w/.{-])((?:\.\./|[\w.-]+/)+[\w.-]+\.(?:md|py|toml|json|jsonl|csv|txt|sh))\b")
+_CITED_DOC = re.compile(r"(?<![\w/.-])([\w-]+\.md)\b")  # a document by its name alone
+
+
+def test_docs_and_docstrings_cite_only_files_the_repository_has():
+    missing = []
+    texts = [*(REPO / "docs").glob("*.md"), REPO / "README.md", *(REPO / "benchmarks/results").rglob("README.md")]
+    for folder in ("engine", "sweep", "dashboards", "benchmarks", "datagen", "tests"):
+        texts += sorted((REPO / folder).rglob("*.py"))
+    texts += sorted((REPO / "studies").rglob("*.toml")) + sorted((REPO / "studies/manifests").glob("*.json"))
+    documents = {p.name for p in REPO.rglob("*.md") if ".venv" not in p.parts}
+    for path in texts:
+        text = path.read_text()
+        missing += [f"{path.relative_to(REPO)}: {name}" for name in _CITED_DOC.findall(text) if name not in documents]
+        for cited in _CITED.findall(text):
+            if "<" in cited or cited.startswith(("runs/", "/", "~")) or "{" in cited:
+                continue  # written at run time, or a placeholder
+            inside = [base / cited for base in (REPO, path.parent, REPO / "studies")]
+            if not any(p.exists() and p.resolve().is_relative_to(REPO) for p in inside):
+                missing.append(f"{path.relative_to(REPO)}: {cited}")
+    assert missing == []
