@@ -1,6 +1,7 @@
 """Regenerates the project's committed data sets under ``studies/data/``; not part of a trial.
 
     promptset   python -m datagen.promptset: the public and held-out prompt sets (templates, seeded)
+    heldout     python -m datagen.heldout: a held-out set in the organisers' formats and lengths (seeded)
     refset      python -m datagen.refset: the PPL reference sets, sampled from the reference model
 
 A maintainer's tool, kept out of the installed distribution: a sweep only reads the files.

@@ -4,7 +4,10 @@ Formats are the challenge's own, so its files load unchanged:
 
 - prompts: ShareGPT-style JSON, a list of ``{"id"?, "conversations": [{"from": "human",
   "value": <prompt>}, {"from": "gpt", "value": ...}]}``; the first human turn is the prompt
-  (``conversation`` and ``"from": "user"`` are accepted too, as SGLang accepts them).
+  (``conversation`` and ``"from": "user"`` are accepted too, as SGLang accepts them). With a
+  shuffle seed, the set is sampled exactly as sglang 0.5.2's ``bench_serving`` samples a ShareGPT
+  file (the organisers' harness: ``--seed 1``): conversations of fewer than two turns are dropped,
+  then ``random.seed(seed); random.shuffle(...)`` orders the rest.
 - PPL references: JSONL, one ``{"id"?, "context_token_ids": [...], "target_token_ids": [...]}``
   per line; contexts are chat-templated prompts, targets the continuation to score.
 
@@ -14,6 +17,7 @@ Anything else is a ``DataError`` naming the file, the record and the problem.
 from __future__ import annotations
 
 import json
+import random
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,8 +61,9 @@ def _first_human_turn(record: Any, where: str) -> str:
     raise DataError(f"{where}: no turn from 'human'")
 
 
-def load_prompts(path: Path, *, limit: int | None = None) -> list[Prompt]:
-    """The first ``limit`` prompts (all when None) of a ShareGPT-style JSON file."""
+def load_prompts(path: Path, *, limit: int | None = None, shuffle_seed: int | None = None) -> list[Prompt]:
+    """The first ``limit`` prompts (all when None) of a ShareGPT-style JSON file, in the file's
+    order or in sglang bench_serving's order for ``shuffle_seed``."""
     path = Path(path)
     try:
         data = json.loads(path.read_text())
@@ -75,8 +80,13 @@ def load_prompts(path: Path, *, limit: int | None = None) -> list[Prompt]:
     prompts = []
     for i, record in enumerate(data):
         text = _first_human_turn(record, f"{path} record {i}")
-        record_id = record.get("id", i)
-        prompts.append(Prompt(id=str(record_id), text=text))
+        if shuffle_seed is not None and len(record.get("conversations", record.get("conversation", []))) < 2:
+            continue  # bench_serving drops these before it shuffles
+        prompts.append(Prompt(id=str(record.get("id", i)), text=text))
+    if shuffle_seed is not None:
+        # bench_serving seeds the module's generator and shuffles once: a Random(seed) shuffle is
+        # the same permutation, without touching the process's global random state.
+        random.Random(shuffle_seed).shuffle(prompts)
     return _take(prompts, limit, path=path, what="prompts")
 
 

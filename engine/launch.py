@@ -47,7 +47,10 @@ class LaunchConfig:
         return f"http://{host}:{self.port}"
 
     def process_env(self) -> dict[str, str]:
-        return {**os.environ, **self.env}
+        # A stack started from a Ray worker must not find that worker's cluster: a stack that uses
+        # Ray itself (vLLM across GPUs) would join it and take its resources.
+        inherited = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+        return {**inherited, **self.env}
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -88,6 +91,7 @@ def build_launch(
     port: int | None = None,
     workdir: Path | None = None,
     tmpdir: Path | None = None,
+    cache: Path | None = None,
 ) -> LaunchConfig:
     """Apply knobs, choose the port, fill placeholders."""
     baseline = baseline_knobs(manifest)
@@ -103,6 +107,8 @@ def build_launch(
         values["workdir"] = str(Path(workdir).resolve())
     if tmpdir is not None:
         values["tmpdir"] = str(tmpdir)
+    if cache is not None:
+        values["cache"] = str(Path(cache).resolve())
     env = {key: _fill(value, values) for key, value in patched.env.items()}
     env["PORT"] = str(port)
     env["HF_HUB_OFFLINE"] = "1"

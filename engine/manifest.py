@@ -21,6 +21,10 @@ trial starts (anything else in braces, such as JSON, is left alone):
                             for this trial and removed when it ends: the place for UNIX
                             sockets, whose paths may not exceed 107 bytes ({workdir} may be
                             deeper: vLLM puts its ZMQ sockets in TMPDIR); unfilled in a dry run
+    {cache}                 a folder beside the trial's own, shared by the trials of one study
+                            (and of one engine.bench folder): where a stack keeps caches it can
+                            reuse from trial to trial, such as vLLM's compile cache
+                            (VLLM_CACHE_ROOT); unfilled in a dry run
 
 A bare name (``reference``) means ``studies/manifests/<name>.json``.
 """
@@ -41,7 +45,7 @@ __all__ = ["MANIFESTS_DIR", "PLACEHOLDERS", "Manifest", "load_manifest", "parse_
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 MANIFESTS_DIR = REPO_ROOT / "studies" / "manifests"
-PLACEHOLDERS = ("port", "host", "python", "repo", "reference_checkpoint", "workdir", "tmpdir")
+PLACEHOLDERS = ("port", "host", "python", "repo", "reference_checkpoint", "workdir", "tmpdir", "cache")
 # Only lower-case words in braces are placeholders; JSON objects in env values never match.
 _PLACEHOLDER_RE = re.compile(r"\{([a-z_]+)\}")
 

@@ -22,11 +22,12 @@ SUMMARY = {"summary": True}  # field metadata: shown as an Optuna user attribute
 class Measurement:
     """TPS and PPL measured as the challenge measures them, plus what we add."""
 
-    # sum(completion_tokens) / wall time of the timed run (output_throughput); the median run of tps_runs
+    # sum(completion_tokens) / wall time of the timed run (output_throughput); of several runs
+    # (tps_runs), the slower of the first and the median (engine.bench's TpsRuns.chosen)
     tps: float = field(metadata=SUMMARY)
     ppl: float = field(metadata=SUMMARY)  # exp(total target NLL / target tokens), token-weighted: the gated number
     ppl_mean_record: float = field(metadata=SUMMARY)  # mean of per-record PPLs; reported, never gated
-    completion_tokens: int  # of the median run, like tps_wall_s
+    completion_tokens: int  # of that run, like tps_wall_s
     tps_wall_s: float
     ppl_target_tokens: int
     num_prompts: int
@@ -41,6 +42,7 @@ class Measurement:
     output_text_sha256: list[str] = field(default_factory=list)
     tps_runs: list[float] = field(default_factory=list)  # every timed run's TPS, in order (profile tps_repeats)
     tps_cv: float | None = field(default=None, metadata=SUMMARY)  # sample stdev / mean of tps_runs; None for one run
+    tps_rule: str = ""  # how the timed runs of the boot were kept apart (engine.bench.tps_rule)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -1,45 +1,92 @@
-"""Benchmark profiles: how much to measure. Data in ``studies/profiles.toml``, not code.
+"""Benchmark profiles: what to measure on, and how much. Data in ``studies/profiles.toml``, not code.
 
 A study names a profile and may override any of its fields in its own ``[profile]`` table.
+
+Data sets are files the profile names. A relative path is relative to ``studies/``; a path that
+starts with ``{challenge}`` is inside the folder holding the organisers' own files, which the
+environment variable ``GEMMA_SWEEP_CHALLENGE_DATA`` names (the tool reads them where a user keeps
+them, unchanged; they are not part of this repository). ``load_data`` reads both sets the way
+the organisers' harness does: prompts in the file's order, or shuffled as sglang's
+``bench_serving`` shuffles them (``shuffle_seed``), then the first ``num_prompts`` per timed run.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import tomllib
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from errors import StudySpecError
+from engine.data import PplRecord, Prompt, load_ppl_records, load_prompts
+from errors import DataError, StudySpecError
 
-__all__ = ["PROFILES_FILE", "STUDIES_DIR", "BenchProfile", "get_profile", "load_profiles"]
+__all__ = ["CHALLENGE_DATA_ENV", "PROFILES_FILE", "STUDIES_DIR", "BenchProfile", "get_profile", "load_profiles"]
 
 STUDIES_DIR = Path(__file__).resolve().parent.parent / "studies"
 PROFILES_FILE = STUDIES_DIR / "profiles.toml"
+CHALLENGE_DATA_ENV = "GEMMA_SWEEP_CHALLENGE_DATA"
+_CHALLENGE = "{challenge}"
 
 
 @dataclass(frozen=True, kw_only=True)
 class BenchProfile:
     name: str
-    prompts: str  # ShareGPT-style JSON; relative paths are relative to studies/
+    prompts: str  # ShareGPT-style JSON; relative paths are relative to studies/, {challenge}/... see above
     refs: str  # PPL reference JSONL (context_token_ids, target_token_ids)
-    num_prompts: int  # first N prompts of the set are timed
+    num_prompts: int  # prompts per timed run
     output_len: int  # max_tokens with ignore_eos, as the harness
     ppl_records: int  # first N reference records
+    # sglang bench_serving's random.seed(seed) shuffle of the prompt file (the organisers ran seed 1);
+    # 0: the file's own order
+    shuffle_seed: int = 0
     warmup_requests: int = 4
     warmup_output_len: int = 32
     warmup_pause_s: float = 1.0
     stream_pass: bool = False  # an extra streaming pass for TTFT / inter-token latency
-    # Timed TPS runs back to back in one boot: the trial's TPS is their median and their
-    # spread is stored, so that a sweep does not crown one lucky measurement.
+    # Timed TPS runs in one boot: the trial's TPS is their median and their spread is stored, so
+    # that a sweep does not crown one lucky measurement. Each run times its own slice of the
+    # prompts, after its own warm-up, so that no run is served from what an earlier one cached.
     tps_repeats: int = 1
+    # What sweep.verify re-runs a trial on: prompts unseen by the sweep, like the organisers'
+    # private set, and the PPL references it re-resolves a relative gate on.
+    heldout_prompts: str = "data/prompts_heldout.json"
+    heldout_refs: str = "data/ppl_refs_heldout.jsonl"
     boot_timeout_s: float = 600.0
     request_timeout_s: float = 600.0
+    gpu_free_timeout_s: float = 120.0  # a GPU still held by the last stack after this long: a FAILED trial
 
     def path(self, value: str) -> Path:
+        if value.startswith(_CHALLENGE):
+            folder = os.environ.get(CHALLENGE_DATA_ENV)
+            if not folder:
+                raise DataError(
+                    f"profile {self.name!r} reads the organisers' own files ({value}): set {CHALLENGE_DATA_ENV} "
+                    "to the folder that holds them (eval_prompts_sharegpt.json, ppl_ground_truth_tokens.jsonl)"
+                )
+            return Path(folder).expanduser() / value[len(_CHALLENGE):].lstrip("/")
         p = Path(value).expanduser()
         return p if p.is_absolute() else STUDIES_DIR / p
+
+    def load_data(self) -> tuple[list[Prompt], list[PplRecord]]:
+        """The prompts of every timed run (``num_prompts`` x ``tps_repeats``, in run order) and the
+        PPL records; raises DataError for a file that does not load or holds too few."""
+        prompts = load_prompts(self.path(self.prompts), shuffle_seed=self.shuffle_seed or None)
+        needed = self.num_prompts * self.tps_repeats
+        if needed > len(prompts):
+            raise DataError(
+                f"{self.path(self.prompts)}: {needed} prompts asked for ({self.num_prompts} a run x "
+                f"{self.tps_repeats} run(s), none timed twice), the file has {len(prompts)}"
+            )
+        return prompts[:needed], load_ppl_records(self.path(self.refs), limit=self.ppl_records)
+
+    def for_verification(self, *, prompts: str | None = None, refs: str | None = None) -> "BenchProfile":
+        """This profile as the organisers' private re-run measures: its held-out sets (or those given)
+        and one timed run per boot."""
+        overrides = {"prompts": prompts or self.heldout_prompts, "refs": refs or self.heldout_refs,
+                     "shuffle_seed": 0, "tps_repeats": 1}  # fmt: skip
+        return self.with_overrides(overrides, source="verification")
 
     def with_overrides(self, overrides: dict[str, Any], *, source: str) -> "BenchProfile":
         known = {f.name: f.type for f in fields(self)}
@@ -52,18 +99,18 @@ class BenchProfile:
 
 
 def _validated(profile: BenchProfile, *, source: str) -> BenchProfile:
-    for name in ("prompts", "refs"):
+    for name in ("prompts", "refs", "heldout_prompts", "heldout_refs"):
         value = getattr(profile, name)
         if not isinstance(value, str) or not value.strip() or "\x00" in value:
             raise StudySpecError(f"{source}: profile field {name!r} must be a file path, got {value!r}")
     for name, low in (("num_prompts", 1), ("output_len", 1), ("ppl_records", 1), ("warmup_requests", 0),
-                      ("warmup_output_len", 1), ("tps_repeats", 1)):  # fmt: skip
+                      ("warmup_output_len", 1), ("tps_repeats", 1), ("shuffle_seed", 0)):  # fmt: skip
         value = getattr(profile, name)
         if not isinstance(value, int) or isinstance(value, bool) or value < low:
             raise StudySpecError(f"{source}: profile field {name!r} must be an integer >= {low}, got {value!r}")
     if not isinstance(profile.stream_pass, bool):
         raise StudySpecError(f"{source}: profile field 'stream_pass' must be true or false, got {profile.stream_pass!r}")
-    for name in ("warmup_pause_s", "boot_timeout_s", "request_timeout_s"):
+    for name in ("warmup_pause_s", "boot_timeout_s", "request_timeout_s", "gpu_free_timeout_s"):
         value = getattr(profile, name)
         # NaN passes every comparison and inf overflows a socket timeout: both are refused.
         if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value < math.inf:

@@ -1,9 +1,13 @@
 """One trial, start to finish: ``run_trial`` boots a stack with knob values, measures, stops.
 
-It raises only for input a user wrote (``ConfigError``: unknown knob, bad data file), before
-anything boots. A stack that misbehaves (``EngineError``: fails to boot, crashes, hangs, answers
-badly) becomes ``TrialOutcome(status="failed")`` with its reason and log tail; the process group
-is stopped in every case.
+It raises only for input a user wrote (``ConfigError``: a bad data file), before anything
+boots. A stack that misbehaves (``EngineError``: fails to boot, crashes, hangs, answers badly)
+becomes ``TrialOutcome(status="failed")`` with its reason and log tail; the process group is
+stopped in every case.
+
+On a GPU the trial first waits, bounded, for the GPU to be free (``engine.gpu``), and after the
+stop records any memory the stack left held (``node["gpu_held_after_stop_mib"]``). The boot's
+phases, where the stack's log names them, become ``boot_<phase>`` timings (``engine.boot_phases``).
 """
 
 from __future__ import annotations
@@ -12,16 +16,19 @@ import os
 import socket
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from engine.bench import measure
-from engine.data import PplRecord, Prompt, load_ppl_records, load_prompts
+from engine.boot_phases import boot_phases
+from engine.data import PplRecord, Prompt
+from engine.gpu import held_after_stop, visible_gpus, wait_until_free
 from engine.knobs import KnobValues
 from engine.launch import LaunchConfig, build_launch
 from engine.manifest import Manifest
 from engine.measurement import Measurement, TrialOutcome
-from engine.process import EngineProcess
+from engine.process import OWNER_ENV, EngineProcess
 from engine.profiles import BenchProfile
 from engine.secrets import redact_env, scrub_text
 from errors import BenchmarkError, EngineError
@@ -34,14 +41,24 @@ def node_info() -> dict[str, Any]:
     return {"hostname": socket.gethostname(), "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
 
 
+# After a stop, a GPU's memory comes back within a second (seen with vLLM on an H200): this is
+# long enough to tell a leak from a slow release.
+_RELEASE_WAIT_S = 10.0
+
+
 def _boot_and_measure(engine: EngineProcess, launch: LaunchConfig, *, profile: BenchProfile, prompts: list[Prompt],
-                      records: list[PplRecord], timings: dict[str, float]) -> tuple[Measurement | None, EngineError | None]:
+                      records: list[PplRecord], timings: dict[str, float],
+                      node: dict[str, Any]) -> tuple[Measurement | None, EngineError | None]:  # fmt: skip
     """Start, measure, stop; the stack's misbehaviour comes back as the error, never raised."""
     measurement: Measurement | None = None
     error: EngineError | None = None
+    gpus = visible_gpus()
     try:
+        timings["gpu_wait"] = wait_until_free(gpus, owner_env=OWNER_ENV, timeout_s=profile.gpu_free_timeout_s)
+        started = datetime.now()
         engine.start()
         timings["boot"] = engine.wait_ready()
+        timings.update(boot_phases(engine.log_path.read_text(errors="replace"), started=started))
         measurement = measure(launch.base_url, model=launch.served_model_name, profile=profile,
                               prompts=prompts, records=records, timings=timings)
     except BenchmarkError as exc:
@@ -57,6 +74,10 @@ def _boot_and_measure(engine: EngineProcess, launch: LaunchConfig, *, profile: B
             timings["stop"] = engine.stop()
         except EngineError as exc:
             error = error or exc
+        if gpus and engine.pid is not None:
+            held = held_after_stop(gpus, wait_s=_RELEASE_WAIT_S)
+            if held:
+                node["gpu_held_after_stop_mib"] = held  # the stack that leaked, named by its own trial
     return measurement, error
 
 
@@ -67,13 +88,15 @@ def run_trial(
     *,
     workdir: Path,
     host: str = "127.0.0.1",
+    cache_dir: Path | None = None,
 ) -> TrialOutcome:
+    """Boot, measure, stop. ``cache_dir`` fills ``{cache}`` (default: ``cache`` beside ``workdir``)."""
     began = time.monotonic()
-    prompts = load_prompts(profile.path(profile.prompts), limit=profile.num_prompts)
-    records = load_ppl_records(profile.path(profile.refs), limit=profile.ppl_records)
+    prompts, records = profile.load_data()
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     timings: dict[str, float] = {}
+    node = node_info()
 
     def failed(error: EngineError, *, knob_values: dict[str, Any], argv: list[str], env: dict[str, str],
                log_tail: str) -> TrialOutcome:
@@ -81,23 +104,24 @@ def run_trial(
         seen = {**os.environ, **env}  # the stack's whole env: an inherited token is as secret
         return TrialOutcome(status="failed", knobs=knob_values, argv=argv, env=redact_env(env),
                             reason=scrub_text(str(error), seen), log_tail=scrub_text(error.log_tail or log_tail, seen),
-                            timings_s=timings, node=node_info())
+                            timings_s=timings, node=node)
 
     # Created only for the engine's lifetime; mkdtemp's short /tmp path keeps a stack's UNIX
     # sockets under the 107-byte limit that a deep workdir can exceed.
     with tempfile.TemporaryDirectory(prefix="gemma-sweep-", ignore_cleanup_errors=True) as tmpdir:
         try:
-            launch = build_launch(manifest, knobs, host=host, workdir=workdir, tmpdir=Path(tmpdir))
+            launch = build_launch(manifest, knobs, host=host, workdir=workdir, tmpdir=Path(tmpdir),
+                                  cache=cache_dir or workdir.parent / "cache")
         except EngineError as exc:
             return failed(exc, knob_values=dict(knobs), argv=list(manifest.serve), env=dict(manifest.env),
                           log_tail="")
         engine = EngineProcess(launch, log_path=workdir / "engine.log", boot_timeout_s=profile.boot_timeout_s)
         measurement, error = _boot_and_measure(engine, launch, profile=profile, prompts=prompts, records=records,
-                                               timings=timings)
+                                               timings=timings, node=node)
     if error is not None:
         return failed(error, knob_values=launch.knobs, argv=launch.argv, env=launch.env,
                       log_tail=engine.log_tail())
     timings["total"] = time.monotonic() - began
     return TrialOutcome(status="complete", knobs=launch.knobs, argv=launch.argv, env=redact_env(launch.env),
                         measurement=measurement, log_tail=scrub_text(engine.log_tail(), {**os.environ, **launch.env}),
-                        timings_s=timings, node=node_info())
+                        timings_s=timings, node=node)

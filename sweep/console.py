@@ -54,9 +54,9 @@ def _duration(seconds: float | None) -> str:
 
 
 def _spread(record: TrialRecord) -> str:
-    """' (median of R, CV x%)' when the profile repeated the TPS run, else nothing."""
+    """' (of R runs, CV x%)' when the profile repeated the TPS run, else nothing."""
     cv = record.metric("tps_cv")
-    return "" if cv is None else f" (median of {len(record.metric('tps_runs'))}, CV {cv:.1%})"
+    return "" if cv is None else f" (of {len(record.metric('tps_runs'))} runs, CV {cv:.1%})"
 
 
 class SweepConsole:
@@ -92,7 +92,9 @@ class SweepConsole:
             if record.identity_diff_prompts is not None:
                 n = record.identity_diff_prompts
                 identity = "  greedy identical" if n == 0 else f"  [red]greedy output differs on {n} prompt(s)[/]"
-            self.out.print(f"{head}TPS {record.tps:.2f}{_spread(record)}  PPL {record.ppl:.4f}{gate}  {mark}{identity}")
+            boot = record.timings.get("boot")
+            booted = "" if boot is None else f"  (boot {boot:.1f} s)"
+            self.out.print(f"{head}TPS {record.tps:.2f}{_spread(record)}  PPL {record.ppl:.4f}{gate}  {mark}{identity}{booted}")
         else:
             again = "; re-queued" if requeued else ""
             self.out.print(f"{head}[red]FAILED[/] ({record.fail_kind}): {escape(record.reason or '')}{again}")
@@ -101,6 +103,10 @@ class SweepConsole:
             last = next((line.strip() for line in reversed(record.log_tail.splitlines()) if line.strip()), "")
             if last:
                 self.out.print(f"    last log line: {escape(last)}")
+        held = record.node.get("gpu_held_after_stop_mib")
+        if held:
+            where = ", ".join(f"GPU {gpu}: {mib} MiB" for gpu, mib in held.items())
+            self.out.print(f"    [yellow]its stack left GPU memory held after it stopped ({where})[/]")
 
     def progress(self, p: Progress) -> None:
         best = "-" if p.best_tps is None else f"{p.best_tps:.2f}"

@@ -51,6 +51,7 @@ class StudyResult:
     progress: Progress
     records: list[TrialRecord]
     front: list[TrialRecord]
+    stopped_for_time: bool = False  # the time limit left budget unspent: the same command resumes
 
 
 @dataclass
@@ -66,8 +67,11 @@ class _Slot:
 
 
 class _Driver:
-    def __init__(self, spec: StudySpec, storage: Storage, *, console: SweepConsole, run_dir: Path) -> None:
+    def __init__(self, spec: StudySpec, storage: Storage, *, console: SweepConsole, run_dir: Path,
+                 time_limit_s: float | None = None) -> None:  # fmt: skip
         self.spec = spec
+        self.time_limit_s = time_limit_s
+        self.stopped_for_time = False
         self.console = console
         self.run_dir = run_dir
         self.core = StudyCore(spec, StudyRecords(storage, spec.name), storage=storage.optuna)
@@ -132,12 +136,22 @@ class _Driver:
                     ) from None
                 self._replace(slot)  # its node went away before it ran anything
 
+    def _time_for_another(self) -> bool:
+        """Whether a trial started now would end inside the time limit, going by the trials so far."""
+        if self.time_limit_s is None:
+            return True
+        expected = sum(self.durations) / len(self.durations) if self.durations else 0.0
+        if time.monotonic() - self.began + expected <= self.time_limit_s:
+            return True
+        self.stopped_for_time = True
+        return False
+
     def fill(self) -> None:
         for slot in self.slots:
             while slot.node is not None and slot.ref is None:
                 if any(s.planned is not None and s.planned.is_baseline for s in self.slots):
                     return  # the baseline runs alone: the others are judged against it
-                if not self.core.has_next(in_flight=self._in_flight()):
+                if not self.core.has_next(in_flight=self._in_flight()) or not self._time_for_another():
                     return
                 self._start(slot)
 
@@ -147,9 +161,11 @@ class _Driver:
         if planned.skip_reason is not None:
             self._close(self.core.failed(planned, kind="skipped", reason=planned.skip_reason))
             return
-        workdir = (self.run_dir / self.spec.name / f"trial-{planned.number:04d}").resolve()
+        folder = (self.run_dir / self.spec.name).resolve()
         slot.planned = planned
-        slot.ref = slot.actor.run.remote(self.spec.manifest, planned.knobs, self.spec.profile, workdir=str(workdir))
+        # {cache} is the study's: a stack's compile cache is reused from trial to trial (and by sweep.verify)
+        slot.ref = slot.actor.run.remote(self.spec.manifest, planned.knobs, self.spec.profile,
+                                         workdir=str(folder / f"trial-{planned.number:04d}"), cache_dir=str(folder / "cache"))
         slot.started = time.monotonic()
         self.console.started(planned.number, planned.effective, baseline=planned.is_baseline)
 
@@ -207,7 +223,7 @@ class _Driver:
             self.console.progress(self.progress())
             busy = {s.ref: s for s in self.slots if s.ref is not None}
             unplaced = [s.node_ref for s in self.slots if s.node is None]
-            if not busy and not (unplaced and self.core.has_next(in_flight=0)):
+            if not busy and (self.stopped_for_time or not (unplaced and self.core.has_next(in_flight=0))):
                 return
             ready, _ = ray.wait([*busy, *unplaced], num_returns=1, timeout=_WAIT_S)
             for ref in ready:
@@ -220,15 +236,17 @@ class _Driver:
         self.slots = []
 
 
-def run_study(spec: StudySpec, storage: Storage, *, console: SweepConsole, run_dir: Path) -> StudyResult:
-    """Run (or resume) a study to its budget in the current Ray session.
+def run_study(spec: StudySpec, storage: Storage, *, console: SweepConsole, run_dir: Path,
+              time_limit_s: float | None = None) -> StudyResult:  # fmt: skip
+    """Run (or resume) a study to its budget in the current Ray session; with ``time_limit_s``, start
+    no trial that the mean trial so far says would end after it (in-flight trials finish).
 
     Raises KeyboardInterrupt after a clean stop when interrupted; ClusterError when no node can
     host a worker; BaselineFailed when a ratio gate lost its baseline; WorkerSetupFailed when a
     worker cannot start.
     """
     check_capacity(spec.resources)
-    driver = _Driver(spec, storage, console=console, run_dir=run_dir)
+    driver = _Driver(spec, storage, console=console, run_dir=run_dir, time_limit_s=time_limit_s)
     console.begin(
         study=spec.name, manifest=spec.manifest.label, gate=spec.gate.describe(),
         budget=spec.n_trials, workers=spec.workers, db=storage.url,
@@ -252,4 +270,5 @@ def run_study(spec: StudySpec, storage: Storage, *, console: SweepConsole, run_d
     finally:
         console.end()
     records = storage.records(spec.name)
-    return StudyResult(progress=driver.progress(), records=records, front=front_records(records))
+    return StudyResult(progress=driver.progress(), records=records, front=front_records(records),
+                       stopped_for_time=driver.stopped_for_time)

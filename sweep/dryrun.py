@@ -38,7 +38,8 @@ def plan_trials(spec: StudySpec) -> list[PlannedTrial]:
 def print_dry_run(spec: StudySpec, *, out: Console) -> None:
     out.print(
         f"dry run of study {spec.name} ({spec.source}): manifest {spec.manifest.label}, "
-        f"profile {spec.profile.name}, sampler {spec.sampler}, budget {spec.n_trials}; nothing is booted",
+        f"profile {spec.profile.name}, gate {spec.gate.describe()}, sampler {spec.sampler}, "
+        f"budget {spec.n_trials}; nothing is booted",
         markup=False,
     )
     plan = plan_trials(spec)

@@ -35,6 +35,7 @@ class RunArgs:
     profile: str | None
     manifest: str | None
     workers: int | None
+    time_limit: float | None
     ray_address: str | None
     dry_run: bool
 
@@ -46,6 +47,7 @@ class RunArgs:
             ("--profile", self.profile),
             ("--manifest", self.manifest),
             ("--workers", self.workers),
+            ("--time-limit", self.time_limit),
             ("--ray-address", self.ray_address),
         ):
             if value is not None:
@@ -64,13 +66,16 @@ def parse_args(argv: list[str] | None = None) -> RunArgs:
     parser.add_argument("--profile", help="benchmark profile from studies/profiles.toml (quick, challenge, ...)")
     parser.add_argument("--manifest", help="swap the study's stack: a name in studies/manifests/ or a path")
     parser.add_argument("--workers", type=int, help="trials in flight at once (one engine each)")
+    parser.add_argument("--time-limit", type=float, metavar="SECONDS",
+                        help="start no trial that would end after this many seconds (the trials so far say how "
+                             "long one takes); the same command resumes")
     parser.add_argument("--ray-address", help="join this Ray cluster (default: start a local one)")
     parser.add_argument("--dry-run", action="store_true", help="print the trials' argv and env; boot nothing")
     ns = parser.parse_args(argv)
-    for name in ("trials", "workers"):
+    for name in ("trials", "workers", "time_limit"):
         value = getattr(ns, name)
-        if value is not None and value < 1:
-            parser.error(f"--{name} must be at least 1, got {value}")
+        if value is not None and not value >= 1:  # NaN included
+            parser.error(f"--{name.replace('_', '-')} must be at least 1, got {value}")
     return RunArgs(
         study=ns.study,
         storage=ns.storage,
@@ -78,6 +83,7 @@ def parse_args(argv: list[str] | None = None) -> RunArgs:
         profile=ns.profile,
         manifest=ns.manifest,
         workers=ns.workers,
+        time_limit=ns.time_limit,
         ray_address=ns.ray_address,
         dry_run=ns.dry_run,
     )
@@ -105,7 +111,7 @@ def _sweep(spec: StudySpec, args: RunArgs, out: Console) -> int:
             # After ray.init, which installs its own SIGTERM handler (a bare exit): under
             # `timeout`, systemd or a scheduler, TERM then stops as cleanly as Ctrl-C does.
             signal.signal(signal.SIGTERM, _raise_interrupt)
-            result = run_study(spec, storage, console=console, run_dir=RUN_DIR)
+            result = run_study(spec, storage, console=console, run_dir=RUN_DIR, time_limit_s=args.time_limit)
     except KeyboardInterrupt:
         out.print(f"resume with: {args.resume_command()}", markup=False)
         return 130
@@ -117,6 +123,9 @@ def _sweep(spec: StudySpec, args: RunArgs, out: Console) -> int:
         storage.close()
     console.front(result.records, knobs=list(spec.space), title=f"Pareto front of {spec.name} ({spec.gate.describe()})")
     console.summary(result.progress, db=args.storage)
+    if result.stopped_for_time:
+        out.print(f"time limit reached with {result.progress.budget - result.progress.done} trial(s) of the budget left; "
+                  f"resume with: {args.resume_command()}", markup=False)
     export_results(spec.name, args.storage, out=out, run_dir=RUN_DIR)
     return 0
 

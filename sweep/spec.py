@@ -21,7 +21,7 @@ is a fixed set, lists the valid choices. The layout::
     [profile]                     # or: profile = "quick"
     name = "quick"
     num_prompts = 4               # any field of engine.profiles.BenchProfile overrides it
-    tps_repeats = 3               #   e.g. 3 timed runs per boot: TPS is their median, CV stored
+    tps_repeats = 3               #   e.g. 3 timed runs per boot on disjoint prompts, CV stored
 
     [space.centroid_top_k]        # one table per swept knob:
     choices = [8, 16, 32]         #   a list of values (int, string or bool, as the knob's type), or
@@ -46,7 +46,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.data import load_ppl_records, load_prompts
 from engine.knobs import KNOBS, KnobValue, KnobValues, baseline_knobs, consumed_knobs, parse_knobs
 from engine.manifest import Manifest, load_manifest
 from engine.profiles import STUDIES_DIR, BenchProfile, get_profile
@@ -100,7 +99,7 @@ class Gate:
     def describe(self) -> str:
         if self.ppl_max is not None:
             return f"PPL <= {self.ppl_max:g}"
-        return f"PPL <= {self.ppl_max_ratio:g} x baseline"
+        return f"PPL <= {self.ppl_max_ratio:g} x the baseline trial's PPL"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -404,8 +403,7 @@ def _profile(value: Any, where: str, *, override: str | None) -> BenchProfile:
     profile = base.with_overrides(table, source=f"{where} [profile]") if table else base
     # The data sets load here, so that a missing or short file stops the study before a boot.
     try:
-        load_prompts(profile.path(profile.prompts), limit=profile.num_prompts)
-        load_ppl_records(profile.path(profile.refs), limit=profile.ppl_records)
+        profile.load_data()
     except ConfigError as exc:
         raise StudySpecError(f"{where}: profile {profile.name!r}: {exc}") from None
     return profile

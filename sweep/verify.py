@@ -2,12 +2,12 @@
 
 Each selected trial (every feasible front point; or with ``--top N`` the N fastest feasible
 trials, front or not, which is what a submission would pick; or the ``--trials`` named) is
-booted fresh ``--repeats`` times on a Ray worker pinned like the sweep's own, and measured with
-the trial's profile on a held-out prompt set and reference set (default
-``studies/data/prompts_heldout.json`` and ``ppl_refs_heldout.jsonl``, disjoint from the public
-ones); a trial whose profile timed R runs per boot (``tps_repeats``) is re-measured the same
-way, so that a median is compared with a median. A relative gate (``ppl_max_ratio``) is re-resolved on the held-out references, so the
-baseline is re-run first; an absolute gate is used as it is. Every re-run is a row of
+booted fresh ``--repeats`` times on a Ray worker pinned like the sweep's own, and measured the
+way the organisers' private re-run measures a submission: a fresh boot, the harness's warm-up,
+one timed run, on prompts the sweep never timed (the trial's profile's ``heldout_prompts`` and
+``heldout_refs``, or ``--prompts`` / ``--refs``). The verdict compares the median over the fresh
+boots with the claimed TPS. A relative gate (``ppl_max_ratio``) is re-resolved on the held-out
+references, so the baseline is re-run first; an absolute gate is used as it is. Every re-run is a row of
 ``verifications``; the verdict rule is ``sweep.verification.judge``. The console shows each
 re-run and then one row per trial: verdict, TPS gap, re-run TPS spread (min / median / max,
 CV) and PPL against the gate.
@@ -39,10 +39,7 @@ if TYPE_CHECKING:
     from sweep.record import TrialRecord
     from sweep.spec import StudySpec
 
-__all__ = ["HELDOUT_PROMPTS", "HELDOUT_REFS", "VerifyArgs", "main", "parse_args", "print_verdicts", "select_trials"]
-
-HELDOUT_PROMPTS = "data/prompts_heldout.json"  # relative to studies/, like the profiles' paths
-HELDOUT_REFS = "data/ppl_refs_heldout.jsonl"
+__all__ = ["VerifyArgs", "main", "parse_args", "print_verdicts", "select_trials"]
 RUN_DIR = Path("runs")
 
 
@@ -50,8 +47,8 @@ RUN_DIR = Path("runs")
 class VerifyArgs:
     study: str
     storage: str
-    prompts: str
-    refs: str
+    prompts: str | None  # None: the profile's held-out sets
+    refs: str | None
     top: int | None
     trials: tuple[int, ...]
     repeats: int
@@ -60,9 +57,9 @@ class VerifyArgs:
     ray_address: str | None
 
 
-def _absolute(value: str | None, default: str) -> str:
+def _absolute(value: str | None) -> str | None:
     """A path the user typed is relative to where they typed it; profiles resolve the rest."""
-    return default if value is None else str(Path(value).expanduser().resolve())
+    return None if value is None else str(Path(value).expanduser().resolve())
 
 
 def parse_args(argv: list[str] | None = None) -> VerifyArgs:
@@ -71,8 +68,8 @@ def parse_args(argv: list[str] | None = None) -> VerifyArgs:
     parser = argparse.ArgumentParser(prog="python -m sweep.verify", description=__doc__.splitlines()[0])
     parser.add_argument("--study", required=True, help="the study as sweep.run was given it (name or .toml path)")
     parser.add_argument("--storage", default=DEFAULT_STORAGE_URL, help=f"database URL (default {DEFAULT_STORAGE_URL})")
-    parser.add_argument("--prompts", help=f"prompt set, ShareGPT JSON (default studies/{HELDOUT_PROMPTS})")
-    parser.add_argument("--refs", help=f"PPL reference set, JSONL (default studies/{HELDOUT_REFS})")
+    parser.add_argument("--prompts", help="held-out prompt set, ShareGPT JSON (default: the profile's heldout_prompts)")
+    parser.add_argument("--refs", help="held-out PPL reference set, JSONL (default: the profile's heldout_refs)")
     parser.add_argument("--top", type=int, help="the N fastest feasible trials instead of the front")
     parser.add_argument("--trials", help="comma-separated trial numbers to verify instead of the front")
     parser.add_argument("--repeats", type=int, default=3, help="fresh boots per trial (default 3)")
@@ -93,27 +90,24 @@ def parse_args(argv: list[str] | None = None) -> VerifyArgs:
         if ns.top is not None:
             parser.error("--top and --trials exclude each other")
     return VerifyArgs(
-        study=ns.study, storage=ns.storage, prompts=_absolute(ns.prompts, HELDOUT_PROMPTS),
-        refs=_absolute(ns.refs, HELDOUT_REFS), top=ns.top, trials=trials, repeats=ns.repeats,
+        study=ns.study, storage=ns.storage, prompts=_absolute(ns.prompts),
+        refs=_absolute(ns.refs), top=ns.top, trials=trials, repeats=ns.repeats,
         profile=ns.profile, manifest=ns.manifest, ray_address=ns.ray_address,
     )  # fmt: skip
 
 
 def _profile(args: VerifyArgs, measured_with: dict[str, Any]) -> BenchProfile:
-    """The trial's own profile (or ``--profile``), on the held-out prompts and references.
-
-    The data sets load here, so a missing or short file is bad input before anything boots.
+    """The trial's own profile (or ``--profile``) as a private re-run measures: held-out sets, one
+    timed run per boot. The data sets load here, so a missing or short file is bad input before
+    anything boots.
     """
-    from engine.data import load_ppl_records, load_prompts
-
     if args.profile is not None:
         base = get_profile(args.profile)
     else:
         known = {f.name for f in fields(BenchProfile)}
         base = BenchProfile(**{k: v for k, v in measured_with.items() if k in known})
-    profile = base.with_overrides({"prompts": args.prompts, "refs": args.refs}, source="sweep.verify")
-    load_prompts(profile.path(profile.prompts), limit=profile.num_prompts)
-    load_ppl_records(profile.path(profile.refs), limit=profile.ppl_records)
+    profile = base.for_verification(prompts=args.prompts, refs=args.refs)
+    profile.load_data()
     return profile
 
 
@@ -178,18 +172,28 @@ def _raise_interrupt(signum: int, _frame: object) -> None:
     raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
-def _with_baseline(spec: StudySpec, records: list[TrialRecord], targets: list[TrialRecord]) -> list[TrialRecord]:
-    """A relative gate is re-resolved on the held-out references: the baseline goes first.
+def _needs_baseline(spec: StudySpec, targets: list[TrialRecord], profiles: dict[int, BenchProfile]) -> bool:
+    """Whether the gate must be re-resolved from the baseline's re-runs.
 
     PPL moves with the text it is measured on, so the baseline's PPL on the public references
-    says nothing about the gate on held-out ones; ratio x the baseline's held-out PPL does.
+    says nothing about a relative gate on held-out ones; ratio x the baseline's held-out PPL does.
+    Where the re-runs score the very references the sweep scored (a profile whose PPL set is the
+    organisers' own), each trial's stored gate stands and the baseline is not booted again.
     """
-    if spec.gate.ppl_max_ratio is None:
-        return targets
+    return spec.gate.ppl_max_ratio is not None and not all(_same_refs(t, profiles[t.trial_number]) for t in targets)
+
+
+def _with_baseline(spec: StudySpec, records: list[TrialRecord], targets: list[TrialRecord]) -> list[TrialRecord]:
+    """The baseline first, then the targets: its re-runs resolve the relative gate."""
     baseline = next((r for r in records if r.is_baseline and r.measured), None)
     if baseline is None:
         raise NoCompletedTrialsError(f"study {spec.name!r} has a relative gate ({spec.gate.describe()}) but no measured baseline")
     return [baseline, *(t for t in targets if t.trial_number != baseline.trial_number)]
+
+
+def _same_refs(record: TrialRecord, profile: BenchProfile) -> bool:
+    measured = BenchProfile(**{k: v for k, v in record.profile.items() if k in {f.name for f in fields(BenchProfile)}})
+    return (measured.path(measured.refs), measured.ppl_records) == (profile.path(profile.refs), profile.ppl_records)
 
 
 class _Rerunner:
@@ -212,7 +216,8 @@ class _Rerunner:
         results = []
         for repeat in range(self.args.repeats):
             folder = RUN_DIR / "verify" / self.spec.name / self.run_id / f"trial-{record.trial_number:04d}-r{repeat}"
-            ref = self.worker.run.remote(self.spec.manifest, knobs, profile, workdir=str(folder.resolve()))
+            ref = self.worker.run.remote(self.spec.manifest, knobs, profile, workdir=str(folder.resolve()),
+                                         cache_dir=str((RUN_DIR / self.spec.name / "cache").resolve()))  # the sweep's
             try:
                 outcome = TrialOutcome.from_dict(self.ray.get(ref))
             except self.ray.exceptions.RayTaskError as exc:  # the trial code raised: say what
@@ -264,17 +269,21 @@ def _verify(args: VerifyArgs, out: Console) -> int:
             )
         records = storage.records(spec.name, token_ids=False)
         chosen = select_trials(records, study_name=spec.name, top=args.top, trials=args.trials)
-        targets = _with_baseline(spec, records, chosen)
-        profiles = {r.trial_number: _profile(args, r.profile) for r in targets}
+        profiles = {r.trial_number: _profile(args, r.profile) for r in records if r.measured}
+        from_baseline = _needs_baseline(spec, chosen, profiles)
+        targets = _with_baseline(spec, records, chosen) if from_baseline else chosen
         run_id = uuid.uuid4().hex[:12]
+        sets = sorted({f"{p.prompts} / {p.refs}" for p in profiles.values()})
         out.print(
-            f"[bold]verify {spec.name}[/]: {len(targets)} trial(s) x {args.repeats} fresh boot(s) on "
-            f"{args.prompts} / {args.refs}; run {run_id}"
+            f"[bold]verify {spec.name}[/]: {len(targets)} trial(s) x {args.repeats} fresh boot(s), one timed run "
+            f"each, on {', '.join(sets)}; run {run_id}"
         )
         os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the engines it starts must not reach a hub
         previous_handler = signal.signal(signal.SIGTERM, _raise_interrupt)
         verdicts: list[Verdict] = []
-        gate = None if spec.gate.ppl_max_ratio is not None else spec.gate.ppl_max
+        gate = None  # the gate the re-runs are held to, once known: absolute, or the baseline's re-runs'
+        if not from_baseline and spec.gate.ppl_max is not None:
+            gate = spec.gate.ppl_max
         with ray_session(address=args.ray_address, temp_dir=RUN_DIR / "ray"):
             check_capacity(spec.resources)
             rerunner = _Rerunner(spec, args, run_id=run_id, out=out)
@@ -282,17 +291,17 @@ def _verify(args: VerifyArgs, out: Console) -> int:
                 for record in targets:
                     profile = profiles[record.trial_number]
                     outcomes = rerunner.outcomes(record, profile)
-                    if gate is None:  # the baseline of a relative gate, measured first
+                    if from_baseline and gate is None:  # the baseline of a relative gate, measured first
                         ppls = sorted(o.measurement.ppl for o in outcomes if o.measurement is not None)
                         gate = spec.gate.resolve(ppls[len(ppls) // 2] if ppls else None)
                     reruns = [
                         _rerun(record, o, run_id=run_id, repeat=i, args=args, profile=profile,
-                               gate=record.gate if gate is None else gate)  # fmt: skip
+                               gate=gate if gate is not None else record.gate)  # fmt: skip
                         for i, o in enumerate(outcomes)
                     ]
                     insert_reruns(storage, reruns)
                     verdicts.append(judge(reruns))
-                    if gate is None:
+                    if from_baseline and gate is None:
                         out.print("[red]the baseline failed on the held-out set: the relative gate cannot be resolved[/]")
                         break
             except KeyboardInterrupt:
@@ -321,7 +330,7 @@ def _rerun(
         study_name=record.study_name, trial_number=record.trial_number, run_id=run_id, repeat=repeat,
         status="complete" if outcome.status == "complete" and m is not None else "failed",
         claimed_tps=record.tps, claimed_ppl=record.ppl, gate=gate,
-        prompts=args.prompts, refs=args.refs, profile=profile.name, knobs=dict(record.knobs),
+        prompts=profile.prompts, refs=profile.refs, profile=profile.name, knobs=dict(record.knobs),
         tps=m.tps if m else None, ppl=m.ppl if m else None, acceptance_rate=m.acceptance_rate if m else None,
         reason=outcome.reason, node=dict(outcome.node), log_tail=outcome.log_tail,
     )  # fmt: skip

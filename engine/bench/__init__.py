@@ -1,11 +1,15 @@
 """The benchmark client: warm up a running stack, then measure TPS and PPL as the challenge does.
 
-Order of one measurement (``measure``): warm-up (untimed, then a pause) -> TPS (the timed run,
-straight after the warm-up as in the organisers' harness, with the speculative-decoding counters
-of ``/metrics`` read before and after; repeated back to back when the profile asks for
-``tps_repeats``, the median run giving the TPS) -> optional streaming pass (TTFT, inter-token latency)
--> PPL (one teacher-forced request per reference record). Every misbehaviour of the stack
-(HTTP error, timeout, malformed or incomplete JSON) raises ``BenchmarkError`` naming the request.
+Order of one measurement (``measure``): for each of the profile's ``tps_repeats`` runs, the
+harness's sequence on the run's own slice of the prompts: warm-up on the slice's first prompt
+(untimed, then a pause) -> the timed run, with the speculative-decoding counters of ``/metrics``
+read before and after. The TPS is the slower of the first run and the median run (``TpsRuns``). No prompt is timed twice in one boot, so a
+stack's prefix cache cannot serve a later run what an earlier one left (a fresh boot on unseen
+prompts, the organisers' private re-run, would not get it either); the rule is recorded as
+``Measurement.tps_rule``. Then the optional streaming pass (TTFT, inter-token latency: on the
+first run's prompts, so a stack's prefix cache may shorten its TTFT) -> PPL (one teacher-forced
+request per reference record). Every misbehaviour of the stack (HTTP error, timeout, malformed
+or incomplete JSON) raises ``BenchmarkError`` naming the request.
 
 ``python -m engine.bench`` is the command-line front end (see ``engine/bench/__main__.py``).
 """
@@ -52,6 +56,7 @@ __all__ = [
     "record_nll",
     "stream_pass",
     "summarize",
+    "tps_rule",
     "warm_up",
 ]
 
@@ -62,11 +67,19 @@ def open_client(base_url: str, *, timeout_s: float) -> httpx.Client:
 
 @contextmanager
 def _phase(timings: dict[str, float], name: str) -> Iterator[None]:
+    """Seconds spent in ``name``, summed over its repeats."""
     began = time.monotonic()
     try:
         yield
     finally:
-        timings[name] = time.monotonic() - began
+        timings[name] = timings.get(name, 0.0) + time.monotonic() - began
+
+
+def tps_rule(runs: int, per_run: int) -> str:
+    """How the timed runs of one boot were kept from serving each other from a cache."""
+    if runs == 1:
+        return f"one timed run of {per_run} prompts"
+    return f"{runs} timed runs of {per_run} prompts each, disjoint, each after its own warm-up: no prompt timed twice"
 
 
 def measure(
@@ -78,23 +91,33 @@ def measure(
     records: list[PplRecord],
     timings: dict[str, float] | None = None,
 ) -> Measurement:
-    """One full measurement of a running stack; ``timings`` (if given) gets seconds per phase."""
+    """One full measurement of a running stack; ``timings`` (if given) gets seconds per phase.
+
+    ``prompts`` holds every run's slice in order (``BenchProfile.load_data``): ``num_prompts``
+    per run, ``tps_repeats`` runs.
+    """
     timings = {} if timings is None else timings
+    per_run = profile.num_prompts
+    if len(prompts) < per_run * profile.tps_repeats:
+        raise ValueError(f"{profile.tps_repeats} runs of {per_run} prompts need {per_run * profile.tps_repeats}, got {len(prompts)}")
+    slices = [prompts[i * per_run:(i + 1) * per_run] for i in range(profile.tps_repeats)]
+    results = []
     with open_client(base_url, timeout_s=profile.request_timeout_s) as client:
-        with _phase(timings, "warmup"):
-            warm_up(client, model=model, prompt=prompts[0], requests=profile.warmup_requests,
-                    output_len=profile.warmup_output_len, pause_s=profile.warmup_pause_s)
-        with _phase(timings, "tps"):
-            runs = TpsRuns([measure_tps(client, model=model, prompts=prompts, output_len=profile.output_len)
-                            for _ in range(profile.tps_repeats)])
+        for run in slices:
+            with _phase(timings, "warmup"):
+                warm_up(client, model=model, prompt=run[0], requests=profile.warmup_requests,
+                        output_len=profile.warmup_output_len, pause_s=profile.warmup_pause_s)
+            with _phase(timings, "tps"):
+                results.append(measure_tps(client, model=model, prompts=run, output_len=profile.output_len))
+        runs = TpsRuns(results)
         stream: dict[str, float] = {}
         if profile.stream_pass:
             with _phase(timings, "stream"):
-                ttfts, itls = stream_pass(client, model=model, prompts=prompts, output_len=profile.output_len)
+                ttfts, itls = stream_pass(client, model=model, prompts=slices[0], output_len=profile.output_len)
             stream = summarize(ttfts, prefix="ttft_") | summarize(itls, prefix="itl_")
         with _phase(timings, "ppl"):
             ppl = measure_ppl(client, model=model, records=records)
-    tps = runs.median
+    tps = runs.chosen
     drafted, accepted = runs.spec_counts()
     return Measurement(
         tps=tps.tps,
@@ -103,7 +126,7 @@ def measure(
         completion_tokens=tps.completion_tokens,
         tps_wall_s=tps.wall_s,
         ppl_target_tokens=ppl.target_tokens,
-        num_prompts=len(prompts),
+        num_prompts=per_run,
         num_ppl_records=ppl.records,
         latency_s=summarize(runs.latencies_s),
         stream=stream,
@@ -114,4 +137,5 @@ def measure(
         output_text_sha256=tps.output_text_sha256,
         tps_runs=[r.tps for r in runs.runs],
         tps_cv=runs.cv,
+        tps_rule=tps_rule(len(slices), per_run),
     )

@@ -3,6 +3,8 @@
     python -m engine.bench --manifest studies/manifests/reference.json --profile quick
     python -m engine.bench --manifest reference --set sliding_window=32 --profile quick
     python -m engine.bench --manifest reference --profile quick --repeats 3
+    python -m engine.bench --manifest reference --profile challenge-quick   # the organisers' files
+    python -m engine.bench --manifest reference --profile quick --prompts my.json --num-prompts 8
     python -m engine.bench --manifest vidraft-w188-ctk49 --set centroid_top_k=44 --dry-run
 
 Boots the stack with the knob values, warms it, measures TPS and PPL, stops it, and prints a
@@ -37,6 +39,7 @@ class BenchArgs:
     sets: tuple[str, ...]
     profile: str
     repeats: int | None
+    data: dict[str, object]  # --prompts, --refs, --num-prompts: the profile's fields, overridden
     dry_run: bool
     json_only: bool
     workdir: Path | None
@@ -56,13 +59,19 @@ def parse_args(argv: list[str] | None) -> BenchArgs:
     parser.add_argument("--profile", default="challenge", help="benchmark profile in studies/profiles.toml")
     parser.add_argument("--repeats", type=int, metavar="R",
                         help="timed TPS runs in the one boot (default: the profile's tps_repeats); TPS is their median")
+    parser.add_argument("--prompts", type=Path, help="prompt set to time (ShareGPT JSON) instead of the profile's")
+    parser.add_argument("--refs", type=Path, help="PPL reference set (JSONL) instead of the profile's")
+    parser.add_argument("--num-prompts", type=int, metavar="N", help="prompts per timed run instead of the profile's")
     parser.add_argument("--dry-run", action="store_true", help="print what would start; boot nothing")
     parser.add_argument("--json", action="store_true", dest="json_only", help="print only the JSON record")
     parser.add_argument("--workdir", type=Path, help="folder for the engine log (default: runs/bench/...)")
     parser.add_argument("--host", default="127.0.0.1", help="address the stack binds (default 127.0.0.1)")
     ns = parser.parse_args(argv)
+    data = {"prompts": ns.prompts and str(ns.prompts.expanduser().resolve()),
+            "refs": ns.refs and str(ns.refs.expanduser().resolve()), "num_prompts": ns.num_prompts}  # fmt: skip
     return BenchArgs(manifest=ns.manifest, sets=tuple(ns.sets), profile=ns.profile, repeats=ns.repeats,
-                     dry_run=ns.dry_run, json_only=ns.json_only, workdir=ns.workdir, host=ns.host)
+                     data={k: v for k, v in data.items() if v is not None}, dry_run=ns.dry_run,
+                     json_only=ns.json_only, workdir=ns.workdir, host=ns.host)  # fmt: skip
 
 
 def _dry_run_record(launch: LaunchConfig) -> dict:
@@ -97,6 +106,7 @@ def _table(outcome: TrialOutcome, *, manifest: str, profile: str, workdir: Path)
         ]
         if m.tps_cv is not None:
             rows.append(("TPS runs", f"median of {' '.join(f'{t:.2f}' for t in m.tps_runs)}; CV {m.tps_cv:.1%}"))
+        rows.append(("TPS rule", m.tps_rule))
         rows += [
             ("PPL", f"{m.ppl:.4f} token-weighted over {m.ppl_target_tokens} tokens of "
                     f"{m.num_ppl_records} records; mean per record {m.ppl_mean_record:.4f}"),
@@ -126,9 +136,12 @@ def main(argv: list[str] | None = None) -> int:
         profile = get_profile(args.profile)
         if args.repeats is not None:
             profile = profile.with_overrides({"tps_repeats": args.repeats}, source="--repeats")
+        if args.data:
+            profile = profile.with_overrides(args.data, source="--prompts/--refs/--num-prompts")
         if args.dry_run:
             _print_dry_run(build_launch(manifest, knobs, host=args.host), json_only=args.json_only)
             return 0
+        profile.load_data()  # a missing or short data set is bad input, before anything boots
         stamp = time.strftime("%Y%m%d-%H%M%S")
         workdir = args.workdir or REPO_ROOT / "runs" / "bench" / f"{manifest.name}-{stamp}"
         outcome = run_trial(manifest, knobs, profile, workdir=workdir, host=args.host)

@@ -1,7 +1,8 @@
 """PPL exactly as the challenge's ``ppl_endpoint``: teacher-forced over a reference set.
 
 One ``POST /v1/completions`` per record: ``prompt`` = context + target token ids,
-``prompt_logprobs=1``, ``max_tokens=1``, ``temperature=0``, ``add_special_tokens=false``. The
+``prompt_logprobs=1``, ``max_tokens=1``, ``temperature=0``, ``add_special_tokens=false``,
+``return_token_ids=true``: the organisers' scorer's fields, every one. The
 answer's ``choices[0].prompt_logprobs`` (vLLM's shape: ``None`` for the first prompt token, then
 per position a dict keyed by token id, each ``{"logprob", "rank", "decoded_token"}``) gives
 log P(token | prefix) of every target token. PPL = exp(total NLL / target tokens), token-weighted;
@@ -38,6 +39,7 @@ def ppl_payload(record: PplRecord, *, model: str) -> dict[str, Any]:
         "temperature": 0.0,
         "prompt_logprobs": 1,
         "add_special_tokens": False,
+        "return_token_ids": True,
     }
 
 

@@ -30,7 +30,7 @@ def short_tmp() -> Iterator[Path]:
 def swept() -> Iterator[StubStudy]:
     """``python -m sweep.run`` over 1 baseline + 8 grid points: measured, infeasible (window
     128 is over the gate), failed at boot (K=8) and greedy-differing (K=16) trials; each
-    trial's TPS the median of 3 runs."""
+    trial timed 3 times in its boot."""
     folder = _short_dir()
     study = stub_study(folder, name="stubctk", space=SPACE, tps_repeats=3)
     result = run_sweep(study)

@@ -49,7 +49,7 @@ def test_dashboard_shows_the_study_its_trials_and_the_attached_chart(swept):
     plotted = {round(y, 6) for trace in figure["data"] for y in trace["y"]}
     measured = [t for t in study.get_trials() if t.state == optuna.trial.TrialState.COMPLETE]
     assert {round(t.values[0], 6) for t in measured} <= plotted
-    assert f"## {swept.name}: TPS vs PPL under the gate" in note and "PPL <= 1.05 x baseline" in note
+    assert f"## {swept.name}: TPS vs PPL under the gate" in note and "PPL <= 1.05 x the baseline trial's PPL" in note
     assert "| trial | centroid_top_k | sliding_window | TPS | PPL |" in note
 
 

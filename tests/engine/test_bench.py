@@ -2,12 +2,11 @@
 
 import json
 import math
-import statistics
 
 import pytest
 
 from engine.bench import measure, measure_ppl, open_client, parse_counters, record_nll
-from engine.data import PplRecord, load_ppl_records, load_prompts
+from engine.data import PplRecord, load_ppl_records
 from engine.launch import build_launch
 from engine.process import EngineProcess
 from errors import BenchmarkError
@@ -18,8 +17,7 @@ from tests.stacks.stub_server import StubKnobs, request_time, spec_counts, token
 def run_measure(tmp_path, profile, **env):
     manifest = stub_manifest(STUB_REQUEST_LOG=str(tmp_path / "requests.jsonl"), **env)
     launch = build_launch(manifest)
-    prompts = load_prompts(profile.path(profile.prompts), limit=profile.num_prompts)
-    records = load_ppl_records(profile.path(profile.refs), limit=profile.ppl_records)
+    prompts, records = profile.load_data()
     with EngineProcess(launch, log_path=tmp_path / "engine.log"):
         result = measure(launch.base_url, model="stub", profile=profile, prompts=prompts, records=records)
     log = [json.loads(line) for line in (tmp_path / "requests.jsonl").read_text().splitlines()]
@@ -73,13 +71,14 @@ def test_acceptance_rate_comes_from_the_metrics_deltas_of_the_timed_run(tmp_path
     assert m.acceptance_rate == pytest.approx(accepted / drafted)
 
 
-def test_generated_token_ids_and_text_hashes_are_kept_per_prompt(tmp_path, stub_profile):
+def test_each_prompts_answer_is_kept_as_a_hash_for_the_identity_check(tmp_path, stub_profile):
+    # The timed requests ask for no token ids (the harness's body has no such field): the
+    # identity evidence is the sha256 of each answer's text.
     m, _, _, _ = run_measure(tmp_path, stub_profile)
-    assert len(m.output_token_ids) == len(m.output_text_sha256) == stub_profile.num_prompts
-    assert all(len(ids) == stub_profile.output_len for ids in m.output_token_ids)
+    assert len(m.output_text_sha256) == stub_profile.num_prompts and m.output_token_ids == []
     (tmp_path / "w").mkdir()
     wrong, _, _, _ = run_measure(tmp_path / "w", stub_profile, STUB_FAULT="wrong_tokens")
-    assert wrong.output_token_ids != m.output_token_ids
+    assert all(a != b for a, b in zip(wrong.output_text_sha256, m.output_text_sha256))
     assert wrong.output_text_sha256 != m.output_text_sha256
 
 
@@ -166,25 +165,6 @@ def test_a_hanging_stack_is_a_timeout_error(tmp_path, stub_profile):
             open_client(launch.base_url, timeout_s=0.5) as client:
         with pytest.raises(BenchmarkError, match=r"PPL record r0: POST /v1/completions timed out after 0.5 s"):
             measure_ppl(client, model="stub", records=records)
-
-
-def test_repeated_tps_runs_give_their_median_and_spread(tmp_path, stub_profile):
-    profile = stub_profile.with_overrides({"tps_repeats": 3}, source="test")
-    m, log, launch, _ = run_measure(tmp_path, profile, CENTROID_TOP_K="20", STUB_DECODE_STEP_S="0.002")
-    timed = [r for r in log if r["path"] == "/v1/chat/completions"][profile.warmup_requests:]
-    assert len(timed) == 3 * profile.num_prompts  # three runs back to back, one boot
-    assert len(m.tps_runs) == 3
-    assert m.tps == statistics.median(m.tps_runs)  # odd R: the median is one of the runs
-    assert m.tps == m.completion_tokens / m.tps_wall_s  # ... and its tokens over its own window
-    assert m.tps_cv == pytest.approx(statistics.stdev(m.tps_runs) / statistics.fmean(m.tps_runs))
-    # every run's window holds that run's own requests on the server (same tokens in each run)
-    for i, tps in enumerate(m.tps_runs):
-        run = timed[i * profile.num_prompts:(i + 1) * profile.num_prompts]
-        assert tps * (run[-1]["end"] - run[0]["start"]) <= m.completion_tokens * (1 + 1e-9)
-    drafted, accepted = spec_counts(StubKnobs.from_env(launch.env), profile.output_len)
-    assert m.drafted_tokens == 3 * drafted * profile.num_prompts  # counters over all three runs
-    assert m.acceptance_rate == pytest.approx(accepted / drafted)
-    assert len(m.latency_s) == 6 and m.latency_s["min"] > 0
 
 
 def test_a_single_tps_run_has_no_spread(tmp_path, stub_profile):

@@ -70,14 +70,14 @@ def test_a_quick_run_prints_a_table_and_a_json_record(tmp_path):
                    "--repeats", "3", "--workdir", str(tmp_path))
     assert result.returncode == 0, result.stdout + result.stderr
     table, record_line = result.stdout.rsplit("\n", 2)[0], result.stdout.splitlines()[-1]
-    for row in ("TPS", "TPS runs", "PPL", "latency s", "acceptance", "timings s"):
+    for row in ("TPS", "TPS runs", "TPS rule", "PPL", "latency s", "acceptance", "timings s"):
         assert f"\n{row}" in table
     record = json.loads(record_line)
     assert len(record["measurement"]["tps_runs"]) == 3 and record["measurement"]["tps_cv"] is not None
     assert record["status"] == "complete" and record["knobs"]["sliding_window"] == 64
     stored = json.loads((tmp_path / "outcome.json").read_text())
     assert stored["measurement"]["tps"] == record["measurement"]["tps"]
-    assert len(stored["measurement"]["output_token_ids"]) == record["measurement"]["num_prompts"]
+    assert len(stored["measurement"]["output_text_sha256"]) == record["measurement"]["num_prompts"]  # of the chosen run
 
 
 def test_a_failed_trial_exits_1_with_its_reason_and_log_tail(tmp_path):

@@ -4,10 +4,10 @@ import re
 import pytest
 
 from engine.data import load_ppl_records, load_prompts
-from engine.profiles import get_profile
+from engine.profiles import STUDIES_DIR
 from errors import DataError
 
-DATA = get_profile("challenge").path("data")
+DATA = STUDIES_DIR / "data"
 
 
 def test_the_project_prompt_sets_have_128_disjoint_prompts_in_the_challenge_spread():

@@ -1,6 +1,5 @@
 """EngineProcess against real processes: the stub stack and plain Python one-liners."""
 
-import os
 import re
 import socket
 import threading

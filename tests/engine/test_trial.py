@@ -23,7 +23,7 @@ def test_a_complete_trial_records_knobs_argv_redacted_env_timings_and_node(tmp_p
     assert outcome.env["HF_TOKEN"] == "***"
     assert "hf_secret_value" not in str(outcome.to_dict())
     assert outcome.env["SLIDING_WINDOW"] == "128"
-    assert set(outcome.timings_s) == {"boot", "warmup", "tps", "ppl", "stop", "total"}
+    assert set(outcome.timings_s) == {"gpu_wait", "boot", "warmup", "tps", "ppl", "stop", "total"}
     assert outcome.timings_s["total"] >= sum(v for k, v in outcome.timings_s.items() if k != "total")
     assert outcome.node["hostname"]
     assert outcome.measurement.ppl == pytest.approx(expected_ppl(128), rel=0.1)
@@ -81,7 +81,7 @@ def test_user_errors_raise_before_anything_boots(tmp_path, stub_profile):
     with pytest.raises(KnobError, match="unknown knob"):  # knob values are checked before a trial exists
         parse_knobs(stub_manifest(), {"nope": 1})
     too_many = stub_profile.with_overrides({"num_prompts": 100}, source="test")
-    with pytest.raises(DataError, match=r"100 prompts asked for, the file has 8"):
+    with pytest.raises(DataError, match=r"100 prompts asked for \(100 a run x 1 run\(s\), none timed twice\), the file has 32"):
         run_trial(stub_manifest(), parse_knobs(stub_manifest(), {}), too_many, workdir=tmp_path)
     assert not (tmp_path / "engine.log").exists()
 

@@ -39,7 +39,8 @@ manifest = stub_manifest(STUB_FAULT="ignore_term", STUB_CHILD="1", STUB_DECODE_S
 profile = stub_profile(folder, num_prompts=8, output_len=64)  # ~30 s of TPS run: killed well before its end
 with ray_session(address=None, temp_dir=folder / "ray"):
     worker = TrialWorker.remote()
-    run = worker.run.remote(manifest, parse_knobs(manifest, {}), profile, workdir=str(folder / "trial"))
+    run = worker.run.remote(manifest, parse_knobs(manifest, {}), profile, workdir=str(folder / "trial"),
+                            cache_dir=str(folder / "cache"))
     log = folder / "trial" / "engine.log"
     deadline = time.monotonic() + 120
     while "stub: child pid" not in (log.read_text() if log.exists() else "") and time.monotonic() < deadline:

@@ -34,7 +34,9 @@ Other env
     STUB_DECODE_STEP_S (default 0.002), STUB_REQUEST_OVERHEAD_S (default 0),
     STUB_BOOT_DELAY_S (sleep before listening), STUB_VOCAB_SIZE (default 262144; larger ids
     get HTTP 400), STUB_REQUEST_LOG (append one JSON line per generation request: path, start,
-    end (time.time()), completion_tokens), STUB_CHILD=1 (spawn a child process into the group
+    end (time.time()), completion_tokens, and the request's whole JSON body), STUB_PREFILL_S
+    (a prefix cache: a prompt not served before in this boot sleeps this much longer, so repeated
+    prompts are served faster, as vLLM's automatic prefix caching serves them), STUB_CHILD=1 (spawn a child process into the group
     and print "stub: child pid N"), STUB_CRASH_AFTER (default 3, see crash_mid),
     STUB_BOOT_EXIT_IF="CENTROID_TOP_K=7[,VAR=VALUE...]" (exit 1 at boot when any env var has
     that value: a knob value that fails a trial), STUB_ECHO_ENV="HF_TOKEN[,NAME...]" (print
@@ -99,8 +101,9 @@ def write_ppl_refs(path: Path, count: int, *, context_len: int = 12, target_len:
 
 
 def stub_profile(folder: Path, **overrides: Any) -> BenchProfile:
-    """The quick profile shrunk for the stub, on tiny data sets written into ``folder``."""
-    prompts = write_prompt_set(folder / "prompts.json", 8)
+    """The quick profile shrunk for the stub, on tiny data sets written into ``folder`` (prompts
+    enough for repeated runs that never time a prompt twice)."""
+    prompts = write_prompt_set(folder / "prompts.json", 32)
     refs = write_ppl_refs(folder / "refs.jsonl", 6)
     base = {"prompts": str(prompts), "refs": str(refs), "num_prompts": 4, "output_len": 32,
             "ppl_records": 4, "warmup_requests": 2, "warmup_output_len": 4, "warmup_pause_s": 0.2,

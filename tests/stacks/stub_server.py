@@ -19,7 +19,7 @@ import threading
 import time
 import uuid
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 BASE_PPL = 2.30
@@ -118,14 +118,22 @@ class StubState:
     crash_after: int
     request_log: str | None
     lock: threading.Lock
+    prefill_s: float = 0.0  # a prompt not served before in this boot costs this much more
     chat_requests: int = 0
     drafted: int = 0
     accepted: int = 0
+    seen: set[str] = field(default_factory=set)  # the prefix cache: prompts served since boot
 
-    def log_request(self, path: str, start: float, end: float, tokens: int) -> None:
+    def prefill(self, prompt_key: str) -> float:
+        with self.lock:
+            cached = prompt_key in self.seen
+            self.seen.add(prompt_key)
+        return 0.0 if cached else self.prefill_s
+
+    def log_request(self, path: str, start: float, end: float, tokens: int, body: dict) -> None:
         if not self.request_log:
             return
-        line = json.dumps({"path": path, "start": start, "end": end, "completion_tokens": tokens})
+        line = json.dumps({"path": path, "start": start, "end": end, "completion_tokens": tokens, "body": body})
         with self.lock, open(self.request_log, "a") as fh:
             fh.write(line + "\n")
 
@@ -204,7 +212,8 @@ class Handler(BaseHTTPRequestHandler):
     def _generate(self, prompt_key: str, max_tokens: int) -> tuple[list[int], float, float]:
         state = self.state
         start = time.time()
-        time.sleep(request_time(state.knobs, tokens=max_tokens, base_s=state.base_s, overhead_s=state.overhead_s))
+        time.sleep(state.prefill(prompt_key)
+                   + request_time(state.knobs, tokens=max_tokens, base_s=state.base_s, overhead_s=state.overhead_s))
         shift = 1 if "wrong_tokens" in state.faults else 0
         ids = generated_tokens(prompt_key, max_tokens, state.vocab, shift=shift)
         drafted, accepted = spec_counts(state.knobs, max_tokens)
@@ -229,7 +238,7 @@ class Handler(BaseHTTPRequestHandler):
         if body.get("stream"):
             return self._chat_stream(prompt, max_tokens, body)
         ids, start, end = self._generate(prompt, max_tokens)
-        state.log_request(self.path, start, end, max_tokens)
+        state.log_request(self.path, start, end, max_tokens, body)
         choice = {"index": 0, "message": {"role": "assistant", "content": " ".join(f"w{t}" for t in ids)},
                   "finish_reason": "length"}
         if body.get("return_token_ids"):
@@ -270,7 +279,7 @@ class Handler(BaseHTTPRequestHandler):
         with state.lock:
             state.drafted += drafted
             state.accepted += accepted
-        state.log_request(self.path, start, time.time(), max_tokens)
+        state.log_request(self.path, start, time.time(), max_tokens, body)
 
     def _completion(self, body: dict) -> None:
         state = self.state
@@ -285,7 +294,7 @@ class Handler(BaseHTTPRequestHandler):
             return self._error(400, f"token id out of vocabulary (size {state.vocab})")
         max_tokens = int(body.get("max_tokens") or 16)
         ids, start, end = self._generate(",".join(map(str, prompt_ids)), max_tokens)
-        state.log_request(self.path, start, end, max_tokens)
+        state.log_request(self.path, start, end, max_tokens, body)
         choice: dict = {"index": 0, "text": " ".join(f"w{t}" for t in ids), "logprobs": None,
                         "finish_reason": "length"}
         if body.get("return_token_ids"):
@@ -378,6 +387,7 @@ def main() -> None:
         crash_after=int(env.get("STUB_CRASH_AFTER", 3)),
         request_log=env.get("STUB_REQUEST_LOG"),
         lock=threading.Lock(),
+        prefill_s=float(env.get("STUB_PREFILL_S", 0.0)),
     )
     host, port = env.get("HOST", "127.0.0.1"), int(env["PORT"])
     server = ThreadingHTTPServer((host, port), Handler)

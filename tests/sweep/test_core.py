@@ -3,7 +3,6 @@
 import dataclasses
 import io
 
-import optuna
 import pytest
 from optuna.trial import TrialState
 from rich.console import Console
@@ -183,7 +182,7 @@ def test_repeated_tps_runs_tell_the_median_and_keep_the_spread(env):
     assert stored.measurement.tps_runs == [12.0, 10.0, 9.0] and stored.measurement.output_token_ids == [[1, 2], [3, 4]]
     buffer = io.StringIO()
     SweepConsole(Console(file=buffer, width=200)).finished(stored, requeued=False)
-    assert "TPS 10.00 (median of 3, CV 14.7%)" in buffer.getvalue()
+    assert "TPS 10.00 (of 3 runs, CV 14.7%)" in buffer.getvalue()
 
 
 def test_a_study_requiring_identity_gives_every_trial_the_same_constraints_so_gp_can_model_them(env):

@@ -58,3 +58,24 @@ def test_a_local_run_keeps_rays_files_under_runs_and_stops_ray(tmp_path):
         assert not ray_processes_under(short)
     finally:
         shutil.rmtree(short, ignore_errors=True)
+
+
+def test_a_time_limit_stops_dispatching_and_the_same_command_resumes(tmp_path):
+    # about 3 s of TPS a trial: a 25 s limit (Ray's start and the worker's placement included)
+    # leaves the budget of 6 unspent after the first few
+    manifest = write_manifest(tmp_path, STUB_DECODE_STEP_S="0.05")
+    study = write_study(tmp_path, manifest=manifest, profile=stub_profile(tmp_path), n_trials=6, sampler="grid",
+                        seed=1, space={"centroid_top_k": {"choices": [8, 16, 24, 32, 40]}})  # fmt: skip
+    env = {**{k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_TMPDIR")}, "PYTHONPATH": str(REPO)}
+    argv = [sys.executable, "-m", "sweep.run", "--study", str(study), "--time-limit", "25"]
+    first = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "time limit reached with" in first.stdout and "--time-limit 25" in first.stdout, first.stdout
+    storage = f"sqlite:///{tmp_path}/runs/sweeps.db"
+    done = [t for t in optuna.load_study(study_name="stubstudy", storage=storage).trials if t.state.is_finished()]
+    assert 1 <= len(done) < 6
+    assert not [t for t in optuna.load_study(study_name="stubstudy", storage=storage).trials if not t.state.is_finished()]
+    again = subprocess.run([*argv[:-2], "--time-limit", "600"], cwd=tmp_path, env=env, capture_output=True,
+                           text=True, timeout=300)  # fmt: skip
+    assert again.returncode == 0 and "time limit reached" not in again.stdout, again.stdout + again.stderr
+    assert len(optuna.load_study(study_name="stubstudy", storage=storage).trials) == 6

@@ -55,6 +55,5 @@ def test_drafter_knobs_on_the_reference_stack_keep_ppl_and_greedy_output(ray_con
         assert trial.status == "complete" and trial.tps > 0, log
         assert trial.ppl == pytest.approx(baseline.ppl, rel=1e-6)  # the drafter never touches the target's PPL
         assert trial.identity_diff_prompts == 0 and trial.feasible
-        ids = trial.measurement.output_token_ids
-        assert len(ids) == 2 and all(len(one) == 16 for one in ids)
+        assert len(trial.measurement.output_text_sha256) == 2  # the identity evidence: one hash a prompt
         assert trial.metric("acceptance_rate") is not None and 0 <= trial.metric("acceptance_rate") <= 1

@@ -23,12 +23,13 @@ def test_the_readme_shows_the_guides_dry_run():
     assert dry_run_command(README) == dry_run_command(DOC)
 
 
-def test_the_documented_dry_run_prints_each_trials_argv_and_env():
+def test_the_documented_dry_run_prints_each_trials_argv_and_env(challenge_data):
     argv = dry_run_command(DOC)
     result = subprocess.run([sys.executable, *argv[1:]], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert "manifest" in out and "vidraft-w188-ctk49.json" in out and "nothing is booted" in out
+    assert "gate PPL <= 2.42" in out  # the challenge's own gate
     trials = re.findall(r"^trial (\d+)( \(baseline\))?: .*\bcentroid_top_k=(\d+)", out, flags=re.M)
     assert trials[0] == ("0", " (baseline)", "49")  # the manifest as published
     assert sorted(int(k) for _, _, k in trials[1:]) == [30, 35, 40, 45, 49, 56, 64]  # the grid, once each

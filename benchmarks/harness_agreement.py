@@ -1,0 +1,160 @@
+"""``python -m benchmarks.harness_agreement``: the organisers' own TPS client beside ours, one server.
+
+Boots one stack (the reference stack by default), then times it in rounds, alternating who goes
+first: sglang 0.5.2's ``bench_serving`` exactly as the organisers' harness runs it (installed
+unchanged by ``python -m engine.install sglang-bench``: ``--backend vllm-chat --dataset-name
+sharegpt --max-concurrency 1 --request-rate inf --warmup-requests 4 --seed 1 --extra-request-body
+'{"ignore_eos": true}' --disable-stream``), and this project's client (``engine.bench``: the same
+warm-up, then one timed run) on the same prompts in the same order. Prints every round's
+``output_throughput`` beside ours, the medians and their difference. The prompts are the
+organisers' file (``GEMMA_SWEEP_CHALLENGE_DATA``) unless ``--prompts`` names another.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks._report import emit, table
+from benchmarks._sweeps import load_note
+from engine.bench import measure_tps, open_client, warm_up
+from engine.install import install_stack
+from engine.knobs import parse_knobs
+from engine.launch import build_launch
+from engine.manifest import load_manifest
+from engine.process import EngineProcess
+from engine.profiles import BenchProfile, get_profile
+from errors import ConfigError, EngineError, InstallError
+
+__all__ = ["main"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Args:
+    manifest: str
+    prompts: str | None
+    num_prompts: int
+    output_len: int
+    rounds: int
+    out: Path | None
+
+
+def _profile(args: Args) -> BenchProfile:
+    """The harness's sequence (4 warm-up requests of min(32, output) tokens, a 1 s pause) on these sizes."""
+    overrides: dict[str, object] = {"num_prompts": args.num_prompts, "output_len": args.output_len,
+                                    "warmup_requests": 4, "warmup_output_len": min(32, args.output_len),
+                                    "warmup_pause_s": 1.0, "tps_repeats": 1, "shuffle_seed": 1}  # fmt: skip
+    if args.prompts:
+        overrides["prompts"] = str(Path(args.prompts).resolve())
+    return get_profile("challenge-quick").with_overrides(overrides, source="harness_agreement")
+
+
+def _theirs(python: Path, script: str, *, base_url: str, model: str, tokenizer: Path, prompts: Path,
+            profile: BenchProfile, work: Path) -> float:  # fmt: skip
+    """One bench_serving run, as the organisers' harness invokes it; its output_throughput."""
+    result = work / f"bench-{time.monotonic_ns()}.jsonl"
+    argv = [str(python), script, "--backend", "vllm-chat", "--base-url", base_url, "--model", model,
+            "--tokenizer", str(tokenizer), "--dataset-name", "sharegpt", "--dataset-path", str(prompts),
+            "--sharegpt-output-len", str(profile.output_len), "--num-prompts", str(profile.num_prompts),
+            "--max-concurrency", "1", "--request-rate", "inf", "--warmup-requests", str(profile.warmup_requests),
+            "--seed", "1", "--extra-request-body", '{"ignore_eos": true}', "--disable-stream",
+            "--output-file", str(result)]  # fmt: skip
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    done = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=3600)
+    if done.returncode != 0 or not result.exists():
+        raise EngineError(f"bench_serving exited with {done.returncode}: {done.stderr[-1500:]}")
+    return float(json.loads(result.read_text().splitlines()[-1])["output_throughput"])
+
+
+def _ours(base_url: str, *, model: str, profile: BenchProfile) -> float:
+    prompts, _ = profile.load_data()
+    with open_client(base_url, timeout_s=profile.request_timeout_s) as client:
+        warm_up(client, model=model, prompt=prompts[0], requests=profile.warmup_requests,
+                output_len=profile.warmup_output_len, pause_s=profile.warmup_pause_s)
+        return measure_tps(client, model=model, prompts=prompts, output_len=profile.output_len).tps
+
+
+def run(args: Args) -> str:
+    from engine.reference.prepare import prepare_model  # the tokenizer folder bench_serving reads
+
+    sglang = install_stack("sglang-bench")
+    script = sglang.versions["bench_serving"]
+    profile = _profile(args)
+    profile.load_data()  # bad or missing data: an error before anything boots
+    prompts = profile.path(profile.prompts)
+    manifest = load_manifest(args.manifest)
+    launch = build_launch(manifest, parse_knobs(manifest, {}))
+    tokenizer = prepare_model().checkpoint_dir
+    rows, theirs, ours = [], [], []
+    with tempfile.TemporaryDirectory(prefix="harness-") as tmp, \
+            EngineProcess(launch, log_path=Path(tmp) / "engine.log", boot_timeout_s=profile.boot_timeout_s):  # fmt: skip
+        for i in range(args.rounds):
+            first, second = ("sglang", "ours") if i % 2 == 0 else ("ours", "sglang")
+            got = {}
+            for who in (first, second):
+                if who == "sglang":
+                    got[who] = _theirs(sglang.python, script, base_url=launch.base_url, model=launch.served_model_name,
+                                       tokenizer=tokenizer, prompts=prompts, profile=profile, work=Path(tmp))  # fmt: skip
+                else:
+                    got[who] = _ours(launch.base_url, model=launch.served_model_name, profile=profile)
+            theirs.append(got["sglang"])
+            ours.append(got["ours"])
+            rows.append([str(i + 1), f"{first} first", f"{got['sglang']:.3f}", f"{got['ours']:.3f}",
+                         f"{(got['ours'] / got['sglang'] - 1) * 100:+.2f}%"])  # fmt: skip
+    med_theirs, med_ours = statistics.median(theirs), statistics.median(ours)
+    diff = (med_ours / med_theirs - 1) * 100
+    lines = [
+        f"stack {manifest.label} ({launch.argv[-1]}); prompts {prompts} in bench_serving's --seed 1 order, "
+        f"{profile.num_prompts} x {profile.output_len} tokens, ignore_eos, one at a time; warm-up "
+        f"{profile.warmup_requests} x {profile.warmup_output_len} tokens, then {profile.warmup_pause_s:g} s",
+        f"organisers' client: sglang {sglang.versions['sglang']} bench_serving ({script}), "
+        f"transformers {sglang.versions['transformers']}, aiohttp {sglang.versions['aiohttp']}",
+        "",
+        table(["round", "order", "bench_serving output_throughput", "engine.bench TPS", "ours vs theirs"], rows),
+        "",
+        f"median over {args.rounds} rounds: bench_serving {med_theirs:.3f} tok/s, engine.bench {med_ours:.3f} tok/s: "
+        f"{diff:+.2f}% ({'within' if abs(diff) <= 2 else 'OUTSIDE'} 2%)",
+        load_note(),
+    ]
+    return "\n".join(lines)
+
+
+def parse_args(argv: list[str] | None = None) -> Args:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.harness_agreement", description=__doc__.splitlines()[0])
+    parser.add_argument("--manifest", default="reference-plain", help="the stack to time (default reference-plain)")
+    parser.add_argument("--prompts", help="ShareGPT prompt file (default: the organisers' own, from GEMMA_SWEEP_CHALLENGE_DATA)")
+    parser.add_argument("--num-prompts", type=int, default=8, help="prompts per run (default 8)")
+    parser.add_argument("--output-len", type=int, default=64, help="tokens per prompt (default 64; the challenge's is 512)")
+    parser.add_argument("--rounds", type=int, default=4, help="rounds, each timing both clients (default 4)")
+    parser.add_argument("--out", type=Path, help="also write the table there, under its command line")
+    ns = parser.parse_args(argv)
+    if min(ns.num_prompts, ns.output_len, ns.rounds) < 1:
+        parser.error("--num-prompts, --output-len and --rounds must be at least 1")
+    return Args(manifest=ns.manifest, prompts=ns.prompts, num_prompts=ns.num_prompts, output_len=ns.output_len,
+                rounds=ns.rounds, out=ns.out)  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        text = run(args)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except (EngineError, InstallError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    emit(text, out=args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
