@@ -10,7 +10,7 @@ metric or feasibility.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -78,6 +78,7 @@ class StudyData:
     gate: float | None
     knob_names: tuple[str, ...]  # the knobs that vary between trials, in the order first seen
     trials: tuple[TrialRow, ...]
+    user_attrs: dict[str, Any] = field(default_factory=dict)  # the study's: manifest, profile, gate, ...
 
     @property
     def measured(self) -> list[TrialRow]:
@@ -98,7 +99,8 @@ class StudyData:
 
 
 def study_data(
-    *, study_name: str, trials: list[TrialRow], gate: float | None, verdicts: Mapping[int, Verdict] | None = None
+    *, study_name: str, trials: list[TrialRow], gate: float | None, verdicts: Mapping[int, Verdict] | None = None,
+    user_attrs: Mapping[str, Any] | None = None,
 ) -> StudyData:
     """Mark the front and attach verdicts; ``trials`` come in with ``on_front`` unset."""
     verdicts = verdicts or {}
@@ -115,7 +117,7 @@ def study_data(
     # The swept knobs first, in one order for every trial: hover texts and tables line up.
     order = [*varying, *(k for k in knob_names if k not in varying)]
     rows = tuple(replace(t, knobs={k: t.knobs[k] for k in order if k in t.knobs}) for t in rows)
-    return StudyData(study_name=study_name, gate=gate, knob_names=varying, trials=rows)
+    return StudyData(study_name=study_name, gate=gate, knob_names=varying, trials=rows, user_attrs=dict(user_attrs or {}))
 
 
 def load_study_data(storage: Storage, study_name: str) -> StudyData:
@@ -130,7 +132,7 @@ def load_study_data(storage: Storage, study_name: str) -> StudyData:
     trials = [_row(t, records.get(t.number)) for t in study.get_trials(deepcopy=False)]
     return study_data(
         study_name=study_name, trials=trials, gate=_study_gate(records.values()),
-        verdicts=latest_verdicts(storage, study_name),
+        verdicts=latest_verdicts(storage, study_name), user_attrs=study.user_attrs,
     )  # fmt: skip
 
 

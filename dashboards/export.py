@@ -1,9 +1,11 @@
 """``python -m dashboards.export --study NAME``: the study's charts and table as files.
 
 Writes ``pareto.html`` (self-contained: plotly.js inlined, opens with no network; the Pareto
-chart, one knob-versus-metric chart per swept knob, the optimisation history), ``pareto.png``
-and ``pareto.svg`` (kaleido through the system Chromium) and ``trials.csv``, by default into
-``runs/exports/<study>/``. ``sweep.run`` calls ``export_study`` when a sweep ends.
+chart, one knob-versus-metric chart per swept knob, the optimisation history, the knobs'
+importances for TPS and for PPL and Optuna's slice plots), ``pareto.png`` and ``pareto.svg``
+(kaleido through the system Chromium), ``trials.csv``, ``importances.csv`` and ``best/`` (the
+manifest to submit, with the best verified point's knobs, and its README: ``dashboards.best``),
+by default into ``runs/exports/<study>/``. ``sweep.run`` runs this command when a sweep ends.
 
 Exit codes: 0 written; 1 Chromium failed to render (the HTML and CSV are written); 2 bad input
 (no such database or study, nothing completed, no Chromium). One line on stderr, no traceback.
@@ -13,13 +15,19 @@ from __future__ import annotations
 
 import argparse
 import html
+from collections.abc import Sequence
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import optuna
+import plotly.graph_objects as go
+
+from dashboards.best import write_best
 from dashboards.data import StudyData, load_study_data, require_measured
 from dashboards.figures import THEMES, Theme, history_figure, knob_figure, pareto_figure
 from dashboards.images import write_images
+from dashboards.importance import importance_figure, knob_importances, slice_figures
 from dashboards.table import trials_frame
 from errors import ConfigError, GemmaSweepError
 from sweep.storage import DEFAULT_STORAGE_URL, open_existing
@@ -32,26 +40,37 @@ EXPORTS_DIR = Path("runs/exports")
 def export_study(
     study_name: str, storage_url: str = DEFAULT_STORAGE_URL, out_dir: Path | None = None, *, theme: Theme = "light"
 ) -> list[Path]:
-    """Write the four files; returns their paths. Raises ``ConfigError`` subclasses on bad input."""
+    """Write the files; returns their paths. Raises ``ConfigError`` subclasses on bad input."""
     storage = open_existing(storage_url)
     try:
         data = require_measured(load_study_data(storage, study_name))
+        study = optuna.load_study(study_name=study_name, storage=storage.optuna)
+        importances = knob_importances(study)
+        analyses = slice_figures(study, template=THEMES[theme])
     finally:
         storage.close()
+    if importances:
+        title = f"{study_name}: which knob moved TPS, which moved PPL (fANOVA over {len(data.measured)} trials)"
+        analyses.insert(0, importance_figure(importances, title=title, template=THEMES[theme]))
     out = Path(out_dir) if out_dir is not None else EXPORTS_DIR / study_name
     out.mkdir(parents=True, exist_ok=True)
-    html_path, csv_path = out / "pareto.html", out / "trials.csv"
-    html_path.write_text(report_html(data, theme=theme), encoding="utf-8")
+    html_path, csv_path, shares_path = out / "pareto.html", out / "trials.csv", out / "importances.csv"
+    html_path.write_text(report_html(data, theme=theme, analyses=analyses), encoding="utf-8")
     trials_frame(data).to_csv(csv_path, index=False)
+    rows = ["objective,knob,importance", *(f"{name},{knob},{share:.6f}" for name, shares in importances.items()
+                                          for knob, share in shares.items())]  # fmt: skip
+    shares_path.write_text("\n".join(rows) + "\n")
+    best = write_best(data, out, storage=storage_url)
     images = write_images(pareto_figure(data, theme=theme), [out / "pareto.png", out / "pareto.svg"])
-    return [html_path, *images, csv_path]
+    return [html_path, *images, csv_path, shares_path, *best]
 
 
-def report_html(data: StudyData, *, theme: Theme = "light") -> str:
+def report_html(data: StudyData, *, theme: Theme = "light", analyses: Sequence[go.Figure] = ()) -> str:
     """One page, plotly.js inlined once (the first figure) and shared by the others."""
     figures = [pareto_figure(data, theme=theme)]
     figures += [knob_figure(data, knob, theme=theme) for knob in data.knob_names]
     figures.append(history_figure(data, theme=theme))
+    figures += analyses
     parts = [
         fig.to_html(full_html=False, include_plotlyjs=(i == 0), div_id=f"figure-{i}", config={"displaylogo": False})
         for i, fig in enumerate(figures)

@@ -41,11 +41,21 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from errors import ManifestError
 
-__all__ = ["MANIFESTS_DIR", "PLACEHOLDERS", "Manifest", "load_manifest", "parse_manifest"]
+__all__ = ["MANIFESTS_DIR", "NAME_RULE", "PLACEHOLDERS", "Manifest", "is_plain_name", "load_manifest", "parse_manifest"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 MANIFESTS_DIR = REPO_ROOT / "studies" / "manifests"
 PLACEHOLDERS = ("port", "host", "python", "repo", "reference_checkpoint", "workdir", "tmpdir", "cache")
+# Study and manifest names become folder names (runs/<study>/, runs/bench/<manifest>-...): one
+# rule, so that no name writes outside its folder.
+NAME_RULE = "letters, digits, '.', '_' and '-' only, starting with a letter or digit: no path separator, no '..'"
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def is_plain_name(name: str) -> bool:
+    return bool(_PLAIN_NAME.fullmatch(name)) and ".." not in name
+
+
 # Only lower-case words in braces are placeholders; JSON objects in env values never match.
 _PLACEHOLDER_RE = re.compile(r"\{([a-z_]+)\}")
 
@@ -98,6 +108,12 @@ class Manifest(BaseModel):
                 os.fsencode(text)
             except UnicodeEncodeError:
                 raise ValueError(f"{text!r} holds a lone surrogate, which cannot be encoded for the OS") from None
+        return self
+
+    @model_validator(mode="after")
+    def _plain_name(self) -> "Manifest":
+        if not is_plain_name(self.name):
+            raise ValueError(f"name {self.name!r} is not a plain name ({NAME_RULE}): it names folders the sweep writes")
         return self
 
     @model_validator(mode="after")

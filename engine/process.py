@@ -28,6 +28,7 @@ from typing import NoReturn
 import httpx
 
 from engine.launch import LaunchConfig
+from engine.secrets import redact_argv
 from errors import EngineBootError, EngineStopError
 
 __all__ = ["OWNER_ENV", "EngineProcess", "group_members", "read_log_tail"]
@@ -138,7 +139,7 @@ class EngineProcess:
             )
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:
-            log.write(f"[gemma-sweep] starting in {self.launch.cwd}: {self.launch.argv}\n".encode())
+            log.write(f"[gemma-sweep] starting in {self.launch.cwd}: {redact_argv(self.launch.argv)}\n".encode())
             log.flush()
             try:
                 self._proc = subprocess.Popen(

@@ -30,7 +30,7 @@ from engine.manifest import Manifest
 from engine.measurement import Measurement, TrialOutcome
 from engine.process import OWNER_ENV, EngineProcess
 from engine.profiles import BenchProfile
-from engine.secrets import redact_env, scrub_text
+from engine.secrets import redact_argv, redact_env, scrub_text
 from errors import BenchmarkError, EngineError
 
 __all__ = ["node_info", "run_trial"]
@@ -81,6 +81,17 @@ def _boot_and_measure(engine: EngineProcess, launch: LaunchConfig, *, profile: B
     return measurement, error
 
 
+def _scrub_log(path: Path, env: dict[str, str], argv: list[str]) -> None:
+    """The stack's log as kept on disk: whatever secret it printed, replaced once the stack is gone."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return
+    scrubbed = scrub_text(text, env, argv)
+    if scrubbed != text:
+        path.write_text(scrubbed)
+
+
 def run_trial(
     manifest: Manifest,
     knobs: KnobValues,
@@ -98,13 +109,17 @@ def run_trial(
     timings: dict[str, float] = {}
     node = node_info()
 
-    def failed(error: EngineError, *, knob_values: dict[str, Any], argv: list[str], env: dict[str, str],
-               log_tail: str) -> TrialOutcome:
+    def outcome(*, knob_values: dict[str, Any], argv: list[str], env: dict[str, str], log_tail: str,
+                measurement: Measurement | None = None, error: EngineError | None = None) -> TrialOutcome:
+        """The outcome with no secret in it: the stack's whole env counts (an inherited token is as secret)."""
         timings["total"] = time.monotonic() - began
-        seen = {**os.environ, **env}  # the stack's whole env: an inherited token is as secret
-        return TrialOutcome(status="failed", knobs=knob_values, argv=argv, env=redact_env(env),
-                            reason=scrub_text(str(error), seen), log_tail=scrub_text(error.log_tail or log_tail, seen),
-                            timings_s=timings, node=node)
+        seen = {**os.environ, **env}
+        _scrub_log(workdir / "engine.log", seen, argv)
+        return TrialOutcome(
+            status="complete" if error is None else "failed", knobs=knob_values, argv=redact_argv(argv),
+            env=redact_env(env), measurement=measurement, reason=None if error is None else scrub_text(str(error), seen, argv),
+            log_tail=scrub_text((error.log_tail if error else "") or log_tail, seen, argv), timings_s=timings, node=node,
+        )  # fmt: skip
 
     # Created only for the engine's lifetime; mkdtemp's short /tmp path keeps a stack's UNIX
     # sockets under the 107-byte limit that a deep workdir can exceed.
@@ -113,15 +128,10 @@ def run_trial(
             launch = build_launch(manifest, knobs, host=host, workdir=workdir, tmpdir=Path(tmpdir),
                                   cache=cache_dir or workdir.parent / "cache")
         except EngineError as exc:
-            return failed(exc, knob_values=dict(knobs), argv=list(manifest.serve), env=dict(manifest.env),
-                          log_tail="")
+            return outcome(knob_values=dict(knobs), argv=list(manifest.serve), env=dict(manifest.env), log_tail="",
+                           error=exc)
         engine = EngineProcess(launch, log_path=workdir / "engine.log", boot_timeout_s=profile.boot_timeout_s)
         measurement, error = _boot_and_measure(engine, launch, profile=profile, prompts=prompts, records=records,
                                                timings=timings, node=node)
-    if error is not None:
-        return failed(error, knob_values=launch.knobs, argv=launch.argv, env=launch.env,
-                      log_tail=engine.log_tail())
-    timings["total"] = time.monotonic() - began
-    return TrialOutcome(status="complete", knobs=launch.knobs, argv=launch.argv, env=redact_env(launch.env),
-                        measurement=measurement, log_tail=scrub_text(engine.log_tail(), {**os.environ, **launch.env}),
-                        timings_s=timings, node=node)
+    return outcome(knob_values=launch.knobs, argv=launch.argv, env=launch.env, log_tail=engine.log_tail(),
+                   measurement=measurement, error=error)

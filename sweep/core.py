@@ -39,6 +39,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from engine.knobs import KnobValues
 from engine.measurement import TrialOutcome
+from engine.secrets import redact_argv, redact_env
 from errors import BaselineFailed, StudyMismatchError
 from sweep.record import FailKind, Judge, TrialRecord, failure_record, outcome_record
 from sweep.sampling import make_sampler, sampler_exhausted, suggest_knobs
@@ -47,6 +48,7 @@ from sweep.spec import StudySpec
 __all__ = ["MemoryRecords", "PlannedTrial", "RecordBook", "StudyCore"]
 
 DIRECTIONS = ["maximize", "minimize"]  # tps, ppl
+DASHBOARD_CONSTRAINTS = "constraints"  # the system attribute optuna-dashboard reads (Optuna's old format)
 _FINISHED = (TrialState.COMPLETE, TrialState.FAIL)
 
 
@@ -119,6 +121,10 @@ class StudyCore:
                     "which would mix incomparable measurements. Use another --storage, or rename the "
                     "study (its `name` field)."
                 )
+        if "manifest_json" not in study.user_attrs:  # what dashboards.export writes best/manifest.json from
+            manifest = spec.manifest.to_json_dict()
+            study.set_user_attr("manifest_json", {**manifest, "serve": redact_argv(manifest["serve"]),
+                                                  "env": redact_env(manifest.get("env", {}))})  # fmt: skip
         study.set_user_attr("gate", spec.gate.describe())
         study.set_user_attr("objectives", "maximize tps, minimize ppl")
         return study
@@ -249,8 +255,13 @@ class StudyCore:
         if not record.measured:
             self.study.tell(trial, state=TrialState.FAIL)
             return
-        for key, value in record.constraints(identity_required=self.spec.identity_required).items():
+        constraints = record.constraints(identity_required=self.spec.identity_required)
+        for key, value in constraints.items():
             trial.set_constraint(key, value)
+        # optuna-dashboard 0.21 reads a trial's feasibility from the older list attribute only:
+        # without it, its own Pareto view draws a trial over the gate as feasible.
+        self._storage.set_trial_system_attr(self._trial_id(record.trial_number), DASHBOARD_CONSTRAINTS,
+                                            list(constraints.values()))
         self.study.tell(trial, [record.tps, record.ppl])
 
     def reconcile(self) -> list[TrialRecord]:

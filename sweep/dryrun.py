@@ -13,7 +13,7 @@ import optuna
 from rich.console import Console
 
 from engine.launch import build_launch
-from engine.secrets import redact_env
+from engine.secrets import redact_argv, redact_env
 from sweep.core import MemoryRecords, PlannedTrial, StudyCore
 from sweep.spec import StudySpec
 
@@ -48,7 +48,7 @@ def print_dry_run(spec: StudySpec, *, out: Console) -> None:
         label = " (baseline)" if planned.is_baseline else ""
         lines = [
             f"\ntrial {planned.number}{label}: {planned.effective.text()}",
-            f"  argv: {shlex.join(launch.argv)}",
+            f"  argv: {shlex.join(redact_argv(launch.argv))}",
             f"  cwd:  {launch.cwd}",
             *(f"  env:  {key}={value}" for key, value in redact_env(launch.env).items()),
         ]

@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.knobs import KNOBS, KnobValue, KnobValues, baseline_knobs, consumed_knobs, parse_knobs
-from engine.manifest import Manifest, load_manifest
+from engine.manifest import NAME_RULE, Manifest, is_plain_name, load_manifest
 from engine.profiles import STUDIES_DIR, BenchProfile, get_profile
 from errors import ConfigError, StudySpecError
 
@@ -191,6 +191,10 @@ def _parse(
         raise StudySpecError(f"{where}: unknown field(s) {unknown}; valid: {sorted(_TOP_FIELDS)}")
 
     name = _str(raw.get("name", path.stem), where, "name")
+    if not is_plain_name(name):
+        source = "field 'name'" if "name" in raw else "the file's name"
+        raise StudySpecError(f"{where}: {source}: {name!r} is not a plain name ({NAME_RULE}): it names the "
+                             "study's folders under runs/")  # fmt: skip
     manifest_ref = manifest if manifest is not None else raw.get("manifest")
     if manifest_ref is None:
         raise StudySpecError(f"{where}: field 'manifest' is required (a name in studies/manifests/ or a path)")

@@ -28,7 +28,7 @@ from engine.launch import LaunchConfig, build_launch
 from engine.manifest import REPO_ROOT, load_manifest
 from engine.measurement import TrialOutcome
 from engine.profiles import get_profile
-from engine.secrets import redact_env
+from engine.secrets import redact_argv, redact_env
 from engine.trial import run_trial
 from errors import ConfigError, EngineError, UsageError
 
@@ -75,7 +75,7 @@ def parse_args(argv: list[str] | None) -> BenchArgs:
 
 
 def _dry_run_record(launch: LaunchConfig) -> dict:
-    return {"argv": launch.argv, "cwd": str(launch.cwd), "env": redact_env(launch.env),
+    return {"argv": redact_argv(launch.argv), "cwd": str(launch.cwd), "env": redact_env(launch.env),
             "host": launch.host, "port": launch.port, "knobs": launch.knobs}
 
 
@@ -83,7 +83,7 @@ def _print_dry_run(launch: LaunchConfig, *, json_only: bool) -> None:
     record = _dry_run_record(launch)
     if not json_only:
         print(f"# dry run: nothing started. Would run in {launch.cwd}:")
-        print(shlex.join(launch.argv))
+        print(shlex.join(record["argv"]))
         print("# with this env over the current environment:")
         for key, value in record["env"].items():
             print(f"{key}={shlex.quote(value)}")

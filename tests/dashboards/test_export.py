@@ -11,11 +11,14 @@ import optuna
 import pandas as pd
 import pytest
 
+from engine.knobs import baseline_knobs
+from engine.manifest import load_manifest
 from sweep.storage import open_storage
 from tests.dashboards.browser import offline_chromium
 from tests.dashboards.kit import child_env, python_m
 
-FILES = ["pareto.html", "pareto.png", "pareto.svg", "trials.csv"]
+FILES = ["pareto.html", "pareto.png", "pareto.svg", "trials.csv", "importances.csv", "best/manifest.json",
+         "best/README.md"]
 
 
 def _trials(url: str, study: str) -> list[optuna.trial.FrozenTrial]:
@@ -28,10 +31,11 @@ def _trials(url: str, study: str) -> list[optuna.trial.FrozenTrial]:
 
 def test_the_sweep_itself_wrote_the_exports(swept):
     folder = swept.folder / "runs" / "exports" / swept.name
-    assert sorted(p.name for p in folder.iterdir()) == sorted(FILES)
+    written = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+    assert written == sorted(FILES)
 
 
-def test_export_writes_the_four_files_and_the_html_works_offline(swept, tmp_path):
+def test_export_writes_its_files_and_the_html_works_offline(swept, tmp_path):
     out = tmp_path / "out"
     result = python_m("dashboards.export", "--study", swept.name, "--storage", swept.url, "--out", str(out),
                       cwd=swept.folder, timeout=180)  # fmt: skip
@@ -70,7 +74,8 @@ def test_export_writes_the_four_files_and_the_html_works_offline(swept, tmp_path
         n_figures = browser.execute_script("return document.querySelectorAll('.plotly-graph-div').length")
     expected = sorted((round(t.values[1], 6), round(t.values[0], 6)) for t in measured)
     assert sorted((round(x, 6), round(y, 6)) for x, y in points) == expected
-    assert n_figures == 1 + 2 + 1  # the Pareto chart, one knob view per swept knob, the history
+    # the Pareto chart, one knob view per swept knob, the history, the importances, a slice plot per objective
+    assert n_figures == 1 + 2 + 1 + 1 + 2
 
 
 @pytest.mark.parametrize("case", ["missing study", "empty study", "missing database"])
@@ -123,3 +128,33 @@ def test_a_missing_or_broken_browser_is_one_clear_line(swept, tmp_path, browser,
     error = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
     assert len(error) == 1 and message in error[0]
     assert (out / "pareto.html").is_file() and (out / "trials.csv").is_file()  # written before the images
+
+
+def test_best_holds_the_manifest_to_submit_with_the_best_points_knobs(swept, tmp_path):
+    out = tmp_path / "out"
+    assert python_m("dashboards.export", "--study", swept.name, "--storage", swept.url, "--out", str(out),
+                    cwd=swept.folder, timeout=180).returncode == 0  # fmt: skip
+    storage = open_storage(swept.url)
+    try:
+        records = [r for r in storage.records(swept.name, token_ids=False) if r.measured and r.feasible]
+    finally:
+        storage.close()
+    best = max(records, key=lambda r: (r.tps, -r.trial_number))
+    manifest = load_manifest(out / "best" / "manifest.json")  # this project's own loader takes it
+    assert {k: v for k, v in baseline_knobs(manifest).items()} == best.knobs
+    note = manifest.model_extra["gemma_sweep"]
+    assert note["trial"] == best.trial_number and note["verification"].startswith("UNVERIFIED")
+    readme = (out / "best" / "README.md").read_text()
+    assert "Verification: **UNVERIFIED** (not verified)" in readme
+    assert f"python -m sweep.verify --study {swept.name} --storage {swept.url} --trials {best.trial_number}" in readme
+
+
+def test_the_importances_say_which_knob_moved_ppl(swept, tmp_path):
+    out = tmp_path / "out"
+    assert python_m("dashboards.export", "--study", swept.name, "--storage", swept.url, "--out", str(out),
+                    cwd=swept.folder, timeout=180).returncode == 0  # fmt: skip
+    shares = pd.read_csv(out / "importances.csv")
+    ppl = shares[shares["objective"] == "PPL"].set_index("knob")["importance"]
+    assert ppl.idxmax() == "sliding_window"  # the stub's window moves PPL; its centroid count never does
+    html = (out / "pareto.html").read_text()
+    assert "which knob moved TPS, which moved PPL" in html and "against each knob (slice)" in html

@@ -2,8 +2,10 @@
 for the security basics: secrets reach the stack and are written nowhere, nothing goes through a
 shell, nothing listens beyond loopback.
 
-Two secrets, each a fresh random value: ``HF_TOKEN`` in the environment of the person running the
-sweep, and ``WANDB_API_KEY`` in the manifest's own env. The stub prints a digest of each it got.
+Secrets, each a fresh random value: ``HF_TOKEN``, ``GITHUB_PAT`` and a password inside
+``DATABASE_URL`` in the environment of the person running the sweep, ``WANDB_API_KEY`` in the
+manifest's own env and an ``--api-key`` in its argv. The stub prints a digest of two it got, and
+(``STUB_ECHO_ALL``) its whole env and argv, values and all, as a careless stack would.
 """
 
 from __future__ import annotations
@@ -39,15 +41,17 @@ class SweepRun:
     folder: Path  # the sweep's working folder: what it writes goes to runs/ (database, logs, exports, Ray)
     hf_token: str
     api_key: str
+    others: tuple[str, ...]  # the GitHub token, the database password, the argv key
     code: int
     output: str
     audit_log: Path
     seen_listening: list[Listener]
 
 
-def _write_inputs(inputs: Path, api_key: str) -> Path:
+def _write_inputs(inputs: Path, api_key: str, argv_key: str) -> Path:
     inputs.mkdir()
-    manifest = stub_manifest(WANDB_API_KEY=api_key, STUB_ECHO_ENV="HF_TOKEN,WANDB_API_KEY").to_json_dict()
+    manifest = stub_manifest(WANDB_API_KEY=api_key, STUB_ECHO_ENV="HF_TOKEN,WANDB_API_KEY", STUB_ECHO_ALL="1").to_json_dict()
+    manifest["serve"] += ["--api-key", argv_key]  # the stub ignores its arguments; it echoes them
     manifest_path = inputs / "manifest.json"
     manifest_path.write_text(json.dumps(manifest, indent=2))
     return write_study(inputs, manifest=manifest_path, profile=stub_profile(inputs), name=STUDY, sampler="grid",
@@ -60,9 +64,12 @@ def sweep_run() -> Iterator[SweepRun]:
     folder = Path(tempfile.mkdtemp(prefix="gssec", dir="/tmp"))
     audit_dir = Path(tempfile.mkdtemp(prefix="gsaudit"))
     hf_token, api_key = f"hf_{secrets.token_hex(16)}", f"wk_{secrets.token_hex(16)}"
-    study = _write_inputs(folder / "inputs", api_key)  # the user's files: they hold the secret
+    others = (f"ghp_{secrets.token_hex(16)}", f"pw{secrets.token_hex(12)}", f"ak_{secrets.token_hex(16)}")
+    study = _write_inputs(folder / "inputs", api_key, others[2])  # the user's files: they hold the secrets
     audit_log = audit_dir / "spawns.jsonl"
-    env = {**os.environ, "HF_TOKEN": hf_token, MARKER_ENV: str(folder), "HF_HUB_OFFLINE": "1", **audit_env(audit_log)}
+    env = {**os.environ, "HF_TOKEN": hf_token, "GITHUB_PAT": others[0],
+           "DATABASE_URL": f"postgresql://sweeper:{others[1]}@db.internal:5432/runs",
+           MARKER_ENV: str(folder), "HF_HUB_OFFLINE": "1", **audit_env(audit_log)}  # fmt: skip
     env["PYTHONPATH"] += os.pathsep + str(REPO_ROOT)
     proc = subprocess.Popen([sys.executable, "-m", "sweep.run", "--study", str(study)], cwd=folder, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)  # fmt: skip
@@ -79,7 +86,7 @@ def sweep_run() -> Iterator[SweepRun]:
             proc.kill()
             proc.wait()
     try:
-        yield SweepRun(folder=folder, hf_token=hf_token, api_key=api_key, code=proc.returncode, output=output,
+        yield SweepRun(folder=folder, hf_token=hf_token, api_key=api_key, others=others, code=proc.returncode, output=output,
                        audit_log=audit_log, seen_listening=sorted(seen, key=lambda l: (l.pid, l.port)))  # fmt: skip
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -92,6 +99,7 @@ def _digest(value: str) -> str:
 
 def test_the_sweep_completes(sweep_run):
     assert sweep_run.code == 0, sweep_run.output[-3000:]
+    assert "exports: " in sweep_run.output, sweep_run.output[-3000:]
     assert "3 complete, 0 failed" in sweep_run.output
 
 
@@ -110,11 +118,19 @@ def test_no_file_the_sweep_wrote_holds_a_secret(sweep_run):
     # What must have been searched: the database (and its WAL), trial logs, exports, Ray's logs.
     assert {"sweeps.db", "engine.log", "trials.csv", "pareto.html"} <= names, sorted(names)
     assert any("runs/ray/session_" in str(p) and p.suffix in (".log", ".out", ".err") for p in files)
-    found = [str(p) for p in files for secret in (sweep_run.hf_token, sweep_run.api_key) if secret.encode() in p.read_bytes()]
+    every = (sweep_run.hf_token, sweep_run.api_key, *sweep_run.others)
+    found = [f"{p}: {secret}" for p in files for secret in every if secret.encode() in p.read_bytes()]
     assert found == []
-    for secret in (sweep_run.hf_token, sweep_run.api_key):
+    for secret in every:
         assert secret not in sweep_run.output
+    for secret in every[:4]:  # the test's own spawn log records argv as given, the argv key with it
         assert secret not in sweep_run.audit_log.read_text()
+
+
+def test_the_careless_stack_did_print_them_and_its_kept_log_holds_none(sweep_run):
+    log = next(sweep_run.folder.glob(f"runs/{STUDY}/trial-*/engine.log")).read_text()
+    assert "stub: env GITHUB_PAT=***" in log and "stub: env WANDB_API_KEY=***" in log  # echoed, then scrubbed
+    assert "postgresql://***@db.internal:5432/runs" in log and "'--api-key', '***'" in log
 
 
 def test_the_stored_env_keeps_the_secret_name_with_a_redacted_value(sweep_run):

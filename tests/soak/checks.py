@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 import re
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,7 +24,7 @@ from tests.soak.chaos import MARKER_ENV, cmdline, marked_processes
 from tests.soak.faults import FAULTS_BY_NAME, Fault
 from tests.stacks.stub_server import token_logprob
 
-__all__ = ["StudyCheck", "TrialView", "check_leftovers", "check_study", "injected_trials"]
+__all__ = ["StudyCheck", "TrialView", "check_leftovers", "check_study", "duplicate_boots", "injected_trials"]
 
 _SOAK_LINE = re.compile(r"soak: trial (\d+) pid (\d+) pgid (\d+) fault (\w+)")
 _PORT_LINE = re.compile(r"stub: serving .* on [\d.]+:(\d+)")
@@ -65,6 +64,25 @@ def injected_trials(trials_dir: Path, rows: dict[int, TrialRecord]) -> list[Tria
     return views
 
 
+def duplicate_boots(views: list[TrialView], rows: list[TrialRecord]) -> list[str]:
+    """Boots the resume rules do not allow, counted from the stacks' own start lines (one per boot
+    in its trial's log): a trial number boots once (a retry gets a number of its own), and knobs
+    whose stack failed (``engine``) never boot again."""
+    found = [f"trial {v.number} booted {len(v.pgids)} times" for v in views if len(v.pgids) > 1]
+    by_number = {r.trial_number: r for r in rows}
+    failed_at: dict[str, int] = {}
+    for view in sorted(views, key=lambda v: v.number):
+        row = by_number.get(view.number)
+        if row is None:
+            continue
+        key = repr(sorted(row.knobs.items()))
+        if key in failed_at:
+            found.append(f"trial {view.number} booted knobs whose stack failed in trial {failed_at[key]}")
+        elif row.fail_kind == "engine":
+            failed_at[key] = view.number
+    return found
+
+
 def _expected_ppl(profile: BenchProfile, window: int) -> float:
     """The PPL the stub's model gives these reference records at this window."""
     records = load_ppl_records(profile.path(profile.refs), limit=profile.ppl_records)
@@ -83,7 +101,7 @@ class StudyCheck:
     views: list[TrialView]
     rows: list[TrialRecord]
     lost: int  # trials that ran (or were asked for) and left no row
-    duplicated: int  # trial numbers with more than one row
+    duplicated: int  # boots the resume rules do not allow (duplicate_boots)
     budget_used: int
 
 
@@ -104,8 +122,8 @@ def check_study(
     by_number = {r.trial_number: r for r in rows}
     views = injected_trials(trials_dir, by_number)
 
-    duplicated = [n for n, count in Counter(r.trial_number for r in rows).items() if count > 1]
-    problems += [f"trial {n} has more than one measurement row" for n in duplicated]
+    duplicated = duplicate_boots(views, rows)
+    problems += duplicated
     if used != n_trials:
         problems.append(f"the study ended with {used} trials counted against a budget of {n_trials}")
     lost = {view.number for view in views if view.outcome == "missing"}

@@ -41,7 +41,9 @@ Other env
     STUB_BOOT_EXIT_IF="CENTROID_TOP_K=7[,VAR=VALUE...]" (exit 1 at boot when any env var has
     that value: a knob value that fails a trial), STUB_ECHO_ENV="HF_TOKEN[,NAME...]" (print
     "stub: env NAME sha256 <hex digest of its value>", or "absent": proves a secret reached the
-    stack without writing it anywhere), STUB_IPC_SOCKET=1 (bind a UNIX socket named by a uuid in
+    stack without writing it anywhere), STUB_ECHO_ALL=1 (print the whole env and argv, values and
+    all, as a careless stack would: what the sweep keeps of its log must hold none of it),
+    STUB_IPC_SOCKET=1 (bind a UNIX socket named by a uuid in
     TMPDIR at boot, as vLLM does, and exit 1 if its path is too long).
 
 Faults: STUB_FAULT, comma-separated

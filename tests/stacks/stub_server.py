@@ -339,6 +339,10 @@ def _boot_exit_requested(env: dict[str, str]) -> str | None:
 
 
 def _echo_env(env: dict[str, str]) -> None:
+    if env.get("STUB_ECHO_ALL") == "1":  # a careless stack: its whole env and argv, values and all
+        print(f"stub: argv {sys.argv}", file=sys.stderr, flush=True)
+        for name, value in sorted(env.items()):
+            print(f"stub: env {name}={value}", file=sys.stderr, flush=True)
     # A digest, never the value: a test proves the stack got a secret without the log holding it.
     for name in filter(None, (n.strip() for n in env.get("STUB_ECHO_ENV", "").split(","))):
         seen = f"sha256 {hashlib.sha256(env[name].encode()).hexdigest()}" if name in env else "absent"

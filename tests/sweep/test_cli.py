@@ -81,3 +81,22 @@ def test_a_dry_run_prints_each_trial_argv_and_env_with_secrets_hidden(tmp_path):
     assert "HF_TOKEN=***" in out and "hf_very_secret" not in out
     assert "HF_HUB_OFFLINE=1" in out
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("name", ["../x", "a/b", "..", ".hidden"])
+def test_a_study_name_that_is_not_a_plain_name_is_refused_naming_the_rule(tmp_path, name):
+    path = study(tmp_path, name="placeholder")
+    path.write_text(path.read_text().replace('name = "placeholder"', f"name = {json.dumps(name)}"))
+    result = sweep_run("--study", str(path), "--dry-run", cwd=tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert f"field 'name': {name!r} is not a plain name (letters, digits, '.', '_' and '-' only" in result.stderr
+    assert "no path separator, no '..'" in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "runs").exists() and not (tmp_path.parent / "x").exists()
+
+
+def test_a_manifest_name_that_is_not_a_plain_name_is_refused(tmp_path):
+    manifest = write_manifest(tmp_path)
+    data = json.loads(manifest.read_text())
+    manifest.write_text(json.dumps({**data, "name": "../../etc"}))
+    result = sweep_run("--study", str(study(tmp_path, manifest=manifest)), "--dry-run", cwd=tmp_path)
+    assert result.returncode == 2 and "'../../etc' is not a plain name" in result.stderr, result.stderr

@@ -96,7 +96,8 @@ def test_an_inflated_point_is_invalid_on_tps_and_an_honest_one_verified(ray_conn
     assert f"trial {inflated} INVALID: TPS gap" in out and "VERIFIED" in out
 
     # the verdicts reach the export and the chart's markers
-    frame = pd.read_csv(export_study("verifyme", url, tmp_path / "export")[-1]).set_index("number")
+    written = export_study("verifyme", url, tmp_path / "export")
+    frame = pd.read_csv(next(p for p in written if p.name == "trials.csv")).set_index("number")
     assert frame.loc[honest, "verify_verdict"] == "VERIFIED" and frame.loc[inflated, "verify_verdict"] == "INVALID"
     assert frame.loc[inflated, "verify_tps_gap_pct"] == pytest.approx(bad.tps_gap_pct)
     traces = {trace.name.split(" (")[0]: trace for trace in pareto_figure(data).data}
