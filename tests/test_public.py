@@ -7,6 +7,7 @@ import ast
 import importlib
 import pkgutil
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -161,3 +162,14 @@ def test_docs_and_docstrings_cite_only_files_the_repository_has():
             if not any(p.exists() and p.resolve().is_relative_to(REPO) for p in inside):
                 missing.append(f"{path.relative_to(REPO)}: {cited}")
     assert missing == []
+
+
+def test_the_ci_entry_point_and_the_readme_blocks_it_runs_parse_as_bash():
+    # CI runs .ci/run on a fresh clone; a quoting slip there fails every submission before a test runs.
+    checked = subprocess.run(["bash", "-n", str(REPO / ".ci/run")], capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stderr
+    blocks = re.findall(r"^```bash\n(.*?)^```$", (REPO / "README.md").read_text(), re.S | re.M)
+    assert len(blocks) >= 2, "the README's setup and test blocks"
+    for block in blocks[:2]:
+        checked = subprocess.run(["bash", "-n", "-c", block], capture_output=True, text=True)
+        assert checked.returncode == 0, checked.stderr
