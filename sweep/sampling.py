@@ -28,11 +28,41 @@ _NSGA2_POPULATION = 10
 
 
 class _AskTellGridSampler(optuna.samplers.GridSampler):
-    """GridSampler whose end of grid does not call ``study.stop()``.
+    """GridSampler for a study that resumes, in ask/tell.
 
-    ``Study.stop`` only works inside ``optimize``; in ask/tell it raises from ``tell``. The
-    driver asks ``is_exhausted`` itself before each new trial.
+    - A point is visited when a trial that holds its values has finished, whatever grid id it was
+      given. Optuna's sampler tracks ids, which index a grid shuffled by the seed; a resumed study's
+      sampler has a moved-on seed (``make_sampler``), so its ids name other points: it measured some
+      twice and others never. The next trial takes the first point not yet visited nor running.
+    - The baseline (enqueued, the manifest as it is) visits no point, as in Optuna: a grid study is
+      the baseline, then every point once.
+    - The end of the grid does not call ``study.stop()``, which only works inside ``optimize`` (in
+      ask/tell it raises from ``tell``): the driver asks ``is_exhausted`` before each new trial.
     """
+
+    def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        if "grid_id" in trial.system_attrs or "fixed_params" in trial.system_attrs:
+            return  # enqueued (the baseline, a re-queued trial): its values are set
+        unvisited = self._get_unvisited_grid_ids(study)
+        grid_id = unvisited[0] if unvisited else int(self._rng.rng.choice(len(self._all_grids)))
+        study._storage.set_trial_system_attr(trial._trial_id, "search_space", self._search_space)
+        study._storage.set_trial_system_attr(trial._trial_id, "grid_id", grid_id)
+
+    def _get_unvisited_grid_ids(self, study: optuna.Study) -> list[int]:
+        index = {point: i for i, point in enumerate(self._all_grids)}
+        finished, running = set(), set()
+        for t in study._storage.get_all_trials(study._study_id, deepcopy=False):
+            if t.user_attrs.get("is_baseline"):
+                continue
+            i = index.get(tuple(t.params.get(name) for name in self._param_names))
+            if i is None and t.state == TrialState.RUNNING:
+                i = t.system_attrs.get("grid_id")  # asked by this sampler, its values not drawn yet
+            if i is not None and t.state.is_finished():
+                finished.add(i)
+            elif i is not None and t.state == TrialState.RUNNING:
+                running.add(i)
+        every = set(range(len(self._all_grids)))
+        return sorted(every - finished - running or every - finished)
 
     def after_trial(
         self, study: optuna.Study, trial: FrozenTrial, state: TrialState, values: Sequence[float] | None

@@ -2,7 +2,7 @@ import optuna
 import pytest
 
 from sweep.dryrun import plan_trials
-from sweep.sampling import make_sampler
+from sweep.sampling import make_sampler, sampler_exhausted, suggest_knobs
 from sweep.spec import SAMPLERS, load_study
 from tests.stacks import stub_profile
 from tests.sweep.kit import write_manifest, write_study
@@ -41,3 +41,26 @@ def test_a_resumed_study_draws_on_instead_of_replaying_its_first_draws(tmp_path)
 
     assert draws(make_sampler(spec)) == draws(make_sampler(spec))  # seeded: reproducible
     assert draws(make_sampler(spec, resumed_trials=3)) != draws(make_sampler(spec))
+
+
+def test_a_grid_resumed_by_another_driver_still_measures_each_point_once(tmp_path):
+    # A resumed study's sampler gets a moved-on seed, which reshuffles Optuna's grid: a grid that
+    # kept track of its points by their place in the shuffle measured some twice and others never.
+    space = {"centroid_top_k": {"choices": [4, 8, 16, 32, 64, 128]}, "sliding_window": {"choices": [64, 512]}}
+    spec = study(tmp_path, sampler="grid", seed=1, space=space)
+    storage = optuna.storages.InMemoryStorage()
+    optuna.create_study(storage=storage, study_name="g")
+    measured = []
+
+    def run(sampler, trials=None):
+        s = optuna.load_study(study_name="g", storage=storage, sampler=sampler)
+        while not sampler_exhausted(sampler, s) and (trials is None or trials > 0):
+            trial = s.ask()
+            knobs = suggest_knobs(trial, spec, baseline=False)
+            measured.append((knobs["centroid_top_k"], knobs["sliding_window"]))
+            s.tell(trial, 1.0)
+            trials = None if trials is None else trials - 1
+
+    run(make_sampler(spec), trials=5)
+    run(make_sampler(spec, resumed_trials=5))
+    assert sorted(measured) == sorted((c, w) for c in space["centroid_top_k"]["choices"] for w in (64, 512))
