@@ -1,21 +1,27 @@
 """A study replayed on a recorded surface: the driver's own ask/tell core, no server.
 
 Each trial goes the way the driver sends it, through ``sweep.core.StudyCore`` (the sampler, the
-baseline first, knob values, the skip and budget rules, the judgement and the constraints told
-to Optuna). Only the measurement is replaced: the recorded mean of the configuration times
-``1 + N(0, sd)``, sd the recorded relative noise, so a sampler sees measurements as noisy as the
-real ones.
+baseline first, knob values, the skip and budget rules, the multi-fidelity plan, the judgement
+and what Optuna is told). Only the measurement is replaced: the recorded configuration's TPS
+times ``1 + N(0, sd)``, sd the recorded relative noise, so a sampler sees measurements as noisy as
+the real ones. On a grid with traces (``benchmarks._surface.Trace``) the trial is replayed prompt
+by prompt: its recorded prompts' seconds (over the same noise factor) go through the plan's own
+checkpoint (``sweep.fidelity.stages_for``), as ``engine.bench.measure`` sends them, and the trial
+costs its recorded phases, with the TPS run cut where the checkpoint stopped it.
 """
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
-from benchmarks._surface import Surface
+from benchmarks._surface import Surface, Trace
 from engine.knobs import KnobValue
-from engine.measurement import Measurement
-from sweep.core import MemoryRecords, StudyCore
+from engine.measurement import Measurement, TrialOutcome
+from engine.profiles import BenchProfile
+from engine.stages import Partial, Stop
+from sweep.core import MemoryRecords, PlannedTrial, StudyCore
+from sweep.fidelity import FidelityPlan, FidelitySpec, stages_for
 from sweep.record import TrialRecord
 from sweep.spec import KnobSpace, StudySpec
 
@@ -24,12 +30,14 @@ __all__ = ["Replayed", "replay", "surface_spec"]
 
 @dataclass(frozen=True, kw_only=True)
 class Replayed:
-    """One trial of a replay: the recorded truth about the configuration it picked."""
+    """One trial of a replay: the recorded truth about the configuration it picked, and the trial."""
 
     knobs: dict[str, KnobValue]  # every consumed knob's value
     tps: float | None  # the configuration's recorded mean (None: it failed when recorded)
     ppl: float | None
     feasible: bool  # by the recorded means, against the gate of the recorded baseline
+    record: TrialRecord | None = None  # what the core stored: status, stop, the noisy figures
+    cost_s: float = 0.0  # what the trial took: its recorded phases (0 on a grid without traces)
 
 
 def _space_like(space: KnobSpace, values: list[int]) -> KnobSpace:
@@ -41,7 +49,8 @@ def _space_like(space: KnobSpace, values: list[int]) -> KnobSpace:
 
 
 def surface_spec(spec: StudySpec, surface: Surface) -> StudySpec:
-    """``spec`` with its space narrowed to the recorded grid (the knobs must match)."""
+    """``spec`` with its space narrowed to the recorded grid (the knobs must match) and, on a grid
+    with traces, the grid's profile; at full fidelity on a grid without, which cannot stop a trial."""
     if set(surface.knobs) != set(spec.space):
         raise ValueError(f"the grid records knobs {sorted(surface.knobs)}, study {spec.name!r} sweeps {sorted(spec.space)}")
     space = {}
@@ -51,7 +60,11 @@ def surface_spec(spec: StudySpec, surface: Surface) -> StudySpec:
         if outside:
             raise ValueError(f"the grid's {knob} values {outside} are outside study {spec.name!r}'s space")
         space[knob] = _space_like(knob_space, values)
-    return replace(spec, space=space)
+    if not surface.traces:
+        return replace(spec, space=space, fidelity=FidelitySpec(mode="full", why_full="the grid records no prompt timings"))
+    # The trials' own profile: the stages are counted in its prompts
+    profile = BenchProfile(**{f.name: surface.profile[f.name] for f in fields(BenchProfile) if f.name in (surface.profile or {})})
+    return replace(spec, space=space, profile=profile)
 
 
 def _measured(tps: float, ppl: float) -> Measurement:
@@ -60,8 +73,45 @@ def _measured(tps: float, ppl: float) -> Measurement:
                        ppl_target_tokens=0, num_prompts=0, num_ppl_records=0)  # fmt: skip
 
 
+def _traced(trace: Trace, *, factor: float, ppl: float, plan: FidelityPlan) -> tuple[Measurement, float]:
+    """The trial replayed prompt by prompt under ``plan``, and the seconds it took."""
+    latencies = [s / factor for s in trace.latencies_s]
+    tokens = list(trace.tokens)
+    planned = len(latencies)
+    stages = stages_for(plan)
+    stop: Stop | None = None
+    timed = planned
+    for n in stages.after if stages else ():
+        stop = stages.checkpoint(Partial(prompts_timed=n, prompts_planned=planned,  # type: ignore[union-attr]
+                                         tps=sum(tokens[:n]) / sum(latencies[:n]), latencies_s=tuple(latencies[:n]),
+                                         tokens=tuple(tokens[:n]), ppl=ppl))  # fmt: skip
+        if stop is not None:
+            timed = n
+            break
+    t = trace.timings_s
+    fixed = sum(t.get(phase, 0.0) for phase in ("gpu_wait", "boot", "warmup", "ppl", "stop"))
+    if stop is None:
+        tps, wall, cost = trace.tps * factor, t["tps"] / factor, fixed + t.get("stream", 0.0) + t["tps"] / factor
+    else:  # no stream pass and no later run after a stop
+        wall = sum(latencies[:timed])
+        tps, cost = sum(tokens[:timed]) / wall, fixed + wall
+    measurement = Measurement(
+        tps=tps, ppl=ppl, ppl_mean_record=ppl, completion_tokens=sum(tokens[:timed]), tps_wall_s=wall,
+        ppl_target_tokens=0, num_prompts=planned, num_ppl_records=0, prompt_latencies_s=latencies[:timed],
+        prompt_tokens=tokens[:timed], fidelity=plan.record(), stopped=stop.kind if stop else None,
+        stop_reason=stop.reason if stop else None, prompts_timed=timed,
+    )  # fmt: skip
+    return measurement, cost
+
+
+def _record(core: StudyCore, planned: PlannedTrial, measurement: Measurement) -> TrialRecord:
+    """The replayed measurement as the driver would store it: an outcome, judged by the core."""
+    outcome = TrialOutcome(status="complete", knobs=dict(planned.effective), argv=[], env={}, measurement=measurement)
+    return core.outcome_record(planned, outcome)
+
+
 def replay(spec: StudySpec, surface: Surface, *, seed: int, n_trials: int) -> list[Replayed]:
-    """Run ``spec`` (its sampler, this seed) for ``n_trials`` against ``surface``."""
+    """Run ``spec`` (its sampler and fidelity, this seed) for ``n_trials`` against ``surface``."""
     spec = replace(spec, seed=seed, n_trials=n_trials)
     rng = random.Random(seed)
     core = StudyCore(spec, MemoryRecords())  # in memory: the driver's SQLite adds only time here
@@ -71,17 +121,21 @@ def replay(spec: StudySpec, surface: Surface, *, seed: int, n_trials: int) -> li
     while core.has_next(in_flight=0):
         planned = core.ask()
         point = surface.point(planned.effective)
-        out.append(Replayed(knobs=dict(planned.effective), tps=point.tps, ppl=point.ppl,
-                            feasible=point.ppl is not None and point.ppl <= true_gate))  # fmt: skip
+        cost = 0.0
         if planned.skip_reason is not None:
-            core.close(core.failed(planned, kind="skipped", reason=planned.skip_reason))
+            record = core.failed(planned, kind="skipped", reason=planned.skip_reason)
         elif point.tps is None or point.ppl is None:
-            core.close(core.failed(planned, kind="engine", reason="failed when the grid was recorded"))
+            record = core.failed(planned, kind="engine", reason="failed when the grid was recorded")
         else:
-            tps = point.tps * (1 + rng.gauss(0, surface.tps_rel_sd))
+            factor = 1 + rng.gauss(0, surface.tps_rel_sd)
             ppl = point.ppl * (1 + rng.gauss(0, surface.ppl_rel_sd))
-            record = TrialRecord(study_name=spec.name, trial_number=planned.number, status="complete",
-                                 knobs=dict(planned.effective), is_baseline=planned.is_baseline,
-                                 measurement=_measured(tps, ppl))  # fmt: skip
-            core.close(core.judge(record))
+            trace = surface.traces.get(surface.key(planned.effective))
+            if trace is None:
+                measurement = _measured(point.tps * factor, ppl)
+            else:
+                measurement, cost = _traced(trace, factor=factor, ppl=ppl, plan=core.plan(planned))
+            record = _record(core, planned, measurement)
+        core.close(record)
+        out.append(Replayed(knobs=dict(planned.effective), tps=point.tps, ppl=point.ppl, record=record, cost_s=cost,
+                            feasible=point.ppl is not None and point.ppl <= true_gate))  # fmt: skip
     return out

@@ -1,24 +1,29 @@
 """A recorded response surface: measured TPS and PPL per knob configuration, with its noise.
 
-The CSV (``benchmarks/results/joint_grid.csv``, written by ``benchmarks.record_grid``) has one
-row per measured trial; ``#`` lines at the top say how it was made. Columns: ``study``,
-``trial``, ``is_baseline``, ``status``, one column per knob, ``tps``, ``ppl``. A configuration
-measured more than once (the baseline, the repeat study's points) gives the noise: the pooled
-relative standard deviation of its rows around their mean.
+Two formats, both written by ``benchmarks.record_grid``. The CSV (``joint_grid.csv``) has one row
+per measured trial; ``#`` lines at the top say how it was made. Columns: ``study``, ``trial``,
+``is_baseline``, ``status``, one column per knob, ``tps``, ``ppl``. The JSON (``fidelity_grid.json``)
+holds the same rows plus each trial's trace: every timed prompt's seconds and tokens, and the
+seconds of each phase (boot, warm-up, TPS, PPL, stop): what a replay needs to stop a trial early
+and to count what it cost. A configuration measured more than once (the baseline, the repeat
+study's points) gives the noise: the pooled relative standard deviation of its rows around their
+mean. A configuration's trace is its first recorded row's.
 """
 
 from __future__ import annotations
 
 import csv
+import json
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from engine.knobs import KNOBS
 from errors import DataError
 
-__all__ = ["COLUMNS", "Surface", "SurfacePoint", "load_surface"]
+__all__ = ["COLUMNS", "Surface", "SurfacePoint", "Trace", "load_surface"]
 
 COLUMNS = ("study", "trial", "is_baseline", "status")  # then the knobs, then tps and ppl
 
@@ -31,6 +36,16 @@ class SurfacePoint:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Trace:
+    """One full-fidelity trial as recorded: its first run prompt by prompt, and its phases."""
+
+    tps: float
+    latencies_s: tuple[float, ...]
+    tokens: tuple[int, ...]
+    timings_s: dict[str, float]  # boot, warmup, tps, ppl, stop (engine.trial's names)
+
+
+@dataclass(frozen=True, kw_only=True)
 class Surface:
     knobs: tuple[str, ...]
     points: dict[tuple[int, ...], SurfacePoint]
@@ -39,6 +54,8 @@ class Surface:
     ppl_rel_sd: float
     repeated: int  # configurations measured more than once
     notes: tuple[str, ...]  # the file's ``#`` lines: command, duration, load
+    traces: dict[tuple[int, ...], Trace] = field(default_factory=dict)  # JSON grids only
+    profile: dict[str, Any] | None = None  # JSON grids: the BenchProfile its trials were measured with
 
     def values(self, knob: str) -> list[int]:
         i = self.knobs.index(knob)
@@ -66,10 +83,15 @@ def _pooled_rel_sd(groups: list[list[float]]) -> float:
 
 
 def load_surface(path: Path) -> Surface:
+    """A recorded grid: ``.json`` with traces, else the CSV."""
+    path = Path(path)
     try:
-        lines = Path(path).read_text().splitlines()
+        text = path.read_text()
     except OSError as exc:
         raise DataError(f"{path}: cannot read the recorded grid: {exc.strerror}") from None
+    if path.suffix == ".json":
+        return _from_json(text, path)
+    lines = text.splitlines()
     notes = tuple(line.lstrip("# ").rstrip() for line in lines if line.startswith("#"))
     reader = csv.DictReader(line for line in lines if line and not line.startswith("#"))
     header = reader.fieldnames or []
@@ -77,18 +99,43 @@ def load_surface(path: Path) -> Surface:
     missing = [c for c in (*COLUMNS, "tps", "ppl") if c not in header]
     if missing or not knobs:
         raise DataError(f"{path}: not a recorded grid: missing column(s) {missing or 'for the knobs'}")
+    rows = [{**row, "is_baseline": row["is_baseline"] == "True", "knobs": {k: row[k] for k in knobs},
+             "tps": float(row["tps"]) if row["status"] == "complete" else None,
+             "ppl": float(row["ppl"]) if row["status"] == "complete" else None} for row in reader]  # fmt: skip
+    return _surface(rows, knobs=knobs, notes=notes, path=path)
+
+
+def _from_json(text: str, path: Path) -> Surface:
+    try:
+        data = json.loads(text)
+        rows, notes, profile = data["rows"], tuple(data.get("notes", ())), dict(data["profile"])
+        # every consumed knob is in a row; the grid's are those it varies
+        knobs = tuple(sorted(k for k in {k for row in rows for k in row["knobs"]}
+                             if len({repr(row["knobs"].get(k)) for row in rows}) > 1))  # fmt: skip
+    except (ValueError, KeyError, TypeError) as exc:
+        raise DataError(f"{path}: not a recorded grid: {exc}") from None
+    if not knobs or any(k not in KNOBS for k in knobs):
+        raise DataError(f"{path}: not a recorded grid: knobs {list(knobs)}")
+    return replace(_surface(rows, knobs=knobs, notes=notes, path=path), profile=profile)
+
+
+def _surface(rows: Iterable[dict[str, Any]], *, knobs: tuple[str, ...], notes: tuple[str, ...], path: Path) -> Surface:
     tps: dict[tuple[int, ...], list[float]] = {}
     ppl: dict[tuple[int, ...], list[float]] = {}
+    traces: dict[tuple[int, ...], Trace] = {}
     baselines = set()
-    for row in reader:
-        key = tuple(int(row[k]) for k in knobs)
+    for row in rows:
+        key = tuple(int(row["knobs"][k]) for k in knobs)
         tps.setdefault(key, [])
         ppl.setdefault(key, [])
-        if row["is_baseline"] == "True":
+        if row["is_baseline"]:
             baselines.add(key)
         if row["status"] == "complete":
             tps[key].append(float(row["tps"]))
             ppl[key].append(float(row["ppl"]))
+            if "latencies_s" in row and key not in traces:
+                traces[key] = Trace(tps=float(row["tps"]), latencies_s=tuple(row["latencies_s"]),
+                                    tokens=tuple(row["tokens"]), timings_s=dict(row["timings_s"]))  # fmt: skip
     if len(baselines) != 1:
         raise DataError(f"{path}: expected rows of one baseline configuration, found {sorted(baselines)}")
     points = {
@@ -107,4 +154,5 @@ def load_surface(path: Path) -> Surface:
         ppl_rel_sd=_pooled_rel_sd(list(ppl.values())),
         repeated=sum(1 for v in tps.values() if len(v) > 1),
         notes=notes,
+        traces=traces,
     )

@@ -1,11 +1,17 @@
-"""``python -m benchmarks.record_grid``: measure the response surface the sampler benchmark replays.
+"""``python -m benchmarks.record_grid``: measure the response surfaces the replay benchmarks replay.
 
 Runs the sweep itself, ``python -m sweep.run``, over two studies on the reference stack into one
-database: ``benchmarks/studies/joint_grid.toml`` (the joint study's space, coarse, as a full
-grid) and ``joint_grid_repeats.toml`` (a few of its points again, for the noise). Then writes
-every measured trial of both as ``benchmarks/results/joint_grid.csv`` (see
-``benchmarks._surface``), its ``#`` lines saying the command, how long the trials took and
-the machine's load. An interrupted run resumes where it stopped: the same command again.
+database, then writes every measured trial of both (see ``benchmarks._surface``) with notes
+saying the command, how long the trials took and the machine's load:
+
+- ``--grid joint`` (default): ``benchmarks/studies/joint_grid.toml`` (the joint study's space,
+  coarse, as a full grid) and ``joint_grid_repeats.toml`` (a few of its points again, for the
+  noise) -> ``benchmarks/results/joint_grid.csv``, for ``benchmarks.sample_efficiency``.
+- ``--grid fidelity``: ``fidelity_grid.toml`` and ``fidelity_grid_repeats.toml``, the same space
+  with more prompts per trial -> ``benchmarks/results/fidelity_grid.json``, each trial with its
+  prompts' timings and its phases, for ``benchmarks.time_to_optimum``.
+
+An interrupted run resumes where it stopped: the same command again.
 """
 
 from __future__ import annotations
@@ -26,20 +32,35 @@ from benchmarks._surface import COLUMNS
 from benchmarks._sweeps import REPO, load_note, run_sweep
 from benchmarks._timeline import load_timeline
 from errors import ConfigError, StudySpecError, SweepRunError
+from sweep.record import TrialRecord
 from sweep.storage import open_existing
 
 __all__ = ["main"]
 
 STUDIES = REPO / "benchmarks" / "studies"
-GRID_STUDIES = ("joint_grid", "joint_grid_repeats")
 RUN_FOLDER = REPO / "runs" / "benchmarks" / "grid"
 
 
 @dataclass(frozen=True, kw_only=True)
+class Grid:
+    studies: tuple[str, str]  # the grid, then its repeats
+    out: Path
+    traces: bool  # write JSON with every trial's prompt timings and phases, not the CSV
+
+
+GRIDS = {
+    "joint": Grid(studies=("joint_grid", "joint_grid_repeats"), out=RESULTS_DIR / "joint_grid.csv", traces=False),
+    "fidelity": Grid(studies=("fidelity_grid", "fidelity_grid_repeats"), out=RESULTS_DIR / "fidelity_grid.json",
+                     traces=True),
+}  # fmt: skip
+
+
+@dataclass(frozen=True, kw_only=True)
 class Args:
+    grid: Grid
     storage: str
     out: Path
-    record: bool  # False: only write the CSV from what the database holds
+    record: bool  # False: only write the file from what the database holds
     refs: Path | None  # a PPL reference set in place of the profile's
 
 
@@ -57,13 +78,16 @@ def _study_file(study: str, refs: Path | None) -> Path:
     return copy
 
 
-def _rows(storage_url: str) -> tuple[list[str], list[dict[str, object]], str]:
-    """The CSV's header and rows, and a line naming the profile they were measured with."""
+def _records(storage_url: str, grid: Grid) -> list[TrialRecord]:
     storage = open_existing(storage_url)
     try:
-        records = [r for study in GRID_STUDIES for r in storage.records(study)]
+        return [r for study in grid.studies for r in storage.records(study, token_ids=False)]
     finally:
         storage.close()
+
+
+def _rows(records: list[TrialRecord]) -> tuple[list[str], list[dict[str, object]], str]:
+    """The CSV's header and rows, and a line naming the profile they were measured with."""
     knobs = sorted({k for r in records for k in r.knobs})
     rows = [
         {"study": r.study_name, "trial": r.trial_number, "is_baseline": r.is_baseline, "status": r.status,
@@ -78,9 +102,20 @@ def _rows(storage_url: str) -> tuple[list[str], list[dict[str, object]], str]:
     return [*COLUMNS, *knobs, "tps", "ppl"], rows, f"profile: {profile}"
 
 
-def _notes(storage_url: str, *, profile: str, walls: dict[str, float], loads: list[str]) -> list[str]:
+def _traced_rows(records: list[TrialRecord]) -> list[dict[str, object]]:
+    """The JSON's rows: the CSV's fields, the knobs as a table, and each trial's trace."""
+    return [
+        {"study": r.study_name, "trial": r.trial_number, "is_baseline": r.is_baseline, "status": r.status,
+         "knobs": r.knobs, "tps": r.tps, "ppl": r.ppl, "timings_s": r.timings,
+         "latencies_s": r.measurement.prompt_latencies_s if r.measurement else [],
+         "tokens": r.measurement.prompt_tokens if r.measurement else []}
+        for r in records
+    ]  # fmt: skip
+
+
+def _notes(storage_url: str, grid: Grid, *, profile: str, walls: dict[str, float], loads: list[str]) -> list[str]:
     notes = [f"command: {command_line()}", profile]
-    for study in GRID_STUDIES:
+    for study in grid.studies:
         timeline = load_timeline(storage_url, study)
         busy = sum(t.wall_s for t in timeline)
         span = (max(t.told for t in timeline) - min(t.asked for t in timeline)).total_seconds()
@@ -116,16 +151,20 @@ def _absolute(url: str) -> str:
 
 def parse_args(argv: list[str] | None = None) -> Args:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.record_grid", description=__doc__.splitlines()[0])
-    default_db = f"sqlite:///{RUN_FOLDER / 'grid.db'}"
-    parser.add_argument("--storage", default=default_db, help=f"database of the two studies (default {default_db})")
-    parser.add_argument("--out", type=Path, default=RESULTS_DIR / "joint_grid.csv", help="the CSV to write")
-    parser.add_argument("--csv-only", action="store_true", help="measure nothing: write the CSV from the database")
+    parser.add_argument("--grid", choices=sorted(GRIDS), default="joint", help="which grid (default joint)")
+    parser.add_argument("--storage", help=f"database of the two studies (default {RUN_FOLDER}/<grid>.db)")
+    parser.add_argument("--out", type=Path, help="the file to write (default benchmarks/results/joint_grid.csv, "
+                        "fidelity_grid.json)")  # fmt: skip
+    parser.add_argument("--csv-only", action="store_true", help="measure nothing: write the file from the database")
     parser.add_argument("--refs", type=Path, help="PPL reference set (JSONL) in place of the profile's, e.g. the first "
                         "complete batch of a set datagen.refset is still writing")  # fmt: skip
     ns = parser.parse_args(argv)
     if ns.refs is not None and not ns.refs.is_file():
         parser.error(f"--refs {ns.refs}: no such file")
-    return Args(storage=_absolute(ns.storage), out=ns.out, record=not ns.csv_only, refs=ns.refs)
+    grid = GRIDS[ns.grid]
+    # the joint grid's database keeps the name it was first recorded under
+    storage = ns.storage or f"sqlite:///{RUN_FOLDER / ('grid.db' if ns.grid == 'joint' else f'{ns.grid}.db')}"
+    return Args(grid=grid, storage=_absolute(storage), out=ns.out or grid.out, record=not ns.csv_only, refs=ns.refs)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -134,14 +173,23 @@ def main(argv: list[str] | None = None) -> int:
     loads = [f"before {load_note()}"]
     try:
         if args.record:
-            for study in GRID_STUDIES:
+            for study in args.grid.studies:
                 run = run_sweep("--study", str(_study_file(study, args.refs)), "--storage", args.storage,
                                 folder=RUN_FOLDER, log_name=f"{study}.log")  # fmt: skip
                 walls[study] = run.wall_s
                 loads.append(f"after {study}: {load_note()}")
-        header, rows, profile = _rows(args.storage)
-        notes = _notes(args.storage, profile=profile, walls=walls, loads=loads)
-        write_csv(args.out, header=header, rows=rows, notes=notes)
+        records = _records(args.storage, args.grid)
+        header, rows, profile = _rows(records)
+        notes = _notes(args.storage, args.grid, profile=profile, walls=walls, loads=loads)
+        if args.grid.traces:
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            profiles = {json.dumps(r.profile, sort_keys=True) for r in records}
+            if len(profiles) != 1:
+                raise ConfigError(f"the grid's trials were measured with {len(profiles)} different profiles: {sorted(profiles)}")
+            grid = {"notes": notes, "profile": json.loads(profiles.pop()), "rows": _traced_rows(records)}
+            args.out.write_text(json.dumps(grid, indent=1) + "\n")
+        else:
+            write_csv(args.out, header=header, rows=rows, notes=notes)
     except (ConfigError, SweepRunError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -30,7 +30,7 @@ class BestPoint:
 
 
 def best_point(data: StudyData) -> BestPoint | None:
-    feasible = sorted((t for t in data.measured if t.feasible), key=lambda t: (-t.tps, t.number))
+    feasible = sorted((t for t in data.measured if t.full and t.feasible), key=lambda t: (-t.tps, t.number))
     verified = [t for t in feasible if t.verdict is not None and t.verdict.verdict == "VERIFIED"]
     if verified:
         return BestPoint(verified[0], True)

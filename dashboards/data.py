@@ -41,7 +41,22 @@ class TrialRow:
 
     @property
     def measured(self) -> bool:
+        """Told with values: measured to the end, or stopped at the PPL gate after a TPS probe."""
         return self.state == "COMPLETE" and self.record is not None and self.record.measured
+
+    @property
+    def full(self) -> bool:
+        """Measured to the end: only these can be front points."""
+        return self.measured and self.record.full  # type: ignore[union-attr]
+
+    @property
+    def pruned(self) -> bool:
+        return self.state == "PRUNED" and self.record is not None and self.record.measurement is not None
+
+    @property
+    def stopped(self) -> str | None:
+        """How multi-fidelity stopped the trial ("gate", "front"); None when it ran to the end."""
+        return self.record.stopped if self.record else None
 
     def metric(self, name: str) -> Any:
         """A field of the trial's measurement (``tps``, ``tps_cv``, ...); None where it has none."""
@@ -89,6 +104,16 @@ class StudyData:
         return [t for t in self.trials if t.state == "FAIL"]
 
     @property
+    def pruned(self) -> list[TrialRow]:
+        """Stopped by multi-fidelity's front rule, with the partial figures they had."""
+        return [t for t in self.trials if t.pruned]
+
+    @property
+    def gate_stopped(self) -> list[TrialRow]:
+        """Stopped at the PPL gate: their TPS is a probe over the first prompts."""
+        return [t for t in self.trials if t.measured and t.stopped]
+
+    @property
     def front(self) -> list[TrialRow]:
         """The feasible non-dominated trials, lowest PPL first (the order a step line needs)."""
         return sorted((t for t in self.trials if t.on_front), key=lambda t: (t.ppl, -t.tps, t.number))
@@ -104,7 +129,7 @@ def study_data(
 ) -> StudyData:
     """Mark the front and attach verdicts; ``trials`` come in with ``on_front`` unset."""
     verdicts = verdicts or {}
-    points = [FrontPoint(number=t.number, tps=t.tps, ppl=t.ppl, feasible=bool(t.feasible)) for t in trials if t.measured]
+    points = [FrontPoint(number=t.number, tps=t.tps, ppl=t.ppl, feasible=bool(t.feasible)) for t in trials if t.full]
     on_front = {p.number for p in pareto_front(points)}
     rows = tuple(
         replace(t, on_front=t.number in on_front, verdict=verdicts.get(t.number))

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import argparse
 import html
-from collections.abc import Sequence
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 

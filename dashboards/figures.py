@@ -42,12 +42,19 @@ def hover_text(t: TrialRow) -> str:
     lines = [f"<b>trial {t.number}</b>{' (baseline)' if t.is_baseline else ''}"]
     lines += [f"{k} = {v}" for k, v in t.knobs.items()]
     cv = t.metric("tps_cv")
-    lines.append(f"TPS = {_num(t.tps, '.2f')} tokens/s" + (f" (CV {cv:.1%})" if cv is not None else ""))
+    m = t.record.measurement if t.record else None
+    partial = "" if m is None or not t.stopped else (
+        f" ({'partial' if t.pruned else 'probe'}: {m.prompts_timed} of {m.num_prompts} prompts)")
+    lines.append(f"TPS = {_num(t.tps, '.2f')} tokens/s" + (f" (CV {cv:.1%})" if cv is not None else "") + partial)
     lines.append(f"PPL = {_num(t.ppl, '.4f')}")
     lines.append(f"acceptance = {_num(t.metric('acceptance_rate'), '.1%')}")
     lines.append(f"identity diffs = {'n/a' if t.identity_diff_prompts is None else t.identity_diff_prompts} prompt(s)")
-    state = "front" if t.on_front else ("feasible" if t.feasible else "infeasible (over the gate)")
-    lines.append(state)
+    if t.pruned:
+        lines.append("<b>PRUNED</b>: " + _clip(t.fail_reason or "", 90))
+    elif t.stopped:
+        lines.append("stopped at the gate: infeasible")
+    else:
+        lines.append("front" if t.on_front else ("feasible" if t.feasible else "infeasible (over the gate)"))
     if t.verdict is not None:
         gap = "" if t.verdict.tps_gap_pct is None else f", TPS gap {t.verdict.tps_gap_pct:+.1f}%"
         lines.append(f"<b>{t.verdict.verdict}</b>{gap}")
@@ -59,7 +66,7 @@ def hover_text(t: TrialRow) -> str:
 def pareto_figure(data: StudyData, *, theme: Theme = "light") -> go.Figure:
     measured = data.measured
     fig = go.Figure()
-    x_range = _ppl_range([t.ppl for t in measured] + ([data.gate] if data.gate is not None else []))
+    x_range = _ppl_range([t.ppl for t in [*measured, *data.pruned]] + ([data.gate] if data.gate is not None else []))
     if data.gate is not None:
         fig.add_vrect(x0=data.gate, x1=x_range[1], fillcolor=_SHADE, line_width=0, layer="below")
         fig.add_vline(
@@ -67,9 +74,13 @@ def pareto_figure(data: StudyData, *, theme: Theme = "light") -> go.Figure:
             annotation_text=f"gate: PPL {data.gate:.4f}", annotation_position="top left",
         )  # fmt: skip
 
-    rest = [t for t in measured if not t.on_front]
+    rest = [t for t in measured if not t.on_front and not t.stopped]
     _points(fig, [t for t in rest if t.feasible is not False], name="feasible", color=_BLUE, size=9, spread=True)
     _points(fig, [t for t in rest if t.feasible is False], name="over the gate", color=_GREY, size=9, spread=True)
+    # Multi-fidelity's early stops, drawn apart: their TPS covers only the first prompts.
+    _points(fig, data.gate_stopped, name="stopped at the gate (TPS probe)", color=_GREY, size=10,
+            symbol="triangle-up-open", width=2)  # fmt: skip
+    _points(fig, data.pruned, name="pruned (partial TPS)", color=_BLUE, size=10, symbol="x-thin-open", width=2)
     base = data.baseline
     if base is not None:  # under the front's markers: a baseline on the front shows as both
         _points(fig, [base], name="baseline", color=_GOLD, size=18, symbol="star", line_color="#111827")
@@ -210,8 +221,10 @@ def _marker_color(t: TrialRow) -> str:
 
 def _pareto_title(data: StudyData) -> str:
     gate = "no gate yet" if data.gate is None else f"gate PPL ≤ {data.gate:.4f}"
+    stopped = f" ({len(data.gate_stopped)} stopped at the gate)" if data.gate_stopped else ""
+    pruned = f", {len(data.pruned)} pruned" if data.pruned else ""
     return (
-        f"<b>{data.study_name}</b>: TPS vs PPL — {len(data.measured)} measured, "
+        f"<b>{data.study_name}</b>: TPS vs PPL — {len(data.measured)} measured{stopped}{pruned}, "
         f"{len(data.failed)} failed, {len(data.front)} on the feasible front ({gate})"
     )
 

@@ -32,6 +32,7 @@ def _row(t: TrialRow) -> dict[str, Any]:
     row: dict[str, Any] = {
         "number": t.number,
         "state": t.state,
+        "stopped": t.stopped,  # multi-fidelity: "gate" (TPS a probe), "front" (PRUNED), empty: measured to the end
         "is_baseline": t.is_baseline,
         "on_front": t.on_front,
         "feasible": t.feasible,
@@ -40,7 +41,8 @@ def _row(t: TrialRow) -> dict[str, Any]:
         "identity_diff_prompts": t.identity_diff_prompts,
         "gate": r.gate if r else None,
         "fail_kind": r.fail_kind if r else None,
-        "fail_reason": t.fail_reason,
+        "fail_reason": t.fail_reason if t.state == "FAIL" else None,
+        "stop_reason": t.fail_reason if t.stopped else None,
         "node_id": r.node.get("node_id") if r else None,
         "started": t.started,
         "finished": t.finished,

@@ -2,9 +2,12 @@
 
 Fields as the challenge defines them: ``name``, ``model_id``, ``served_model_name``, ``port``,
 ``serve`` (argv), ``env`` (string values only) and ``dependencies``. Unknown fields are kept,
-not refused, so a participant's manifest loads as it is. This project reads one optional field
-more, ``cwd``: the folder ``serve`` runs in. Without it that is the manifest's own folder,
-because the challenge runs ``serve`` from the submission folder that holds ``manifest.json``.
+not refused, so a participant's manifest loads as it is. This project reads two optional fields
+more: ``cwd``, the folder ``serve`` runs in (without it, the manifest's own folder, because the
+challenge runs ``serve`` from the submission folder that holds ``manifest.json``), and
+``prefix_caching`` (default true): false says the stack never serves a request from another's KV
+cache, which lets multi-fidelity run the PPL pass before the rest of the timed run
+(``sweep.fidelity``).
 
 Placeholders in ``serve`` items, ``env`` values and ``cwd``, filled by ``engine.launch`` when a
 trial starts (anything else in braces, such as JSON, is left alone):
@@ -71,6 +74,9 @@ class Manifest(BaseModel):
     env: dict[str, str] = Field(default_factory=dict)
     dependencies: list[str] = Field(default_factory=list)
     cwd: str | None = None
+    # Whether the stack may serve a request's prompt prefix from an earlier request's KV (vLLM's
+    # prefix caching, on by default there): then a request made before a timed one may speed it up.
+    prefix_caching: bool = True
 
     _source: Path | None = PrivateAttr(default=None)
 

@@ -43,6 +43,21 @@ class Measurement:
     tps_runs: list[float] = field(default_factory=list)  # every timed run's TPS, in order (profile tps_repeats)
     tps_cv: float | None = field(default=None, metadata=SUMMARY)  # sample stdev / mean of tps_runs; None for one run
     tps_rule: str = ""  # how the timed runs of the boot were kept apart (engine.bench.tps_rule)
+    # Each prompt of the first timed run: seconds and completion tokens (what a replay of the trial needs)
+    prompt_latencies_s: list[float] = field(default_factory=list)
+    prompt_tokens: list[int] = field(default_factory=list)
+    # Multi-fidelity (sweep.fidelity): the rule the trial ran under and, when it stopped before its
+    # full measurement, how ("gate", "front") and why; a stopped trial's TPS covers only the prompts
+    # it timed (prompts_timed), and it has no stream pass and no later runs.
+    fidelity: dict[str, Any] = field(default_factory=dict)
+    stopped: str | None = None
+    stop_reason: str | None = None
+    prompts_timed: int | None = None
+
+    @property
+    def full(self) -> bool:
+        """Measured to the end: every planned prompt timed (a stopped trial is partial)."""
+        return self.stopped is None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -20,7 +20,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from engine.bench import measure
+from engine.bench import Stages, measure
 from engine.boot_phases import boot_phases
 from engine.data import PplRecord, Prompt
 from engine.gpu import held_after_stop, visible_gpus, wait_until_free
@@ -47,8 +47,8 @@ _RELEASE_WAIT_S = 10.0
 
 
 def _boot_and_measure(engine: EngineProcess, launch: LaunchConfig, *, profile: BenchProfile, prompts: list[Prompt],
-                      records: list[PplRecord], timings: dict[str, float],
-                      node: dict[str, Any]) -> tuple[Measurement | None, EngineError | None]:  # fmt: skip
+                      records: list[PplRecord], timings: dict[str, float], node: dict[str, Any],
+                      stages: Stages | None) -> tuple[Measurement | None, EngineError | None]:  # fmt: skip
     """Start, measure, stop; the stack's misbehaviour comes back as the error, never raised."""
     measurement: Measurement | None = None
     error: EngineError | None = None
@@ -60,7 +60,7 @@ def _boot_and_measure(engine: EngineProcess, launch: LaunchConfig, *, profile: B
         timings["boot"] = engine.wait_ready()
         timings.update(boot_phases(engine.log_path.read_text(errors="replace"), started=started))
         measurement = measure(launch.base_url, model=launch.served_model_name, profile=profile,
-                              prompts=prompts, records=records, timings=timings)
+                              prompts=prompts, records=records, timings=timings, stages=stages)
     except BenchmarkError as exc:
         # Read before stop(), which ends the process either way; a dropped connection may
         # come a moment before the exit is visible.
@@ -100,8 +100,10 @@ def run_trial(
     workdir: Path,
     host: str = "127.0.0.1",
     cache_dir: Path | None = None,
+    stages: Stages | None = None,
 ) -> TrialOutcome:
-    """Boot, measure, stop. ``cache_dir`` fills ``{cache}`` (default: ``cache`` beside ``workdir``)."""
+    """Boot, measure, stop. ``cache_dir`` fills ``{cache}`` (default: ``cache`` beside ``workdir``);
+    ``stages`` times the first run in stages that may end the measurement early (``engine.bench``)."""
     began = time.monotonic()
     prompts, records = profile.load_data()
     workdir = Path(workdir)
@@ -132,6 +134,6 @@ def run_trial(
                            error=exc)
         engine = EngineProcess(launch, log_path=workdir / "engine.log", boot_timeout_s=profile.boot_timeout_s)
         measurement, error = _boot_and_measure(engine, launch, profile=profile, prompts=prompts, records=records,
-                                               timings=timings, node=node)
+                                               timings=timings, node=node, stages=stages)
     return outcome(knob_values=launch.knobs, argv=launch.argv, env=launch.env, log_tail=engine.log_tail(),
                    measurement=measurement, error=error)

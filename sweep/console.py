@@ -26,19 +26,21 @@ __all__ = ["Progress", "SweepConsole", "front_records"]
 @dataclass(frozen=True, kw_only=True)
 class Progress:
     budget: int
-    done: int  # trials that ended for good (complete + failed)
-    complete: int
+    done: int  # trials that ended for good (complete + pruned + failed)
+    complete: int  # gate-stopped ones included (told with their probe, infeasible)
     failed: int
     running: int
     best_tps: float | None  # fastest feasible trial so far
     front_size: int
     elapsed_s: float
     eta_s: float | None
+    pruned: int = 0  # stopped by multi-fidelity's front rule
+    gate_stopped: int = 0  # stopped by the PPL gate after a TPS probe
 
 
 def front_records(records: Sequence[TrialRecord]) -> list[TrialRecord]:
-    """The feasible, non-dominated measured trials, fastest first."""
-    by_number = {r.trial_number: r for r in records if r.measured}
+    """The feasible, non-dominated trials measured to the end, fastest first."""
+    by_number = {r.trial_number: r for r in records if r.full}
     points = [
         FrontPoint(number=r.trial_number, tps=r.tps, ppl=r.ppl, feasible=bool(r.feasible))  # type: ignore[arg-type]
         for r in by_number.values()
@@ -67,11 +69,13 @@ class SweepConsole:
 
     # --- the run ----------------------------------------------------------------------
 
-    def begin(self, *, study: str, manifest: str, gate: str, budget: int, workers: int, db: str) -> None:
+    def begin(self, *, study: str, manifest: str, gate: str, budget: int, workers: int, db: str,
+              fidelity: str) -> None:  # fmt: skip
         self.out.print(
             f"[bold]study {escape(study)}[/]: manifest {escape(manifest)}, gate {gate}, budget {budget} trials, "
             f"{workers} worker(s); database {escape(db)}"
         )
+        self.out.print(f"  {escape(fidelity)}")
         if self.out.is_terminal:
             self._live = Live(Text(""), console=self.out, refresh_per_second=2, transient=True)
             self._live.start()
@@ -85,7 +89,16 @@ class SweepConsole:
 
     def finished(self, record: TrialRecord, *, requeued: bool) -> None:
         head = f"  trial {record.trial_number}: "
-        if record.measured:
+        m = record.measurement
+        if record.status == "pruned" and m is not None:
+            self.out.print(f"{head}[cyan]PRUNED[/] after {m.prompts_timed} of {m.num_prompts} prompts: "
+                           f"TPS {m.tps:.2f} (partial)  PPL {m.ppl:.4f}")  # fmt: skip
+            self.out.print(f"    {escape(record.reason or '')}")
+        elif record.measured and record.stopped:
+            gate = "" if record.gate is None else f"  gate {record.gate:.4f}"
+            self.out.print(f"{head}TPS {record.tps:.2f} (probe: {m.prompts_timed} of {m.num_prompts} prompts)  "  # type: ignore[union-attr]
+                           f"PPL {record.ppl:.4f}{gate}  [yellow]infeasible: stopped at the gate[/]")  # fmt: skip
+        elif record.measured:
             gate = "" if record.gate is None else f"  gate {record.gate:.4f}"
             mark = "feasible" if record.feasible else "[yellow]infeasible[/]"
             identity = ""
@@ -110,8 +123,9 @@ class SweepConsole:
 
     def progress(self, p: Progress) -> None:
         best = "-" if p.best_tps is None else f"{p.best_tps:.2f}"
+        stopped = f"pruned {p.pruned}  gate-stopped {p.gate_stopped}  " if p.pruned or p.gate_stopped else ""
         line = (
-            f"done {p.done}/{p.budget}  running {p.running}  failed {p.failed}  "
+            f"done {p.done}/{p.budget}  running {p.running}  failed {p.failed}  {stopped}"
             f"best feasible TPS {best}  front {p.front_size}  "
             f"elapsed {_duration(p.elapsed_s)}  ETA {_duration(p.eta_s)}"
         )
@@ -154,7 +168,9 @@ class SweepConsole:
             self.out.print(table)
 
     def summary(self, p: Progress, *, db: str) -> None:
+        gated = f" ({p.gate_stopped} stopped at the PPL gate)" if p.gate_stopped else ""
+        pruned = f", {p.pruned} pruned" if p.pruned else ""
         self.out.print(
-            f"{p.complete} complete, {p.failed} failed, {_duration(p.elapsed_s)} elapsed. "
+            f"{p.complete} complete{gated}{pruned}, {p.failed} failed, {_duration(p.elapsed_s)} elapsed. "
             f"Database: {escape(db)}  (browse: optuna-dashboard {escape(db)})"
         )

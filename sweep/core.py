@@ -27,6 +27,10 @@ Rules:
 - A trial the user interrupted (``interrupted``) is always re-queued.
 - The budget counts trials that ended for good: re-queued ones are replaced by their retry.
 - The baseline is judged first: a ``ppl_max_ratio`` gate and the identity check need it.
+- Multi-fidelity (``sweep.fidelity``): ``plan`` gives a trial its stopping rule, from the records
+  so far (none for the baseline, or at full fidelity). A trial the front rule stopped is told
+  PRUNED; one the PPL gate stopped is told its probe's values, infeasible. Both count against the
+  budget; neither is ever a front point.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from engine.knobs import KnobValues
 from engine.measurement import TrialOutcome
 from engine.secrets import redact_argv, redact_env
 from errors import BaselineFailed, StudyMismatchError
+from sweep.fidelity import FidelityPlan, build_plan, full_plan
 from sweep.record import FailKind, Judge, TrialRecord, failure_record, outcome_record
 from sweep.sampling import make_sampler, sampler_exhausted, suggest_knobs
 from sweep.spec import StudySpec
@@ -49,7 +54,7 @@ __all__ = ["MemoryRecords", "PlannedTrial", "RecordBook", "StudyCore"]
 
 DIRECTIONS = ["maximize", "minimize"]  # tps, ppl
 DASHBOARD_CONSTRAINTS = "constraints"  # the system attribute optuna-dashboard reads (Optuna's old format)
-_FINISHED = (TrialState.COMPLETE, TrialState.FAIL)
+_FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 
 
 class RecordBook(Protocol):
@@ -197,6 +202,16 @@ class StudyCore:
                 return f"not run again: trial {r.trial_number} with the same knobs failed: {r.reason}"
         return None
 
+    def plan(self, planned: PlannedTrial) -> FidelityPlan:
+        """The multi-fidelity rule the trial runs under (``sweep.fidelity``), from the records so far."""
+        fidelity = self.spec.fidelity
+        if fidelity.mode == "full":
+            return full_plan(fidelity.why_full or "the study's choice")
+        if planned.is_baseline:
+            return full_plan("the baseline: the gate and the front rule learn from it")
+        judge = Judge(self.spec.gate, self.spec.identity_required, self.baseline_record())
+        return build_plan(fidelity, self.spec.profile, gate=judge.gate_ppl, records=self.all_records())
+
     # --- records ----------------------------------------------------------------------
 
     def outcome_record(self, planned: PlannedTrial, outcome: TrialOutcome) -> TrialRecord:
@@ -252,6 +267,9 @@ class StudyCore:
         trial = optuna.Trial(self.study, self._trial_id(record.trial_number))
         for key, value in record.optuna_attrs().items():
             trial.set_user_attr(key, value)
+        if record.status == "pruned":  # the front rule stopped it: Optuna's own word for that
+            self.study.tell(trial, state=TrialState.PRUNED)
+            return
         if not record.measured:
             self.study.tell(trial, state=TrialState.FAIL)
             return
@@ -259,7 +277,8 @@ class StudyCore:
         for key, value in constraints.items():
             trial.set_constraint(key, value)
         # optuna-dashboard 0.21 reads a trial's feasibility from the older list attribute only:
-        # without it, its own Pareto view draws a trial over the gate as feasible.
+        # without it, its own Pareto view draws a trial over the gate as feasible. (Optuna reads the
+        # list too, as constraints "0", "1", ...: the same values again, so the same feasibility.)
         self._storage.set_trial_system_attr(self._trial_id(record.trial_number), DASHBOARD_CONSTRAINTS,
                                             list(constraints.values()))
         self.study.tell(trial, [record.tps, record.ppl])

@@ -78,19 +78,22 @@ class _Driver:
         self.slots: list[_Slot] = []
         self.began = time.monotonic()
         self.durations: list[float] = []
-        self._counted: tuple[int, int, list[TrialRecord]] | None = None
+        self._counted: tuple[int, int, int, int, list[TrialRecord]] | None = None
 
     # --- progress ---------------------------------------------------------------------
 
-    def _counts(self) -> tuple[int, int, list[TrialRecord]]:
-        """Budget used, complete trials, the front: recomputed only after a trial closes."""
+    def _counts(self) -> tuple[int, int, int, int, list[TrialRecord]]:
+        """Budget used, complete, pruned and gate-stopped trials, the front: recomputed only after a trial closes."""
         if self._counted is None:
             complete = len(self.core.trials(TrialState.COMPLETE))
-            self._counted = (self.core.budget_used(), complete, front_records(self.core.all_records()))
+            pruned = len(self.core.trials(TrialState.PRUNED))
+            records = self.core.all_records()
+            gated = sum(1 for r in records if r.measured and r.stopped)
+            self._counted = (self.core.budget_used(), complete, pruned, gated, front_records(records))
         return self._counted
 
     def progress(self) -> Progress:
-        used, complete, front = self._counts()
+        used, complete, pruned, gated, front = self._counts()
         running = sum(1 for s in self.slots if s.ref is not None)
         eta = None
         if self.durations:
@@ -100,7 +103,9 @@ class _Driver:
             budget=self.spec.n_trials,
             done=used,
             complete=complete,
-            failed=used - complete,
+            failed=used - complete - pruned,
+            pruned=pruned,
+            gate_stopped=gated,
             running=running,
             best_tps=max((r.tps for r in front), default=None),  # type: ignore[type-var]
             front_size=len(front),
@@ -165,7 +170,8 @@ class _Driver:
         slot.planned = planned
         # {cache} is the study's: a stack's compile cache is reused from trial to trial (and by sweep.verify)
         slot.ref = slot.actor.run.remote(self.spec.manifest, planned.knobs, self.spec.profile,
-                                         workdir=str(folder / f"trial-{planned.number:04d}"), cache_dir=str(folder / "cache"))
+                                         workdir=str(folder / f"trial-{planned.number:04d}"), cache_dir=str(folder / "cache"),
+                                         plan=self.core.plan(planned))  # fmt: skip
         slot.started = time.monotonic()
         self.console.started(planned.number, planned.effective, baseline=planned.is_baseline)
 
@@ -249,7 +255,7 @@ def run_study(spec: StudySpec, storage: Storage, *, console: SweepConsole, run_d
     driver = _Driver(spec, storage, console=console, run_dir=run_dir, time_limit_s=time_limit_s)
     console.begin(
         study=spec.name, manifest=spec.manifest.label, gate=spec.gate.describe(),
-        budget=spec.n_trials, workers=spec.workers, db=storage.url,
+        budget=spec.n_trials, workers=spec.workers, db=storage.url, fidelity=spec.fidelity.describe(),
     )  # fmt: skip
     try:
         for record in driver.core.reconcile():

@@ -42,6 +42,7 @@ def print_dry_run(spec: StudySpec, *, out: Console) -> None:
         f"budget {spec.n_trials}; nothing is booted",
         markup=False,
     )
+    out.print(spec.fidelity.describe(), markup=False)
     plan = plan_trials(spec)
     for planned in plan:
         launch = build_launch(spec.manifest, planned.knobs)

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from engine.knobs import KNOBS, KnobValues
 from engine.measurement import Measurement, TrialOutcome
+from sweep.fidelity import FRONT_STOP
 from sweep.identity import differing_prompts
 from sweep.spec import Gate
 
@@ -35,7 +36,10 @@ __all__ = [
 GATE_CONSTRAINT = "ppl_gate"  # ppl - gate: feasible when <= 0
 IDENTITY_CONSTRAINT = "greedy_identity"  # differing prompts: feasible when 0
 
-RecordStatus = Literal["complete", "failed"]
+# complete: measured (to the end, or stopped by the PPL gate with its TPS probe: measurement.stopped)
+# pruned:   stopped by the front rule of multi-fidelity (sweep.fidelity); its partial figures kept
+# failed:   no measurement (fail_kind says why)
+RecordStatus = Literal["complete", "pruned", "failed"]
 # Why a trial failed, as the retry rules of ``sweep.core`` see it:
 #   engine       the stack misbehaved (boot, crash, timeout, bad answers): a result, not retried
 #   lost         the worker or its node died mid-trial, or the driver died with the trial
@@ -71,7 +75,18 @@ class TrialRecord:
 
     @property
     def measured(self) -> bool:
+        """Told to Optuna with its values: measured to the end, or gate-stopped (then infeasible)."""
         return self.status == "complete" and self.measurement is not None
+
+    @property
+    def full(self) -> bool:
+        """Measured to the end: what a front point, a verified point and the front rule's learning need."""
+        return self.measured and self.measurement.full  # type: ignore[union-attr]
+
+    @property
+    def stopped(self) -> str | None:
+        """How multi-fidelity stopped the trial early ("gate", "front"), None when it did not."""
+        return self.measurement.stopped if self.measurement else None
 
     @property
     def tps(self) -> float | None:
@@ -93,9 +108,13 @@ class TrialRecord:
             "node_id": self.node.get("node_id"),
             "feasible": bool(self.feasible),
         }
-        if self.measured:
-            attrs.update(self.measurement.summary())  # type: ignore[union-attr]
+        if self.measurement is not None:
+            attrs.update(self.measurement.summary())
             attrs.update(identity_diff_prompts=self.identity_diff_prompts, gate=self.gate)
+            if self.stopped:
+                m = self.measurement
+                attrs.update(stopped=self.stopped, stop_reason=m.stop_reason,
+                             prompts_timed=f"{m.prompts_timed} of {m.num_prompts}")  # fmt: skip
         else:
             attrs.update(fail_reason=self.reason, fail_kind=self.fail_kind)
         return {key: value for key, value in attrs.items() if value is not None}
@@ -149,6 +168,7 @@ class Judge:
             base is None
             or record.is_baseline
             or not base.measured
+            or not record.full  # a partial run's answers are fewer: nothing to compare prompt by prompt
             or record.profile != base.profile  # other prompts or lengths: nothing to compare
             or not identity_comparable(record.knobs, base.knobs)
         ):
@@ -162,9 +182,12 @@ class Judge:
         return None
 
     def judge(self, record: TrialRecord) -> TrialRecord:
-        """Fill the gate, the identity difference and feasibility of a record, in place."""
+        """Fill the gate, the identity difference and feasibility of a record, in place. A pruned
+        record is never feasible: nothing full-fidelity says it is under the gate and on the front."""
         if not record.measured:
             record.feasible = False
+            if record.status == "pruned":
+                record.gate = self.gate_ppl
             return record
         first_baseline = record.is_baseline and self.baseline is None
         record.gate = self.gate.resolve(record.ppl) if first_baseline else self.gate_ppl
@@ -186,6 +209,10 @@ def outcome_record(outcome: TrialOutcome, *, study_name: str, number: int, is_ba
     if outcome.status != "complete" or outcome.measurement is None:
         record.status, record.fail_kind, record.measurement = "failed", "engine", None
         record.reason = outcome.reason or "the trial returned no measurement"
+    elif outcome.measurement.stopped is not None:
+        record.reason = outcome.measurement.stop_reason
+        if outcome.measurement.stopped == FRONT_STOP:
+            record.status = "pruned"
     return record
 
 

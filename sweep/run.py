@@ -35,6 +35,7 @@ class RunArgs:
     profile: str | None
     manifest: str | None
     workers: int | None
+    fidelity: str | None
     time_limit: float | None
     ray_address: str | None
     dry_run: bool
@@ -47,6 +48,7 @@ class RunArgs:
             ("--profile", self.profile),
             ("--manifest", self.manifest),
             ("--workers", self.workers),
+            ("--fidelity", self.fidelity),
             ("--time-limit", self.time_limit),
             ("--ray-address", self.ray_address),
         ):
@@ -66,6 +68,8 @@ def parse_args(argv: list[str] | None = None) -> RunArgs:
     parser.add_argument("--profile", help="benchmark profile from studies/profiles.toml (quick, challenge, ...)")
     parser.add_argument("--manifest", help="swap the study's stack: a name in studies/manifests/ or a path")
     parser.add_argument("--workers", type=int, help="trials in flight at once (one engine each)")
+    parser.add_argument("--fidelity", choices=("multi", "full"),
+                        help="override the study's [fidelity] mode: full measures every trial to the end")
     parser.add_argument("--time-limit", type=float, metavar="SECONDS",
                         help="start no trial that would end after this many seconds (the trials so far say how "
                              "long one takes); the same command resumes")
@@ -83,6 +87,7 @@ def parse_args(argv: list[str] | None = None) -> RunArgs:
         profile=ns.profile,
         manifest=ns.manifest,
         workers=ns.workers,
+        fidelity=ns.fidelity,
         time_limit=ns.time_limit,
         ray_address=ns.ray_address,
         dry_run=ns.dry_run,
@@ -136,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160)
     try:
         spec = load_study(
-            args.study, manifest=args.manifest, profile=args.profile, n_trials=args.trials, workers=args.workers
+            args.study, manifest=args.manifest, profile=args.profile, n_trials=args.trials, workers=args.workers,
+            fidelity=args.fidelity,
         )
         if args.dry_run:
             from sweep.dryrun import print_dry_run

@@ -30,6 +30,13 @@ is a fixed set, lists the valid choices. The layout::
     [fixed]                       # knob values every trial but the baseline gets
     num_speculative_tokens = 4
 
+    [fidelity]                    # multi-fidelity (sweep.fidelity); left out: "multi" where safe
+    mode = "multi"                #   or "full": every trial measured to the end
+    stages = [0.25]               #   fractions of the first timed run where a trial may be stopped
+    z = 2.0                       #   optimism, in deviations of the noise
+    floor = 0.03                  #   the least relative noise assumed
+    min_trials = 2                #   full trials needed before the front rule prunes
+
     [resources]                   # per trial (one engine)
     accelerator_type = "A10G"     # nodes advertising accelerator_type:A10G; none: any node
     num_gpus = 1
@@ -42,7 +49,7 @@ lie in its space (Optuna records the baseline as one of the study's points).
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +57,7 @@ from engine.knobs import KNOBS, KnobValue, KnobValues, baseline_knobs, consumed_
 from engine.manifest import NAME_RULE, Manifest, is_plain_name, load_manifest
 from engine.profiles import STUDIES_DIR, BenchProfile, get_profile
 from errors import ConfigError, StudySpecError
+from sweep.fidelity import FidelitySpec, front_rule_for, gate_first_unsafe, stage_counts
 
 __all__ = ["DEFAULT_SAMPLER", "SAMPLERS", "Gate", "KnobSpace", "Resources", "StudySpec", "load_study", "study_path"]
 
@@ -58,7 +66,7 @@ DEFAULT_SAMPLER = "tpe"
 OBJECTIVES = {"tps": "maximize", "ppl": "minimize"}
 _TOP_FIELDS = {
     "name", "manifest", "n_trials", "sampler", "seed", "workers", "identity_required",
-    "objectives", "gate", "profile", "space", "fixed", "resources",
+    "objectives", "gate", "profile", "space", "fixed", "fidelity", "resources",
 }  # fmt: skip
 
 
@@ -123,6 +131,7 @@ class StudySpec:
     seed: int | None = None
     workers: int = 1
     identity_required: bool = False
+    fidelity: FidelitySpec = field(default_factory=lambda: FidelitySpec(mode="full"))
     resources: Resources = field(default_factory=Resources)
 
     def baseline(self) -> KnobValues:
@@ -160,6 +169,7 @@ def load_study(
     profile: str | None = None,
     n_trials: int | None = None,
     workers: int | None = None,
+    fidelity: str | None = None,
 ) -> StudySpec:
     """Read and validate a study; the keyword arguments are the CLI's one-run overrides."""
     path = study_path(name_or_path)
@@ -173,7 +183,7 @@ def load_study(
         raise StudySpecError(f"{path}: not valid TOML: {exc}") from None
     except RecursionError:
         raise StudySpecError(f"{path}: not valid TOML: nested too deeply") from None
-    return _parse(raw, path, manifest=manifest, profile=profile, n_trials=n_trials, workers=workers)
+    return _parse(raw, path, manifest=manifest, profile=profile, n_trials=n_trials, workers=workers, fidelity=fidelity)
 
 
 def _parse(
@@ -184,6 +194,7 @@ def _parse(
     profile: str | None,
     n_trials: int | None,
     workers: int | None,
+    fidelity: str | None = None,
 ) -> StudySpec:
     where = str(path)
     unknown = sorted(set(raw) - _TOP_FIELDS)
@@ -217,6 +228,7 @@ def _parse(
         budget = n_trials if n_trials is not None else raw.get("n_trials")
         if budget is None:
             raise StudySpecError(f"{where}: field 'n_trials' is required (the trial budget, baseline included)")
+    bench = _profile(raw.get("profile", "quick"), where, override=profile)
     return StudySpec(
         name=name,
         source=path,
@@ -224,12 +236,14 @@ def _parse(
         space=space,
         fixed=fixed,
         gate=_gate(raw.get("gate"), where),
-        profile=_profile(raw.get("profile", "quick"), where, override=profile),
+        profile=bench,
         n_trials=_int(budget, "--trials" if n_trials is not None else where, "n_trials", minimum=1),
         sampler=sampler,
         seed=seed,
         workers=_int(workers if workers is not None else raw.get("workers", 1), where, "workers", minimum=1),
         identity_required=_bool(raw.get("identity_required", False), where, "identity_required"),
+        fidelity=_fidelity(raw.get("fidelity"), where, manifest=loaded, profile=bench, sampler=sampler,
+                           override=fidelity),  # fmt: skip
         resources=_resources(raw.get("resources", {}), where),
     )
 
@@ -411,6 +425,44 @@ def _profile(value: Any, where: str, *, override: str | None) -> BenchProfile:
     except ConfigError as exc:
         raise StudySpecError(f"{where}: profile {profile.name!r}: {exc}") from None
     return profile
+
+
+_FIDELITY_FIELDS = ("mode", "stages", "z", "floor", "min_trials")
+
+
+def _fidelity(value: Any, where: str, *, manifest: Manifest, profile: BenchProfile, sampler: str,
+              override: str | None = None) -> FidelitySpec:  # fmt: skip
+    table = _table(value if value is not None else {}, where, "fidelity")
+    unknown = sorted(set(table) - set(_FIDELITY_FIELDS))
+    if unknown:
+        raise StudySpecError(f"{where}: [fidelity] unknown field(s) {unknown}; valid: {list(_FIDELITY_FIELDS)}")
+    mode = override if override is not None else table.get("mode")
+    named = "--fidelity" if override is not None else "field 'fidelity.mode'"
+    if mode not in (None, "multi", "full"):
+        raise StudySpecError(f"{where}: {named} must be \"multi\" or \"full\", got {mode!r}")
+    default = FidelitySpec()
+    stages = table.get("stages", list(default.stages))
+    if (not isinstance(stages, list) or not stages
+            or not all(isinstance(f, (int, float)) and not isinstance(f, bool) and 0 < f < 1 for f in stages)
+            or stages != sorted(set(stages))):  # fmt: skip
+        raise StudySpecError(f"{where}: field 'fidelity.stages' must be increasing fractions of the first run, "
+                             f"each between 0 and 1 (e.g. [0.25, 0.5]), got {stages!r}")  # fmt: skip
+    spec = FidelitySpec(
+        mode=mode or "multi", stages=tuple(float(f) for f in stages),
+        z=_number(table.get("z", default.z), where, "fidelity.z", minimum=0),
+        floor=_number(table.get("floor", default.floor), where, "fidelity.floor", minimum=0),
+        min_trials=_int(table.get("min_trials", default.min_trials), where, "fidelity.min_trials", minimum=2),
+        front_rule_off=front_rule_for(sampler),
+    )  # fmt: skip
+    if spec.mode == "full":
+        return spec
+    unsafe = gate_first_unsafe(manifest, profile, stage_counts(spec, profile))
+    if unsafe is None:
+        return spec
+    if mode == "multi":
+        raise StudySpecError(f"{where}: {named} = \"multi\" is not safe here: {unsafe}. "
+                             "Set mode = \"full\", or make the PPL records disjoint from the timed prompts")  # fmt: skip
+    return replace(spec, mode="full", why_full=f"multi-fidelity is not safe here: {unsafe}")
 
 
 def _resources(value: Any, where: str) -> Resources:

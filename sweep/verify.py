@@ -118,18 +118,19 @@ def select_trials(
     from sweep.console import front_records
 
     if trials:
-        complete = {r.trial_number: r for r in records if r.measured}
+        # A trial multi-fidelity stopped early has no full-fidelity figure to verify a claim against.
+        complete = {r.trial_number: r for r in records if r.full}
         missing = [n for n in trials if n not in complete]
         if missing:
             raise UsageError(
-                f"--trials: no completed trial numbered {missing} in study {study_name!r}; "
-                f"completed: {sorted(complete)}"
+                f"--trials: no trial measured to the end numbered {missing} in study {study_name!r}; "
+                f"measured to the end: {sorted(complete)}"
             )
         chosen = [complete[n] for n in trials]
     elif top:
         # A lossless knob (ctk) leaves every trial at one PPL, so its front is a single point:
         # "the N fastest" means the feasible trials, not only the non-dominated ones.
-        feasible = [r for r in records if r.measured and r.feasible]
+        feasible = [r for r in records if r.full and r.feasible]
         chosen = sorted(feasible, key=lambda r: (-r.tps, r.trial_number))[:top]
     else:
         chosen = front_records(records)
@@ -211,13 +212,15 @@ class _Rerunner:
     def outcomes(self, record: TrialRecord, profile: BenchProfile) -> list[TrialOutcome]:
         from engine.knobs import parse_knobs
         from engine.measurement import TrialOutcome
+        from sweep.fidelity import full_plan
 
         knobs = parse_knobs(self.spec.manifest, record.knobs, where=f"trial {record.trial_number}'s stored knobs: ")
         results = []
         for repeat in range(self.args.repeats):
             folder = RUN_DIR / "verify" / self.spec.name / self.run_id / f"trial-{record.trial_number:04d}-r{repeat}"
             ref = self.worker.run.remote(self.spec.manifest, knobs, profile, workdir=str(folder.resolve()),
-                                         cache_dir=str((RUN_DIR / self.spec.name / "cache").resolve()))  # the sweep's
+                                         cache_dir=str((RUN_DIR / self.spec.name / "cache").resolve()),  # the sweep's
+                                         plan=full_plan("a verification re-run: measured to the end"))
             try:
                 outcome = TrialOutcome.from_dict(self.ray.get(ref))
             except self.ray.exceptions.RayTaskError as exc:  # the trial code raised: say what

@@ -23,6 +23,7 @@ import ray
 from engine.knobs import KnobValues
 from engine.manifest import Manifest
 from engine.profiles import BenchProfile
+from sweep.fidelity import FidelityPlan, stages_for
 from sweep.reaper import engine_groups, stop_engine_groups
 from sweep.spec import Resources
 
@@ -85,13 +86,15 @@ class TrialWorker:
             "worker_pid": os.getpid(),
         }
 
-    def run(
-        self, manifest: Manifest, knobs: KnobValues, profile: BenchProfile, *, workdir: str, cache_dir: str
-    ) -> dict[str, Any]:
+    def run(self, manifest: Manifest, knobs: KnobValues, profile: BenchProfile, *, workdir: str, cache_dir: str,
+            plan: FidelityPlan | None = None) -> dict[str, Any]:  # fmt: skip
+        """One trial; without a plan (multi-fidelity's rule for it) it is measured to the end."""
         Path(workdir).mkdir(parents=True, exist_ok=True)
         outcome = self._run_trial(manifest, knobs, profile, workdir=Path(workdir), host="127.0.0.1",
-                                  cache_dir=Path(cache_dir))  # fmt: skip
+                                  cache_dir=Path(cache_dir), stages=stages_for(plan) if plan else None)  # fmt: skip
         outcome.node = {**outcome.node, **self.node()}
+        if outcome.measurement is not None and plan is not None:
+            outcome.measurement.fidelity = plan.record()
         return outcome.to_dict()
 
     def stop_engines(self) -> int:

@@ -11,6 +11,12 @@ first run's prompts, so a stack's prefix cache may shorten its TTFT) -> PPL (one
 request per reference record). Every misbehaviour of the stack (HTTP error, timeout, malformed
 or incomplete JSON) raises ``BenchmarkError`` naming the request.
 
+With ``stages`` (multi-fidelity, decided by ``sweep.fidelity``), the first run is timed in
+consecutive stages; after each stage but the last, ``stages.checkpoint`` sees what was measured so
+far (``engine.stages.Partial``: the PPL too, measured right after the first stage when
+``ppl_first``) and may stop the measurement there, which the returned ``Measurement`` records
+(``stopped``, ``stop_reason``).
+
 ``python -m engine.bench`` is the command-line front end (see ``engine/bench/__main__.py``).
 """
 
@@ -38,6 +44,7 @@ from engine.bench._tps import (
 from engine.data import PplRecord, Prompt
 from engine.measurement import Measurement
 from engine.profiles import BenchProfile
+from engine.stages import Partial, Stages, Stop
 
 __all__ = [
     "PplResult",
@@ -90,6 +97,7 @@ def measure(
     prompts: list[Prompt],
     records: list[PplRecord],
     timings: dict[str, float] | None = None,
+    stages: Stages | None = None,
 ) -> Measurement:
     """One full measurement of a running stack; ``timings`` (if given) gets seconds per phase.
 
@@ -101,22 +109,51 @@ def measure(
     if len(prompts) < per_run * profile.tps_repeats:
         raise ValueError(f"{profile.tps_repeats} runs of {per_run} prompts need {per_run * profile.tps_repeats}, got {len(prompts)}")
     slices = [prompts[i * per_run:(i + 1) * per_run] for i in range(profile.tps_repeats)]
-    results = []
+    results: list[TpsResult] = []
+    ppl: PplResult | None = None
+    stopped: Stop | None = None
+
+    def timed(client: httpx.Client, run: list[Prompt]) -> TpsResult:
+        with _phase(timings, "tps"):
+            return measure_tps(client, model=model, prompts=run, output_len=profile.output_len)
+
+    def scored(client: httpx.Client) -> PplResult:
+        with _phase(timings, "ppl"):
+            return measure_ppl(client, model=model, records=records)
+
     with open_client(base_url, timeout_s=profile.request_timeout_s) as client:
-        for run in slices:
+        for number, run in enumerate(slices):
             with _phase(timings, "warmup"):
                 warm_up(client, model=model, prompt=run[0], requests=profile.warmup_requests,
                         output_len=profile.warmup_output_len, pause_s=profile.warmup_pause_s)
-            with _phase(timings, "tps"):
-                results.append(measure_tps(client, model=model, prompts=run, output_len=profile.output_len))
+            if number > 0 or stages is None:
+                results.append(timed(client, run))
+                continue
+            bounds = [*sorted({b for b in stages.after if 0 < b < len(run)}), len(run)]
+            parts: list[TpsResult] = []
+            for start, end in zip([0, *bounds], bounds):
+                parts.append(timed(client, run[start:end]))
+                if end == len(run):
+                    break
+                if stages.ppl_first and ppl is None:
+                    ppl = scored(client)
+                so_far = TpsResult.join(parts)
+                stopped = stages.checkpoint(Partial(
+                    prompts_timed=end, prompts_planned=len(run), tps=so_far.tps, latencies_s=tuple(so_far.latencies_s),
+                    tokens=tuple(so_far.tokens), ppl=ppl.ppl if ppl else None))  # fmt: skip
+                if stopped:
+                    break
+            results.append(TpsResult.join(parts))
+            if stopped:
+                break
         runs = TpsRuns(results)
         stream: dict[str, float] = {}
-        if profile.stream_pass:
+        if profile.stream_pass and not stopped:
             with _phase(timings, "stream"):
                 ttfts, itls = stream_pass(client, model=model, prompts=slices[0], output_len=profile.output_len)
             stream = summarize(ttfts, prefix="ttft_") | summarize(itls, prefix="itl_")
-        with _phase(timings, "ppl"):
-            ppl = measure_ppl(client, model=model, records=records)
+        if ppl is None:
+            ppl = scored(client)
     tps = runs.chosen
     drafted, accepted = runs.spec_counts()
     return Measurement(
@@ -133,9 +170,15 @@ def measure(
         drafted_tokens=drafted,
         accepted_tokens=accepted,
         acceptance_rate=acceptance_rate(drafted, accepted),
-        output_token_ids=tps.output_token_ids,
-        output_text_sha256=tps.output_text_sha256,
+        # the first run's answers: every trial's first run times the same prompts, whichever run its TPS came from
+        output_token_ids=results[0].output_token_ids,
+        output_text_sha256=results[0].output_text_sha256,
         tps_runs=[r.tps for r in runs.runs],
         tps_cv=runs.cv,
-        tps_rule=tps_rule(len(slices), per_run),
+        tps_rule=tps_rule(len(results), per_run),
+        prompt_latencies_s=list(results[0].latencies_s),
+        prompt_tokens=list(results[0].tokens),
+        stopped=stopped.kind if stopped else None,
+        stop_reason=stopped.reason if stopped else None,
+        prompts_timed=sum(len(r.latencies_s) for r in results),
     )

@@ -58,7 +58,8 @@ def parse_args(argv: list[str] | None) -> BenchArgs:
                         help="knob value, e.g. sliding_window=188 (repeatable)")
     parser.add_argument("--profile", default="challenge", help="benchmark profile in studies/profiles.toml")
     parser.add_argument("--repeats", type=int, metavar="R",
-                        help="timed TPS runs in the one boot (default: the profile's tps_repeats); TPS is their median")
+                        help="timed TPS runs in the one boot (default: the profile's tps_repeats); TPS is the "
+                             "slower of the first run and the median")
     parser.add_argument("--prompts", type=Path, help="prompt set to time (ShareGPT JSON) instead of the profile's")
     parser.add_argument("--refs", type=Path, help="PPL reference set (JSONL) instead of the profile's")
     parser.add_argument("--num-prompts", type=int, metavar="N", help="prompts per timed run instead of the profile's")

@@ -36,6 +36,7 @@ class TpsResult:
     completion_tokens: int
     wall_s: float
     latencies_s: list[float]
+    tokens: list[int] = field(default_factory=list)  # completion tokens per prompt, as latencies_s
     output_token_ids: list[list[int]] = field(default_factory=list)  # empty unless the stack gives them
     output_text_sha256: list[str] = field(default_factory=list)
     drafted_tokens: int | None = None
@@ -44,6 +45,23 @@ class TpsResult:
     @property
     def acceptance_rate(self) -> float | None:
         return acceptance_rate(self.drafted_tokens, self.accepted_tokens)
+
+    @classmethod
+    def join(cls, parts: list["TpsResult"]) -> "TpsResult":
+        """One run timed in consecutive stages: their tokens over the sum of their own windows
+        (the time between two stages, spent elsewhere, is no part of the run)."""
+        if len(parts) == 1:
+            return parts[0]
+        tokens, wall = sum(p.completion_tokens for p in parts), sum(p.wall_s for p in parts)
+        counted = all(p.drafted_tokens is not None and p.accepted_tokens is not None for p in parts)
+        return cls(
+            tps=tokens / wall, completion_tokens=tokens, wall_s=wall,
+            latencies_s=[x for p in parts for x in p.latencies_s], tokens=[x for p in parts for x in p.tokens],
+            output_token_ids=[x for p in parts for x in p.output_token_ids] if all(p.output_token_ids for p in parts) else [],
+            output_text_sha256=[x for p in parts for x in p.output_text_sha256],
+            drafted_tokens=sum(p.drafted_tokens for p in parts) if counted else None,  # type: ignore[misc]
+            accepted_tokens=sum(p.accepted_tokens for p in parts) if counted else None,  # type: ignore[misc]
+        )  # fmt: skip
 
 
 def acceptance_rate(drafted: int | None, accepted: int | None) -> float | None:
@@ -163,6 +181,7 @@ def measure_tps(client: httpx.Client, *, model: str, prompts: list[Prompt], outp
         completion_tokens=tokens,
         wall_s=wall,
         latencies_s=latencies,
+        tokens=[a.completion_tokens for a in answers],
         output_token_ids=[list(a.token_ids or []) for a in answers] if have_ids else [],
         output_text_sha256=[hashlib.sha256(a.text.encode()).hexdigest() for a in answers],
         drafted_tokens=spec[0],

@@ -9,6 +9,7 @@ from engine.bench import measure, measure_ppl, open_client, parse_counters, reco
 from engine.data import PplRecord, load_ppl_records
 from engine.launch import build_launch
 from engine.process import EngineProcess
+from engine.stages import Stages, Stop
 from errors import BenchmarkError
 from tests.stacks import stub_manifest
 from tests.stacks.stub_server import StubKnobs, request_time, spec_counts, token_logprob, token_time
@@ -170,3 +171,68 @@ def test_a_hanging_stack_is_a_timeout_error(tmp_path, stub_profile):
 def test_a_single_tps_run_has_no_spread(tmp_path, stub_profile):
     m, _, _, _ = run_measure(tmp_path, stub_profile)
     assert len(m.tps_runs) == 1 and m.tps_runs[0] == m.tps and m.tps_cv is None
+
+
+def test_the_identity_evidence_is_the_first_runs_answers_whichever_run_gives_the_tps(monkeypatch, stub_profile):
+    # Runs of one boot time disjoint prompts; the TPS may come from the median run, but only the first
+    # run's prompts are the same in every trial. (The timed runs are stand-ins here: the rule is what
+    # is tested, with a first run faster than the median, so the median run gives the TPS.)
+    import engine.bench as bench
+
+    runs = iter([(30.0, "a"), (10.0, "b"), (20.0, "c")])
+
+    def timed(client, *, model, prompts, output_len):
+        tps, answer = next(runs)
+        return bench.TpsResult(tps=tps, completion_tokens=len(prompts), wall_s=len(prompts) / tps,
+                               latencies_s=[1 / tps] * len(prompts), tokens=[1] * len(prompts),
+                               output_text_sha256=[answer] * len(prompts))  # fmt: skip
+
+    monkeypatch.setattr(bench, "measure_tps", timed)
+    monkeypatch.setattr(bench, "warm_up", lambda *a, **k: None)
+    monkeypatch.setattr(bench, "measure_ppl", lambda *a, **k: bench.PplResult(ppl=2.0, ppl_mean_record=2.0,
+                                                                              target_tokens=1, records=1))
+    profile = stub_profile.with_overrides({"tps_repeats": 3}, source="test")
+    prompts, records = profile.load_data()
+    m = measure("http://127.0.0.1:9", model="stub", profile=profile, prompts=prompts, records=records)
+    assert m.tps == 20.0  # the slower of the first run and the median
+    assert m.output_text_sha256 == ["a"] * profile.num_prompts
+
+
+def staged_measure(tmp_path, profile, checkpoint, *, after=(1, 3), ppl_first=True):
+    manifest = stub_manifest(STUB_REQUEST_LOG=str(tmp_path / "requests.jsonl"))
+    launch = build_launch(manifest)
+    prompts, records = profile.load_data()
+    seen = []
+
+    def look(partial):
+        seen.append(partial)
+        return checkpoint(partial)
+
+    with EngineProcess(launch, log_path=tmp_path / "engine.log"):
+        m = measure(launch.base_url, model="stub", profile=profile, prompts=prompts, records=records,
+                    stages=Stages(after=after, ppl_first=ppl_first, checkpoint=look))
+    log = [json.loads(line) for line in (tmp_path / "requests.jsonl").read_text().splitlines()]
+    return m, [r["path"] for r in log], seen
+
+
+def test_a_staged_run_times_every_prompt_once_with_the_ppl_pass_after_the_first_stage(tmp_path, stub_profile):
+    m, paths, seen = staged_measure(tmp_path, stub_profile, lambda partial: None)
+    chat, ppl = "/v1/chat/completions", "/v1/completions"
+    w = stub_profile.warmup_requests
+    # warm-up, stage 1 (one prompt), the PPL records, then the rest of the run: no prompt twice
+    assert paths == [chat] * w + [chat] + [ppl] * stub_profile.ppl_records + [chat] * 3
+    assert [p.prompts_timed for p in seen] == [1, 3] and all(p.ppl == m.ppl for p in seen)
+    assert seen[1].latencies_s[:1] == seen[0].latencies_s and len(seen[1].tokens) == 3
+    assert m.full and m.stopped is None and m.prompts_timed == m.num_prompts == 4
+    assert len(m.prompt_latencies_s) == len(m.prompt_tokens) == 4 and sum(m.prompt_tokens) == m.completion_tokens
+    assert m.tps == pytest.approx(m.completion_tokens / m.tps_wall_s)
+
+
+def test_a_checkpoint_that_stops_ends_the_measurement_with_what_it_had(tmp_path, stub_profile):
+    profile = stub_profile.with_overrides({"stream_pass": True, "tps_repeats": 2}, source="test")
+    m, paths, seen = staged_measure(tmp_path, profile, lambda partial: Stop("gate", "over it"))
+    assert len(seen) == 1 and not m.full
+    assert (m.stopped, m.stop_reason, m.prompts_timed, m.num_prompts) == ("gate", "over it", 1, 4)
+    assert m.completion_tokens == profile.output_len and m.tps_runs == [m.tps]
+    assert m.stream == {}  # no stream pass and no second run after a stop
+    assert paths.count("/v1/chat/completions") == profile.warmup_requests + 1

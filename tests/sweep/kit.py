@@ -25,10 +25,12 @@ FAULT_IF_STUB = SWEEP_TESTS / "fault_if_stub.py"
 _MEASUREMENT_FIELDS = {f.name for f in fields(Measurement)}
 
 
-def write_manifest(folder: Path, *, fault_if: str | None = None, **env: str) -> Path:
+def write_manifest(folder: Path, *, fault_if: str | None = None, prefix_caching: bool | None = None, **env: str) -> Path:
     """``stub.json`` with env entries replaced, as a file; ``fault_if`` routes it through the
     wrapper that sets STUB_FAULT only for one knob value (e.g. ``CENTROID_TOP_K=16:wrong_tokens``)."""
     manifest = stub_manifest(**env).to_json_dict()
+    if prefix_caching is not None:
+        manifest["prefix_caching"] = prefix_caching
     if fault_if is not None:
         manifest["serve"] = ["{python}", str(FAULT_IF_STUB)]
         manifest["env"]["STUB_FAULT_IF"] = fault_if
@@ -51,6 +53,8 @@ def write_study(
     name: str = "stubstudy",
     **fields: Any,
 ) -> Path:
+    # Full fidelity unless a test asks: a stub stack's timings are a test's own, not the front rule's.
+    fields.setdefault("fidelity", {"mode": "full"})
     lines = [f"name = {_toml_value(name)}", f"manifest = {_toml_value(str(manifest))}"]
     lines += [f"{key} = {_toml_value(value)}" for key, value in fields.items() if not isinstance(value, dict)]
     tables = {

@@ -30,6 +30,14 @@ def env(tmp_path):
     storage.close()
 
 
+def named(trial):
+    """The trial's constraints as the core set them. Optuna 5 also reads the list optuna-dashboard
+    needs (the old format) as constraints "0", "1", ...: the same values again, checked here."""
+    named = {k: v for k, v in trial.constraints.items() if not k.isdigit()}
+    assert sorted(trial.system_attrs["constraints"]) == sorted(named.values())
+    return named
+
+
 def core_for(spec, storage):
     return StudyCore(spec, StudyRecords(storage, spec.name), storage=storage.optuna)
 
@@ -65,8 +73,8 @@ def test_a_measured_trial_is_stored_then_told_with_its_gate_as_a_constraint(env)
     assert over.gate == pytest.approx(base.gate) and over.feasible is False
     t0, t1 = core.study.get_trials()
     assert t0.state == t1.state == TrialState.COMPLETE and t1.values == [10.0, 2.50]
-    assert t0.constraints == {"ppl_gate": pytest.approx(2.30 - base.gate)}
-    assert t1.constraints["ppl_gate"] > 0
+    assert named(t0) == {"ppl_gate": pytest.approx(2.30 - base.gate)}
+    assert named(t1)["ppl_gate"] > 0
     assert ATTRS - {"identity_diff_prompts"} <= set(t0.user_attrs)
     assert t1.user_attrs["measurement_id"] == storage.record(spec.name, 1).id
     assert [t.number for t in core.study.best_trials] == [0]
@@ -92,7 +100,7 @@ def test_a_lossless_trial_with_other_tokens_is_flagged_and_infeasible_only_when_
     assert (same.identity_diff_prompts, other.identity_diff_prompts, lossy.identity_diff_prompts) == (0, 1, None)
     assert other.feasible  # flagged, not excluded: the study does not require identity
     third = core.study.trials[2]
-    assert third.user_attrs["identity_diff_prompts"] == 1 and "greedy_identity" not in third.constraints
+    assert third.user_attrs["identity_diff_prompts"] == 1 and "greedy_identity" not in named(third)
 
     strict = core_for(dataclasses.replace(spec, name="strict", identity_required=True), storage)
     measured(strict, {"centroid_top_k": 32, "sliding_window": 512}, baseline=True)
@@ -192,8 +200,8 @@ def test_a_study_requiring_identity_gives_every_trial_the_same_constraints_so_gp
     measured(core, {"centroid_top_k": 32, "sliding_window": 512}, baseline=True)
     measured(core, {"centroid_top_k": 16, "sliding_window": 64}, ids=((9, 9), (9, 9)))  # lossy
     measured(core, {"centroid_top_k": 8, "sliding_window": 512}, ids=((1, 2), (3, 5)))  # differs
-    assert [set(t.constraints) for t in core.study.trials] == [{"ppl_gate", "greedy_identity"}] * 3
-    assert [t.constraints["greedy_identity"] for t in core.study.trials] == [0.0, 0.0, 1.0]
+    assert [set(named(t)) for t in core.study.trials] == [{"ppl_gate", "greedy_identity"}] * 3
+    assert [named(t)["greedy_identity"] for t in core.study.trials] == [0.0, 0.0, 1.0]
     assert core.ask().knobs  # GP's own proposal over the three: refused before, when counts differed
 
 
@@ -233,3 +241,37 @@ def test_the_budget_and_the_grid_bound_what_the_core_hands_out(env):
     small.ensure_baseline()
     small.ask()  # the baseline, in flight: one more may start, not two
     assert small.has_next(in_flight=1) and not small.has_next(in_flight=2)
+
+
+def test_the_plan_is_full_for_the_baseline_and_learns_the_gate_and_front_after_it(tmp_path):
+    path = write_study(tmp_path, manifest=write_manifest(tmp_path), profile=stub_profile(tmp_path, num_prompts=8),
+                       n_trials=6, space={"centroid_top_k": {"choices": [8, 16, 32]}},
+                       fidelity={"mode": "multi", "stages": [0.25]})  # fmt: skip
+    spec = load_study(path)
+    core = StudyCore(spec, MemoryRecords())
+    core.ensure_baseline()
+    planned = core.ask()
+    assert core.plan(planned).record() == {"mode": "full", "why": "the baseline: the gate and the front rule learn from it"}
+    core.close(core.outcome_record(planned, outcome(planned.effective)))
+    plan = core.plan(ask(core, {"centroid_top_k": 8}))
+    assert plan.mode == "multi" and plan.stages == (2,) and plan.gate == pytest.approx(2.30 * 1.05)
+    assert plan.front == ((10.0, 2.30),) and plan.ratios == {}  # no prompt timings in these records
+    full = dataclasses.replace(spec, fidelity=dataclasses.replace(spec.fidelity, mode="full"))
+    assert StudyCore(full, MemoryRecords()).plan(planned).record() == {"mode": "full", "why": "the study's choice"}
+
+
+def test_a_pruned_trial_is_told_pruned_and_spends_budget_but_is_never_feasible(env):
+    spec, storage = env
+    core = core_for(spec, storage)
+    measured(core, {"centroid_top_k": 32, "sliding_window": 512}, baseline=True)
+    planned = ask(core, {"centroid_top_k": 8, "sliding_window": 512})
+    stopped = outcome(planned.effective)
+    stopped.measurement = dataclasses.replace(stopped.measurement, stopped="front", stop_reason="cannot reach the front",
+                                              prompts_timed=1)  # fmt: skip
+    record = core.outcome_record(planned, stopped)
+    core.close(record)
+    assert record.status == "pruned" and record.reason == "cannot reach the front" and record.feasible is False
+    trial = core.study.get_trials()[1]
+    assert trial.state == TrialState.PRUNED and trial.user_attrs["stopped"] == "front"
+    assert trial.user_attrs["prompts_timed"] == "1 of 2" and core.budget_used() == 2
+    assert storage.record(spec.name, 1).measurement.stopped == "front"  # its partial figures, kept

@@ -51,6 +51,25 @@ def start_driver(command: list[str], cwd: Path, log: Path) -> subprocess.Popen:
     return subprocess.Popen(command, cwd=cwd, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
 
 
+def kill_driver(driver: subprocess.Popen, tmp_path: Path) -> None:
+    """SIGKILL the driver: its worker dies with its job, and the worker's watchdog stops the engine."""
+    try:
+        driver.send_signal(signal.SIGKILL)
+        driver.wait(timeout=30)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    wait_for(lambda: no_stub_left(str(tmp_path)), timeout_s=60, what="the orphaned engine to be stopped")
+
+
+def resume(command: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    """The same command again, to its end."""
+    rerun = subprocess.run(command, cwd=cwd, env={**os.environ, "PYTHONPATH": str(REPO)},
+                           capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    return rerun
+
+
 def wait_for(predicate, *, timeout_s: float, what: str):
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -90,6 +109,14 @@ class StudyReader:
 
     def states(self) -> list[TrialState]:
         return [t.state for t in self.trials()]
+
+
+def stored_records(url: str) -> list:
+    storage = open_storage(url)
+    try:
+        return storage.records("stubstudy")
+    finally:
+        storage.close()
 
 
 def no_stub_left(marker: str) -> bool:
@@ -146,17 +173,9 @@ def test_a_driver_killed_mid_study_resumes_to_its_budget_without_losing_or_doubl
         wait_for(two_done_one_running, timeout_s=180, what="two complete trials and one running")
         before = {t.number: t.values for t in optuna.load_study(study_name="stubstudy", storage=url).trials
                   if t.state == TrialState.COMPLETE}
-        driver.send_signal(signal.SIGKILL)
-        driver.wait(timeout=30)
     finally:
-        if driver.poll() is None:
-            driver.kill()
-    # The killed driver's worker died with its job; its watchdog stopped the engine.
-    wait_for(lambda: no_stub_left(str(tmp_path)), timeout_s=60, what="the orphaned engine to be stopped")
-
-    rerun = subprocess.run(command, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)},
-                           capture_output=True, text=True, timeout=300)
-    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+        kill_driver(driver, tmp_path)
+    rerun = resume(command, tmp_path)
     assert "closed, left running by an earlier driver" in rerun.stdout
 
     trials = optuna.load_study(study_name="stubstudy", storage=url).trials
@@ -169,11 +188,7 @@ def test_a_driver_killed_mid_study_resumes_to_its_budget_without_losing_or_doubl
     assert retry.state == TrialState.COMPLETE and retry.params == lost[0].params
     assert {n: v for n, v in before.items()} == {t.number: t.values for t in complete if t.number in before}
 
-    storage = open_storage(url)
-    try:
-        records = storage.records("stubstudy")
-    finally:
-        storage.close()
+    records = stored_records(url)
     assert sorted(r.trial_number for r in records) == [t.number for t in trials]  # one row each, none twice
     by_number = {r.trial_number: r for r in records}
     for t in complete:
@@ -225,11 +240,7 @@ def test_a_node_lost_mid_trial_is_recorded_and_its_trial_re_run(ray_cluster, tmp
         assert "error" not in result, result.get("error")
         _, log = result["value"]
 
-        storage = open_storage(url)
-        try:
-            records = storage.records("stubstudy")
-        finally:
-            storage.close()
+        records = stored_records(url)
         lost = [r for r in records if r.fail_kind == "lost"]
         assert len(lost) == 1, log
         assert f"worker lost mid-trial on node {nodes['first'].node_id}" in lost[0].reason
@@ -270,12 +281,56 @@ def test_ctrl_c_stops_the_engine_closes_the_trial_and_says_how_to_resume(ray_clu
     assert len(interrupted) == 1 and interrupted[0].user_attrs["fail_kind"] == "interrupted"
     assert [t.user_attrs["retry_of"] for t in trials if t.state == TrialState.WAITING] == [interrupted[0].number]
 
-    resume = out.split("resume with: ", 1)[1].split()
-    assert resume[:3] == ["python", "-m", "sweep.run"] and url in resume and ray_cluster.address in resume
-    rerun = subprocess.run([sys.executable, *resume[1:]], cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)},
-                           capture_output=True, text=True, timeout=300)
-    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    said = out.split("resume with: ", 1)[1].split()
+    assert said[:3] == ["python", "-m", "sweep.run"] and url in said and ray_cluster.address in said
+    resume([sys.executable, *said[1:]], tmp_path)
     final = optuna.load_study(study_name="stubstudy", storage=url).trials
     assert [t.state for t in final].count(TrialState.COMPLETE) == 3
     retry = next(t for t in final if t.user_attrs.get("retry_of") == interrupted[0].number)
     assert retry.state == TrialState.COMPLETE and retry.params == interrupted[0].params
+
+
+def test_a_driver_killed_mid_stage_resumes_without_losing_or_doubling(ray_cluster, tmp_path):
+    """Multi-fidelity: the driver dies while a trial is between its stages (its PPL pass done, the
+    rest of its run going); the next start closes it as lost, re-runs it, and keeps the rest."""
+    manifest = write_manifest(tmp_path, GS_TEST_MARKER=str(tmp_path), STUB_REQUEST_LOG="{workdir}/requests.jsonl", **SLOW)
+    study = write_study(tmp_path, manifest=manifest, profile=stub_profile(tmp_path, num_prompts=8), resources=A10G,
+                        space={"centroid_top_k": {"choices": [16, 32, 64]}}, n_trials=4, sampler="grid", seed=1,
+                        fidelity={"mode": "multi", "stages": [0.25]})  # fmt: skip
+    url = f"sqlite:///{tmp_path}/sweeps.db"
+    command = sweep_command(study, url, ray_cluster.address)
+    driver = start_driver(command, tmp_path, tmp_path / "first.log")
+    reader = StudyReader(url, "stubstudy")
+
+    def staged_trial_between_stages():
+        states = reader.states()
+        if len(states) < 2 or states[-1] != TrialState.RUNNING:
+            return None
+        log = tmp_path / "runs" / "stubstudy" / f"trial-{len(states) - 1:04d}" / "requests.jsonl"
+        lines = log.read_text().splitlines() if log.exists() else []
+        return len(states) - 1 if any('"/v1/completions"' in line for line in lines) else None
+
+    try:
+        killed = wait_for(staged_trial_between_stages, timeout_s=180, what="a trial past its first stage and PPL pass")
+        before = {t.number: (t.state, t.values) for t in optuna.load_study(study_name="stubstudy", storage=url).trials
+                  if t.state != TrialState.RUNNING}  # fmt: skip
+    finally:
+        kill_driver(driver, tmp_path)
+    rerun = resume(command, tmp_path)
+    assert f"trial {killed}: closed, left running by an earlier driver" in rerun.stdout
+
+    trials = optuna.load_study(study_name="stubstudy", storage=url).trials
+    assert not [t for t in trials if t.state in (TrialState.RUNNING, TrialState.WAITING)]
+    assert trials[killed].state == TrialState.FAIL
+    retry = next(t for t in trials if t.user_attrs.get("retry_of") == killed)
+    assert retry.params == trials[killed].params and retry.state in (TrialState.COMPLETE, TrialState.PRUNED)
+    ended = [t for t in trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED)]
+    assert len(ended) == 4  # the budget, the killed trial's retry in its place
+    assert before == {n: (t.state, t.values) for n, t in enumerate(trials) if n in before}
+
+    records = stored_records(url)
+    assert sorted(r.trial_number for r in records) == [t.number for t in trials]  # one row each, none twice
+    for r in records:
+        if r.measurement is not None:  # what each trial measured, kept whole or partial as it ran
+            assert r.measurement.prompts_timed == len(r.measurement.prompt_latencies_s)
+            assert r.full == (r.measurement.prompts_timed == 8)

@@ -130,7 +130,7 @@ def test_verify_names_trials_that_are_not_measured(ray_connected, tmp_path, caps
     url = f"sqlite:///{tmp_path / 's.db'}"
     run_in_process(study, url, tmp_path / "runs")
     assert main(["--study", str(study), "--storage", url, "--trials", "0,9"]) == 2
-    assert "no completed trial numbered [9]" in capsys.readouterr().err
+    assert "no trial measured to the end numbered [9]" in capsys.readouterr().err
     storage = open_storage(url)
     try:
         assert load_reruns(storage, "few") == []

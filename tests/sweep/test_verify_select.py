@@ -35,7 +35,7 @@ def test_top_takes_the_fastest_feasible_trials_front_or_not():
 
 def test_trials_by_number_and_the_errors():
     assert [r.trial_number for r in select_trials(RECORDS, study_name="s", trials=(3, 0))] == [3, 0]
-    with pytest.raises(ConfigError, match=r"no completed trial numbered \[4\]"):
+    with pytest.raises(ConfigError, match=r"no trial measured to the end numbered \[4\]"):
         select_trials(RECORDS, study_name="s", trials=(4,))
     with pytest.raises(ConfigError, match="no feasible measured trial"):
         select_trials([rec(0, 1.0, 3.0, feasible=False)], study_name="s")
