@@ -13,7 +13,7 @@ TINY = """
 name = "reference-tiny"
 manifest = "reference"
 sampler = "grid"
-seed = 5
+seed = 14
 n_trials = 3
 identity_required = true
 

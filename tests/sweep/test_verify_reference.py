@@ -48,8 +48,8 @@ def test_a_ctk_point_re_run_on_held_out_data_keeps_the_baselines_ppl(ray_connect
     )  # fmt: skip
     study = write_study(tmp_path, manifest=STUDIES_DIR / "manifests" / "reference.json", profile=profile,
                         name="refctk", space={"centroid_top_k": {"choices": [8, 32]}}, sampler="grid",
-                        n_trials=2, seed=2, identity_required=True)  # fmt: skip
-    # n_trials=2, seed=2: the grid runs K=8 after the baseline (K=32); four boots in all
+                        n_trials=2, seed=1, identity_required=True)  # fmt: skip
+    # n_trials=2, seed=1: the grid runs K=8 after the baseline (K=32); four boots in all
     url = f"sqlite:///{tmp_path / 's.db'}"
     result, log = run_in_process(study, url, tmp_path / "runs")
     assert all(r.status == "complete" for r in result.records), log
