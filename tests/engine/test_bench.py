@@ -1,6 +1,5 @@
 """The benchmark client against the stub stack (real process, real HTTP) and known answers."""
 
-import json
 import math
 
 import pytest
@@ -11,24 +10,14 @@ from engine.launch import build_launch
 from engine.process import EngineProcess
 from engine.stages import Stages, Stop
 from errors import BenchmarkError
-from tests.stacks import stub_manifest
+from tests.stacks import measure_on_stub, stub_manifest
 from tests.stacks.stub_server import StubKnobs, request_time, spec_counts, token_logprob, token_time
-
-
-def run_measure(tmp_path, profile, **env):
-    manifest = stub_manifest(STUB_REQUEST_LOG=str(tmp_path / "requests.jsonl"), **env)
-    launch = build_launch(manifest)
-    prompts, records = profile.load_data()
-    with EngineProcess(launch, log_path=tmp_path / "engine.log"):
-        result = measure(launch.base_url, model="stub", profile=profile, prompts=prompts, records=records)
-    log = [json.loads(line) for line in (tmp_path / "requests.jsonl").read_text().splitlines()]
-    return result, log, launch, records
 
 
 def test_tps_is_completion_tokens_over_the_timed_window(tmp_path, stub_profile):
     env = {"STUB_DECODE_STEP_S": "0.004", "STUB_REQUEST_OVERHEAD_S": "0.05"}
     profile = stub_profile.with_overrides({"warmup_pause_s": 1.0}, source="test")
-    m, log, launch, _ = run_measure(tmp_path, profile, **env)
+    m, log, launch, _, _ = measure_on_stub(tmp_path, profile, **env)
     chats = [r for r in log if r["path"] == "/v1/chat/completions"]
     warmup, timed = chats[: profile.warmup_requests], chats[profile.warmup_requests:]
     assert len(timed) == m.num_prompts == profile.num_prompts
@@ -49,7 +38,7 @@ def test_tps_is_completion_tokens_over_the_timed_window(tmp_path, stub_profile):
 
 
 def test_ppl_is_the_token_weighted_value_computed_by_hand(tmp_path, stub_profile):
-    m, _, launch, records = run_measure(tmp_path, stub_profile, SLIDING_WINDOW="100",
+    m, _, launch, _, records = measure_on_stub(tmp_path, stub_profile, SLIDING_WINDOW="100",
                                         HF_OVERRIDES='{"text_config": {"sliding_window": 100}}')
     nlls, counts = [], []
     for r in records:
@@ -64,7 +53,7 @@ def test_ppl_is_the_token_weighted_value_computed_by_hand(tmp_path, stub_profile
 
 
 def test_acceptance_rate_comes_from_the_metrics_deltas_of_the_timed_run(tmp_path, stub_profile):
-    m, _, launch, _ = run_measure(tmp_path, stub_profile, CENTROID_TOP_K="20")
+    m, _, launch, _, _ = measure_on_stub(tmp_path, stub_profile, CENTROID_TOP_K="20")
     drafted, accepted = spec_counts(StubKnobs.from_env(launch.env), stub_profile.output_len)
     # warm-up requests happened before the first reading, so only the timed ones count
     assert m.drafted_tokens == drafted * stub_profile.num_prompts
@@ -75,22 +64,22 @@ def test_acceptance_rate_comes_from_the_metrics_deltas_of_the_timed_run(tmp_path
 def test_each_prompts_answer_is_kept_as_a_hash_for_the_identity_check(tmp_path, stub_profile):
     # The timed requests ask for no token ids (the harness's body has no such field): the
     # identity evidence is the sha256 of each answer's text.
-    m, _, _, _ = run_measure(tmp_path, stub_profile)
+    m, _, _, _, _ = measure_on_stub(tmp_path, stub_profile)
     assert len(m.output_text_sha256) == stub_profile.num_prompts and m.output_token_ids == []
     (tmp_path / "w").mkdir()
-    wrong, _, _, _ = run_measure(tmp_path / "w", stub_profile, STUB_FAULT="wrong_tokens")
+    wrong, _, _, _, _ = measure_on_stub(tmp_path / "w", stub_profile, STUB_FAULT="wrong_tokens")
     assert all(a != b for a, b in zip(wrong.output_text_sha256, m.output_text_sha256))
     assert wrong.output_text_sha256 != m.output_text_sha256
 
 
 def test_a_stack_without_spec_counters_reports_no_acceptance(tmp_path, stub_profile):
-    m, _, _, _ = run_measure(tmp_path, stub_profile, STUB_FAULT="no_metrics")
+    m, _, _, _, _ = measure_on_stub(tmp_path, stub_profile, STUB_FAULT="no_metrics")
     assert m.drafted_tokens is None and m.acceptance_rate is None
 
 
 def test_the_streaming_pass_reports_ttft_and_inter_token_latency(tmp_path, stub_profile):
     profile = stub_profile.with_overrides({"stream_pass": True}, source="test")
-    m, _, launch, _ = run_measure(tmp_path, profile, STUB_DECODE_STEP_S="0.02")
+    m, _, launch, _, _ = measure_on_stub(tmp_path, profile, STUB_DECODE_STEP_S="0.02")
     per_token = token_time(StubKnobs.from_env(launch.env), 0.02)
     # The stub sleeps per_token before each chunk: the first cannot come sooner, and the typical
     # gap between chunks is one token time (a busy machine may bunch a few, or delay them).
@@ -169,7 +158,7 @@ def test_a_hanging_stack_is_a_timeout_error(tmp_path, stub_profile):
 
 
 def test_a_single_tps_run_has_no_spread(tmp_path, stub_profile):
-    m, _, _, _ = run_measure(tmp_path, stub_profile)
+    m, _, _, _, _ = measure_on_stub(tmp_path, stub_profile)
     assert len(m.tps_runs) == 1 and m.tps_runs[0] == m.tps and m.tps_cv is None
 
 
@@ -199,19 +188,13 @@ def test_the_identity_evidence_is_the_first_runs_answers_whichever_run_gives_the
 
 
 def staged_measure(tmp_path, profile, checkpoint, *, after=(1, 3), ppl_first=True):
-    manifest = stub_manifest(STUB_REQUEST_LOG=str(tmp_path / "requests.jsonl"))
-    launch = build_launch(manifest)
-    prompts, records = profile.load_data()
     seen = []
 
     def look(partial):
         seen.append(partial)
         return checkpoint(partial)
 
-    with EngineProcess(launch, log_path=tmp_path / "engine.log"):
-        m = measure(launch.base_url, model="stub", profile=profile, prompts=prompts, records=records,
-                    stages=Stages(after=after, ppl_first=ppl_first, checkpoint=look))
-    log = [json.loads(line) for line in (tmp_path / "requests.jsonl").read_text().splitlines()]
+    m, log, _, _, _ = measure_on_stub(tmp_path, profile, stages=Stages(after=after, ppl_first=ppl_first, checkpoint=look))
     return m, [r["path"] for r in log], seen
 
 

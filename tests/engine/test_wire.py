@@ -10,11 +10,11 @@ import sys
 
 import pytest
 
-from engine.bench import measure, measure_tps, open_client
+from engine.bench import measure_tps, open_client
 from engine.launch import build_launch
 from engine.manifest import REPO_ROOT
 from engine.process import EngineProcess
-from tests.stacks import stub_manifest, write_ppl_refs, write_prompt_set
+from tests.stacks import measure_on_stub, stub_manifest, write_ppl_refs, write_prompt_set
 from tests.stacks.stub_server import StubKnobs, spec_counts
 from tests.sweep.kit import write_manifest
 
@@ -25,18 +25,8 @@ HARNESS_PPL = {"model", "prompt", "max_tokens", "temperature", "prompt_logprobs"
                "return_token_ids"}
 
 
-def measured(tmp_path, profile, **env):
-    manifest = stub_manifest(STUB_REQUEST_LOG=str(tmp_path / "requests.jsonl"), **env)
-    launch = build_launch(manifest)
-    prompts, records = profile.load_data()
-    with EngineProcess(launch, log_path=tmp_path / "engine.log"):
-        result = measure(launch.base_url, model="stub", profile=profile, prompts=prompts, records=records)
-    log = [json.loads(line) for line in (tmp_path / "requests.jsonl").read_text().splitlines()]
-    return result, log, launch, prompts, records
-
-
 def test_warm_up_timed_and_ppl_requests_are_the_harness_own(tmp_path, stub_profile):
-    m, log, _, prompts, records = measured(tmp_path, stub_profile)
+    m, log, _, prompts, records = measure_on_stub(tmp_path, stub_profile)
     chats = [r for r in log if r["path"] == "/v1/chat/completions"]
     warmup, timed = chats[:stub_profile.warmup_requests], chats[stub_profile.warmup_requests:]
     first = {"role": "user", "content": prompts[0].text}
@@ -62,7 +52,7 @@ def test_warm_up_timed_and_ppl_requests_are_the_harness_own(tmp_path, stub_profi
 
 def test_repeated_runs_time_disjoint_prompts_each_after_its_own_warm_up(tmp_path, stub_profile):
     profile = stub_profile.with_overrides({"tps_repeats": 3}, source="test")
-    m, log, launch, prompts, _ = measured(tmp_path, profile, CENTROID_TOP_K="20", STUB_DECODE_STEP_S="0.002")
+    m, log, launch, prompts, _ = measure_on_stub(tmp_path, profile, CENTROID_TOP_K="20", STUB_DECODE_STEP_S="0.002")
     chats = [r for r in log if r["path"] == "/v1/chat/completions"]
     per_run = profile.warmup_requests + profile.num_prompts
     assert len(chats) == 3 * per_run

@@ -70,6 +70,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.manifest import Manifest, load_manifest
+from engine.measurement import Measurement
 from engine.profiles import BenchProfile, get_profile
 
 STACKS_DIR = Path(__file__).resolve().parent
@@ -111,3 +112,19 @@ def stub_profile(folder: Path, **overrides: Any) -> BenchProfile:
             "ppl_records": 4, "warmup_requests": 2, "warmup_output_len": 4, "warmup_pause_s": 0.2,
             "boot_timeout_s": 20.0, "request_timeout_s": 20.0}
     return get_profile("quick").with_overrides({**base, **overrides}, source="stub_profile")
+
+
+def measure_on_stub(tmp_path: Path, profile: BenchProfile, *, stages: Any = None, **env: str) -> tuple[Any, ...]:
+    """Boot the stub, measure it as a trial does, stop it: (measurement, request log, launch, prompts,
+    records); the stub logs every request it served to ``tmp_path/requests.jsonl``."""
+    from engine.bench import measure
+    from engine.launch import build_launch
+    from engine.process import EngineProcess
+
+    launch = build_launch(stub_manifest(STUB_REQUEST_LOG=str(tmp_path / "requests.jsonl"), **env))
+    prompts, records = profile.load_data()
+    with EngineProcess(launch, log_path=tmp_path / "engine.log"):
+        result: Measurement = measure(launch.base_url, model="stub", profile=profile, prompts=prompts,
+                                      records=records, stages=stages)  # fmt: skip
+    log = [json.loads(line) for line in (tmp_path / "requests.jsonl").read_text().splitlines()]
+    return result, log, launch, prompts, records
