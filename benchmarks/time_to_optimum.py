@@ -75,7 +75,7 @@ def time_to_best(run: list[Replayed], *, best_tps: float, share: float = SHARE) 
         time_to_best_s=found[0] if found else None, trials_to_best=found[1] if found else None,
         final_best=tuple(sorted(best.knobs.items())) if best else None, total_s=spent,
         pruned=sum(1 for t in run if t.record is not None and t.record.status == "pruned"),
-        gate_stopped=sum(1 for t in run if t.record is not None and t.record.measured and t.record.stopped),
+        gate_stopped=sum(1 for t in run if t.record is not None and t.record.gate_stopped),
     )  # fmt: skip
 
 

@@ -111,7 +111,7 @@ class StudyData:
     @property
     def gate_stopped(self) -> list[TrialRow]:
         """Stopped at the PPL gate: their TPS is a probe over the first prompts."""
-        return [t for t in self.trials if t.measured and t.stopped]
+        return [t for t in self.trials if t.measured and t.record.gate_stopped]  # type: ignore[union-attr]
 
     @property
     def front(self) -> list[TrialRow]:

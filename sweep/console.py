@@ -94,7 +94,7 @@ class SweepConsole:
             self.out.print(f"{head}[cyan]PRUNED[/] after {m.prompts_timed} of {m.num_prompts} prompts: "
                            f"TPS {m.tps:.2f} (partial)  PPL {m.ppl:.4f}")  # fmt: skip
             self.out.print(f"    {escape(record.reason or '')}")
-        elif record.measured and record.stopped:
+        elif record.gate_stopped:
             gate = "" if record.gate is None else f"  gate {record.gate:.4f}"
             self.out.print(f"{head}TPS {record.tps:.2f} (probe: {m.prompts_timed} of {m.num_prompts} prompts)  "  # type: ignore[union-attr]
                            f"PPL {record.ppl:.4f}{gate}  [yellow]infeasible: stopped at the gate[/]")  # fmt: skip

@@ -88,7 +88,7 @@ class _Driver:
             complete = len(self.core.trials(TrialState.COMPLETE))
             pruned = len(self.core.trials(TrialState.PRUNED))
             records = self.core.all_records()
-            gated = sum(1 for r in records if r.measured and r.stopped)
+            gated = sum(1 for r in records if r.gate_stopped)
             self._counted = (self.core.budget_used(), complete, pruned, gated, front_records(records))
         return self._counted
 

@@ -158,7 +158,7 @@ def build_plan(spec: FidelitySpec, profile: BenchProfile, *, gate: float | None,
                records: Iterable[TrialRecord]) -> FidelityPlan:  # fmt: skip
     """The rule for the next trial, from the study's records so far."""
     stages = stage_counts(spec, profile)
-    full = [r for r in records if r.measured and r.measurement.full]  # type: ignore[union-attr]
+    full = [r for r in records if r.full]
     points = [FrontPoint(number=r.trial_number, tps=r.tps, ppl=r.ppl, feasible=bool(r.feasible)) for r in full]  # type: ignore[arg-type]
     ratios = {}
     for n in () if spec.front_rule_off else stages:

@@ -84,6 +84,11 @@ class TrialRecord:
         return self.measured and self.measurement.full  # type: ignore[union-attr]
 
     @property
+    def gate_stopped(self) -> bool:
+        """Stopped by the PPL gate after a TPS probe: told with the probe's values, infeasible."""
+        return self.measured and self.stopped is not None
+
+    @property
     def stopped(self) -> str | None:
         """How multi-fidelity stopped the trial early ("gate", "front"), None when it did not."""
         return self.measurement.stopped if self.measurement else None
