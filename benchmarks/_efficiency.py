@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from benchmarks._replay import Replayed
 from benchmarks._surface import Surface
-from sweep.pareto import FrontPoint, pareto_front
+from sweep.judgement import FrontPoint, over_gate, pareto_front
 
 __all__ = ["Reference", "best_feasible_tps", "hypervolume", "hypervolume_curve", "reference_point", "trials_to_reach"]
 
@@ -31,7 +31,7 @@ class Reference:
 
 def _feasible_points(surface: Surface, gate: float) -> list[FrontPoint]:
     return [
-        FrontPoint(number=i, tps=p.tps, ppl=p.ppl, feasible=p.ppl <= gate)
+        FrontPoint(number=i, tps=p.tps, ppl=p.ppl, feasible=not over_gate(p.ppl, gate))
         for i, p in enumerate(surface.points.values())
         if p.tps is not None and p.ppl is not None
     ]

@@ -22,6 +22,7 @@ from engine.profiles import BenchProfile
 from engine.stages import Partial, Stop
 from sweep.core import MemoryRecords, PlannedTrial, StudyCore
 from sweep.fidelity import FidelityPlan, FidelitySpec, stages_for
+from sweep.judgement import over_gate
 from sweep.record import TrialRecord
 from sweep.spec import KnobSpace, StudySpec
 
@@ -137,5 +138,5 @@ def replay(spec: StudySpec, surface: Surface, *, seed: int, n_trials: int) -> li
             record = _record(core, planned, measurement)
         core.close(record)
         out.append(Replayed(knobs=dict(planned.effective), tps=point.tps, ppl=point.ppl, record=record, cost_s=cost,
-                            feasible=point.ppl is not None and point.ppl <= true_gate))  # fmt: skip
+                            feasible=point.ppl is not None and not over_gate(point.ppl, true_gate)))  # fmt: skip
     return out

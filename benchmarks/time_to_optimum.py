@@ -29,6 +29,7 @@ from benchmarks._surface import Surface, load_surface
 from benchmarks._sweeps import load_note
 from errors import ConfigError
 from sweep.fidelity import FidelitySpec, front_rule_for
+from sweep.judgement import over_gate
 from sweep.spec import DEFAULT_SAMPLER, SAMPLERS, StudySpec, load_study
 
 __all__ = ["Outcome", "main", "time_to_best"]
@@ -104,7 +105,7 @@ def report(full: list[Outcome], multi: list[Outcome], *, spec: StudySpec, surfac
     varying = tuple(k for k in surface.knobs if len(surface.values(k)) > 1)
     gate = spec.gate.resolve(surface.point(dict(zip(surface.knobs, surface.baseline))).ppl)
     best = [dict(zip(surface.knobs, key)) for key, p in surface.points.items()
-            if p.tps is not None and p.ppl is not None and p.ppl <= gate and p.tps >= SHARE * best_tps]  # type: ignore[operator]
+            if p.tps is not None and p.ppl is not None and not over_gate(p.ppl, gate) and p.tps >= SHARE * best_tps]  # type: ignore[operator]
     rows = [[seed, _minutes(f.time_to_best_s), _minutes(m.time_to_best_s), f.trials_to_best or "-", m.trials_to_best or "-",
              f"{m.pruned}/{m.gate_stopped}", _knobs(f.final_best, varying),
              "same" if m.final_best == f.final_best else _knobs(m.final_best, varying)]

@@ -17,7 +17,7 @@ from typing import Any
 import optuna
 
 from errors import NoCompletedTrialsError, StudyNotFoundError
-from sweep.pareto import FrontPoint, pareto_front
+from sweep.judgement import FrontPoint, pareto_front
 from sweep.record import TrialRecord
 from sweep.storage import Storage
 from sweep.verification import Verdict, latest_verdicts

@@ -1,12 +1,12 @@
 """The orchestrator: study specs, the ask/tell core and driver, Ray workers, storage, the front.
 
+    judgement     the gate, feasibility, early stops, the noise-aware front: the rules every reader judges by
     spec          studies/<name>.toml -> StudySpec (validated before anything boots)
     sampling      the study's Optuna sampler and one trial's knob values
     record        TrialRecord: one trial attempt, its judgement (gate, identity, feasibility)
     core          the ask/tell core: open/resume, baseline, ask, close (store, re-queue, tell)
     storage       the database: Optuna's RDB storage + the project's tables (SQLite, WAL)
     identity      generated token ids, packed, and how many prompts differ
-    pareto        the feasible TPS-vs-PPL front (pure)
     worker        the Ray actor running one trial at a time; reaper: its engine watchdog
     cluster       the Ray session (joined, or a private local one)
     driver        the core driven over Ray workers; console: what it prints

@@ -17,10 +17,10 @@ from rich.table import Table
 from rich.text import Text
 
 from engine.knobs import KnobValues
-from sweep.pareto import FrontPoint, pareto_front
+from sweep.judgement import front_records
 from sweep.record import TrialRecord
 
-__all__ = ["Progress", "SweepConsole", "front_records"]
+__all__ = ["Progress", "SweepConsole"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -36,16 +36,6 @@ class Progress:
     eta_s: float | None
     pruned: int = 0  # stopped by multi-fidelity's front rule
     gate_stopped: int = 0  # stopped by the PPL gate after a TPS probe
-
-
-def front_records(records: Sequence[TrialRecord]) -> list[TrialRecord]:
-    """The feasible, non-dominated trials measured to the end, fastest first."""
-    by_number = {r.trial_number: r for r in records if r.full}
-    points = [
-        FrontPoint(number=r.trial_number, tps=r.tps, ppl=r.ppl, feasible=bool(r.feasible))  # type: ignore[arg-type]
-        for r in by_number.values()
-    ]
-    return [by_number[p.number] for p in pareto_front(points)]
 
 
 def _duration(seconds: float | None) -> str:

@@ -23,8 +23,9 @@ from optuna.trial import TrialState
 from engine.measurement import TrialOutcome
 from errors import SweepStopped, WorkerSetupFailed
 from sweep.cluster import check_capacity
-from sweep.console import Progress, SweepConsole, front_records
+from sweep.console import Progress, SweepConsole
 from sweep.core import PlannedTrial, StudyCore
+from sweep.judgement import front_records
 from sweep.record import TrialRecord
 from sweep.spec import StudySpec
 from sweep.storage import Storage, StudyRecords

@@ -46,16 +46,13 @@ from typing import TYPE_CHECKING, Any, Literal
 from engine.manifest import Manifest
 from engine.profiles import BenchProfile
 from engine.stages import Partial, Stages, Stop
-from sweep.pareto import FrontPoint, pareto_front
+from sweep.judgement import FRONT_STOP, GATE_STOP, FrontPoint, over_gate, pareto_front
 
-if TYPE_CHECKING:  # sweep.record imports sweep.spec, which imports this module
+if TYPE_CHECKING:
     from sweep.record import TrialRecord
 
-__all__ = ["FRONT_STOP", "GATE_STOP", "FidelityPlan", "FidelitySpec", "build_plan", "decide", "front_rule_for",
-           "full_plan", "gate_first_unsafe", "stage_counts", "stages_for"]
-
-GATE_STOP = "gate"  # Measurement.stopped: PPL over the gate, told infeasible with its TPS probe
-FRONT_STOP = "front"  # cannot reach the front: stored and told PRUNED
+__all__ = ["FidelityPlan", "FidelitySpec", "build_plan", "decide", "front_rule_for", "full_plan", "gate_first_unsafe",
+           "stage_counts", "stages_for"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -179,7 +176,7 @@ def _own_spread(partial: Partial) -> float:
 
 def decide(plan: FidelityPlan, partial: Partial) -> Stop | None:
     """Whether to stop a trial at this checkpoint, and why; None to measure on."""
-    if partial.ppl is not None and plan.gate is not None and partial.ppl > plan.gate:
+    if partial.ppl is not None and plan.gate is not None and over_gate(partial.ppl, plan.gate):
         return Stop(GATE_STOP, f"PPL {partial.ppl:.4f} is over the gate {plan.gate:.4f}: stopped after a TPS "
                                f"probe of {partial.prompts_timed} of {partial.prompts_planned} prompts")  # fmt: skip
     ratio = plan.ratios.get(partial.prompts_timed)

@@ -5,7 +5,7 @@ one source every reader derives from: the user attributes and constraints Optuna
 (``optuna_attrs``, ``constraints``), the console's lines, the dashboards' rows and the CSV. Its
 figures are the worker's typed ``Measurement``, kept whole. ``Judge`` adds the judgement: the
 gate the trial was held to, its greedy-identity difference from the baseline, and feasibility,
-whose rule (``is_feasible``) lives here and nowhere else.
+by the rules of ``sweep.judgement``.
 """
 
 from __future__ import annotations
@@ -16,9 +16,8 @@ from typing import Any, Literal
 
 from engine.knobs import KNOBS, KnobValues
 from engine.measurement import Measurement, TrialOutcome
-from sweep.fidelity import FRONT_STOP
 from sweep.identity import differing_prompts
-from sweep.spec import Gate
+from sweep.judgement import FRONT_STOP, Gate, is_feasible
 
 __all__ = [
     "GATE_CONSTRAINT",
@@ -29,7 +28,6 @@ __all__ = [
     "TrialRecord",
     "failure_record",
     "identity_comparable",
-    "is_feasible",
     "outcome_record",
 ]
 
@@ -136,13 +134,6 @@ class TrialRecord:
             # flagged (its attribute), not excluded.
             values[IDENTITY_CONSTRAINT] = float(self.identity_diff_prompts or 0)
         return values
-
-
-def is_feasible(*, ppl: float | None, gate: float | None, identity_diff: int | None, identity_required: bool) -> bool:
-    """The one feasibility rule: measured, under a known gate, and (where required) greedy-identical."""
-    if ppl is None or gate is None:
-        return False
-    return ppl <= gate and not (identity_required and identity_diff)
 
 
 def identity_comparable(knobs: dict[str, Any], baseline: dict[str, Any]) -> bool:

@@ -58,8 +58,9 @@ from engine.manifest import NAME_RULE, Manifest, is_plain_name, load_manifest
 from engine.profiles import STUDIES_DIR, BenchProfile, get_profile
 from errors import ConfigError, StudySpecError
 from sweep.fidelity import FidelitySpec, front_rule_for, gate_first_unsafe, stage_counts
+from sweep.judgement import Gate
 
-__all__ = ["DEFAULT_SAMPLER", "SAMPLERS", "Gate", "KnobSpace", "Resources", "StudySpec", "load_study", "study_path"]
+__all__ = ["DEFAULT_SAMPLER", "SAMPLERS", "KnobSpace", "Resources", "StudySpec", "load_study", "study_path"]
 
 SAMPLERS = ("tpe", "nsga2", "gp", "random", "grid")
 DEFAULT_SAMPLER = "tpe"
@@ -89,25 +90,6 @@ class KnobSpace:
         if self.choices is not None:
             return value in self.choices
         return self.low <= value <= self.high and (value - self.low) % self.step == 0  # type: ignore[operator]
-
-
-@dataclass(frozen=True, kw_only=True)
-class Gate:
-    """Feasible means PPL <= the gate: absolute, or a ratio of the baseline trial's PPL."""
-
-    ppl_max: float | None = None
-    ppl_max_ratio: float | None = None
-
-    def resolve(self, baseline_ppl: float | None) -> float | None:
-        """The gate's PPL; None while a ratio gate waits for its baseline."""
-        if self.ppl_max is not None:
-            return self.ppl_max
-        return None if baseline_ppl is None else baseline_ppl * self.ppl_max_ratio  # type: ignore[operator]
-
-    def describe(self) -> str:
-        if self.ppl_max is not None:
-            return f"PPL <= {self.ppl_max:g}"
-        return f"PPL <= {self.ppl_max_ratio:g} x the baseline trial's PPL"
 
 
 @dataclass(frozen=True, kw_only=True)

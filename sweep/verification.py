@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from engine.bench import coefficient_of_variation
+from sweep.judgement import over_gate
 from sweep.storage import Storage, as_utc, verifications
 
 __all__ = [
@@ -107,7 +108,7 @@ def judge(reruns: list[Rerun]) -> Verdict:
                 f"{first.claimed_tps:.2f} tokens/s (tolerance {TPS_TOLERANCE:.0%})"
             )
     ppl_median = statistics.median(ppl) if ppl else None
-    if ppl_median is not None and ppl_median > first.gate:
+    if ppl_median is not None and over_gate(ppl_median, first.gate):
         reasons.append(f"PPL {ppl_median:.4f} over the gate {first.gate:.4f}")
     if not measured:
         reasons.append("no re-run produced a measurement")

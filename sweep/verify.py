@@ -115,7 +115,7 @@ def select_trials(
     records: list[TrialRecord], *, study_name: str, top: int | None = None, trials: tuple[int, ...] = ()
 ) -> list[TrialRecord]:
     """The rows to verify: ``trials`` by number, else the ``top`` fastest feasible, else the front."""
-    from sweep.console import front_records
+    from sweep.judgement import front_records
 
     if trials:
         # A trial multi-fidelity stopped early has no full-fidelity figure to verify a claim against.

@@ -41,21 +41,23 @@ SURFACE = {
     "engine.reference.runtime": ["Decoder", "Generation", "Runtime", "SpecConfig", "SpecStats", "load_runtime",
                                  "resolve_device"],
     "sweep.cluster": ["check_capacity", "ray_session"],
-    "sweep.console": ["Progress", "SweepConsole", "front_records"],
+    "sweep.console": ["Progress", "SweepConsole"],
     "sweep.core": ["MemoryRecords", "PlannedTrial", "RecordBook", "StudyCore"],
     "sweep.driver": ["StudyResult", "run_study"],
     "sweep.dryrun": ["MAX_SHOWN", "plan_trials", "print_dry_run"],
     "sweep.exports": ["EXPORT_TIMEOUT_S", "export_results"],
-    "sweep.fidelity": ["FRONT_STOP", "FidelityPlan", "FidelitySpec", "GATE_STOP", "build_plan", "decide",
-                       "front_rule_for", "full_plan", "gate_first_unsafe", "stage_counts", "stages_for"],
+    "sweep.fidelity": ["FidelityPlan", "FidelitySpec", "build_plan", "decide", "front_rule_for", "full_plan",
+                       "gate_first_unsafe", "stage_counts", "stages_for"],
     "sweep.identity": ["differing_prompts", "pack_token_ids", "unpack_token_ids"],
-    "sweep.pareto": ["FrontPoint", "dominates", "pareto_front"],
+    "sweep.judgement": ["FRONT_STOP", "FrontPoint", "GATE_STOP", "Gate", "Noise", "StopKind", "Z", "dominates",
+                        "faster", "front_records", "front_ties", "is_feasible", "lower_ppl", "over_gate",
+                        "pareto_front", "pooled_log_sd"],
     "sweep.reaper": ["engine_groups", "owned_groups", "stop_engine_groups"],
     "sweep.record": ["FailKind", "GATE_CONSTRAINT", "IDENTITY_CONSTRAINT", "Judge", "RecordStatus", "TrialRecord",
-                     "failure_record", "identity_comparable", "is_feasible", "outcome_record"],
+                     "failure_record", "identity_comparable", "outcome_record"],
     "sweep.run": ["RunArgs", "main", "parse_args"],
     "sweep.sampling": ["make_sampler", "sampler_exhausted", "suggest_knobs"],
-    "sweep.spec": ["DEFAULT_SAMPLER", "Gate", "KnobSpace", "Resources", "SAMPLERS", "StudySpec", "load_study",
+    "sweep.spec": ["DEFAULT_SAMPLER", "KnobSpace", "Resources", "SAMPLERS", "StudySpec", "load_study",
                    "study_path"],
     "sweep.storage": ["DEFAULT_STORAGE_URL", "METADATA", "Storage", "StudyRecords", "as_utc", "measurements",
                       "open_existing", "open_storage", "verifications"],
@@ -102,8 +104,10 @@ def test_every_public_module_of_the_packages_is_pinned(package):
     assert sorted(set(_public_modules(package)) - skipped) == sorted(m for m in SURFACE if m.startswith(f"{package}."))
 
 
-def _sources(*folders: str) -> dict[Path, ast.Module]:
-    return {p: ast.parse(p.read_text()) for folder in folders for p in sorted((REPO / folder).rglob("*.py"))}
+def _sources(*places: str) -> dict[Path, ast.Module]:
+    """Every Python file under the folders named (or the file itself)."""
+    paths = [p for place in places for p in ([REPO / place] if place.endswith(".py") else sorted((REPO / place).rglob("*.py")))]
+    return {p: ast.parse(p.read_text()) for p in paths}
 
 
 def _calls(tree: ast.Module, names: set[str]) -> set[str]:
@@ -119,6 +123,29 @@ def test_only_the_core_creates_enqueues_constrains_and_tells_a_study():
     assert callers == {"sweep/core.py": sorted(policy)}
 
 
+def _names(node: ast.AST) -> str:
+    """The identifiers an expression reads, lower-cased and joined: ``r.ppl``, ``plan.gate``, ..."""
+    return " ".join((n.id if isinstance(n, ast.Name) else n.attr).lower()
+                    for n in ast.walk(node) if isinstance(n, (ast.Name, ast.Attribute)))  # fmt: skip
+
+
+def _gate_comparisons(tree: ast.Module) -> int:
+    """Comparisons of a PPL with a gate: one side reads a name holding "ppl", the other one holding "gate"."""
+    count = 0
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare) and not any(isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in node.ops):
+            sides = [_names(side) for side in (node.left, *node.comparators)]
+            count += any("ppl" in a and "gate" in b for a in sides for b in sides if a is not b)
+    return count
+
+
+def test_ppl_is_compared_with_the_gate_in_one_module():
+    # The gate's one comparison is sweep.judgement.over_gate; everything else calls it.
+    comparing = {path.relative_to(REPO).as_posix(): n for path, tree in _sources("sweep", "benchmarks", "dashboards").items()
+                 if (n := _gate_comparisons(tree))}  # fmt: skip
+    assert comparing == {"sweep/judgement.py": 1}
+
+
 def _imports(tree: ast.Module) -> set[str]:
     names = set()
     for node in ast.walk(tree):
@@ -132,6 +159,7 @@ def _imports(tree: ast.Module) -> set[str]:
 @pytest.mark.parametrize(("folder", "never"), [
     ("engine", ("sweep", "dashboards", "benchmarks", "datagen", "tests")),
     ("sweep", ("dashboards", "benchmarks", "datagen", "tests")),
+    ("sweep/judgement.py", ("sweep", "dashboards", "benchmarks", "datagen", "tests")),
     ("dashboards", ("benchmarks", "datagen", "tests")),
 ])  # fmt: skip
 def test_imports_flow_down_never_back_up(folder, never):

@@ -10,7 +10,7 @@
 - with ``--single`` (the same study run by one worker): parallel efficiency as
   benchmarks/scaling.py defines it, ``E = T1 / (2 x T2)`` over the part after the baseline (the
   driver runs the baseline alone), and over the whole loop (first ask to last tell);
-- the feasible Pareto front (sweep.pareto) of the 2-worker run.
+- the feasible Pareto front (sweep.judgement) of the 2-worker run.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import sys
 from itertools import combinations
 
 from benchmarks._timeline import TrialTiming, load_timeline
-from sweep.pareto import FrontPoint, pareto_front
+from sweep.judgement import FrontPoint, pareto_front
 from sweep.storage import open_existing
 
 

@@ -12,7 +12,7 @@ from benchmarks._efficiency import best_feasible_tps, hypervolume, hypervolume_c
 from benchmarks._replay import Replayed
 from benchmarks._surface import load_surface
 from errors import ConfigError
-from sweep.pareto import FrontPoint
+from sweep.judgement import FrontPoint
 
 HEADER = "study,trial,is_baseline,status,centroid_top_k,sliding_window,tps,ppl\n"
 

@@ -1,0 +1,210 @@
+"""Judging a trial, in one place: the gate, feasibility, the ways a trial stops early, and the front.
+
+The bottom of ``sweep/``: it imports nothing of the package, so that the study spec, the trial
+record, multi-fidelity, verification, the console, the dashboards and the benchmarks all judge by
+these rules and none keeps its own copy.
+
+- **The gate.** A study's ``Gate`` is absolute (``ppl_max``) or a ratio of the baseline trial's PPL
+  (``ppl_max_ratio``); ``Gate.resolve`` turns it into a PPL. ``over_gate`` is the one comparison of a
+  PPL with a gate in the project: a PPL equal to the gate passes, as the challenge's ``<=`` does.
+- **Feasibility** (``is_feasible``): measured, under a known gate, and greedy-identical where the
+  study requires it.
+- **Stops** (``GATE_STOP``, ``FRONT_STOP``): how multi-fidelity may end a trial before its full
+  measurement; such a trial is never a front point.
+- **The front**, noise-aware. Each ``FrontPoint`` carries the noise of its own figures: ``tps_sd``,
+  the standard deviation of its TPS on a log scale (one boot's, or a mean's over several boots), and
+  ``ppl_tol``, how far its PPL may move from boot to boot. ``a`` dominates ``b`` only when ``a`` is
+  better beyond the noise in one objective and not worse beyond it in the other: faster means
+  ``log(a.tps / b.tps) > Z * hypot(a.tps_sd, b.tps_sd)``; a lower PPL means
+  ``b.ppl - a.ppl > hypot(a.ppl_tol, b.ppl_tol)``. Points that cannot be told apart in either are
+  ties (``front_ties``): listed and drawn as one group, not as a trade-off. With no noise (every sd
+  and tolerance 0) this is the plain Pareto dominance.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol, TypeVar
+
+__all__ = [
+    "FRONT_STOP",
+    "GATE_STOP",
+    "Z",
+    "FrontPoint",
+    "Gate",
+    "Noise",
+    "StopKind",
+    "dominates",
+    "faster",
+    "front_records",
+    "front_ties",
+    "is_feasible",
+    "lower_ppl",
+    "over_gate",
+    "pareto_front",
+    "pooled_log_sd",
+]
+
+GATE_STOP = "gate"  # Measurement.stopped: PPL over the gate, told infeasible with its TPS probe
+FRONT_STOP = "front"  # cannot reach the front: stored and told PRUNED
+StopKind = Literal["gate", "front"]
+
+# Deviations of the noise a difference must exceed to count: about 95% two-sided for a normal
+# difference, so two measurements of one configuration are called a tie 19 times in 20.
+Z = 2.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Gate:
+    """Feasible means PPL <= the gate: absolute, or a ratio of the baseline trial's PPL."""
+
+    ppl_max: float | None = None
+    ppl_max_ratio: float | None = None
+
+    def resolve(self, baseline_ppl: float | None) -> float | None:
+        """The gate's PPL; None while a ratio gate waits for its baseline."""
+        if self.ppl_max is not None:
+            return self.ppl_max
+        return None if baseline_ppl is None else baseline_ppl * self.ppl_max_ratio  # type: ignore[operator]
+
+    def describe(self) -> str:
+        if self.ppl_max is not None:
+            return f"PPL <= {self.ppl_max:g}"
+        return f"PPL <= {self.ppl_max_ratio:g} x the baseline trial's PPL"
+
+
+def over_gate(ppl: float, gate: float) -> bool:
+    """The one comparison of a PPL with the gate: over it fails, equal to it passes."""
+    return ppl > gate
+
+
+def is_feasible(*, ppl: float | None, gate: float | None, identity_diff: int | None, identity_required: bool) -> bool:
+    """The one feasibility rule: measured, under a known gate, and (where required) greedy-identical."""
+    if ppl is None or gate is None:
+        return False
+    return not over_gate(ppl, gate) and not (identity_required and identity_diff)
+
+
+# --- noise ---------------------------------------------------------------------------------
+
+
+def pooled_log_sd(groups: Iterable[Sequence[float]]) -> tuple[float, int]:
+    """The pooled standard deviation of log values within groups (repeated measurements of one
+    configuration each) and its degrees of freedom; (0.0, 0) when no group has two values."""
+    squares, df = 0.0, 0
+    for group in groups:
+        logs = [math.log(v) for v in group if v > 0]
+        if len(logs) >= 2:
+            mean = statistics.fmean(logs)
+            squares += sum((x - mean) ** 2 for x in logs)
+            df += len(logs) - 1
+    return (math.sqrt(squares / df), df) if df else (0.0, 0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Noise:
+    """How much one boot's figures of one configuration move, and what says so.
+
+    ``tps_sd`` and ``ppl_sd`` are relative (log-scale) standard deviations of one boot's TPS and
+    PPL; ``basis`` says what they were measured from (or that a floor stood in)."""
+
+    tps_sd: float
+    ppl_sd: float
+    basis: str
+
+    def point(self, *, number: int, tps: float, ppl: float, feasible: bool, boots: int = 1) -> FrontPoint:
+        """A front point measured over ``boots`` boots: the noise of their mean."""
+        scale = 1 / math.sqrt(max(boots, 1))
+        return FrontPoint(number=number, tps=tps, ppl=ppl, feasible=feasible, tps_sd=self.tps_sd * scale,
+                          ppl_tol=Z * self.ppl_sd * ppl * scale)  # fmt: skip
+
+
+# --- the front ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class FrontPoint:
+    number: int  # the trial number
+    tps: float
+    ppl: float
+    feasible: bool
+    tps_sd: float = 0.0  # log-scale sd of this TPS (0: taken as exact)
+    ppl_tol: float = 0.0  # how far this PPL may move from boot to boot, in PPL units
+
+
+def faster(a: FrontPoint, b: FrontPoint) -> bool:
+    """``a``'s TPS is above ``b``'s beyond their noise."""
+    margin = Z * math.hypot(a.tps_sd, b.tps_sd)
+    if margin == 0 or min(a.tps, b.tps) <= 0:  # exact figures, or a zero no ratio can be taken of
+        return a.tps > b.tps
+    return math.log(a.tps / b.tps) > margin
+
+
+def lower_ppl(a: FrontPoint, b: FrontPoint) -> bool:
+    """``a``'s PPL is below ``b``'s beyond their tolerances."""
+    return b.ppl - a.ppl > math.hypot(a.ppl_tol, b.ppl_tol)
+
+
+def dominates(a: FrontPoint, b: FrontPoint) -> bool:
+    """``a`` is better than ``b`` beyond the noise in one objective and not worse beyond it in the other."""
+    return (faster(a, b) or lower_ppl(a, b)) and not faster(b, a) and not lower_ppl(b, a)
+
+
+def _tied(a: FrontPoint, b: FrontPoint) -> bool:
+    return not (faster(a, b) or faster(b, a) or lower_ppl(a, b) or lower_ppl(b, a))
+
+
+def pareto_front(points: Iterable[FrontPoint]) -> list[FrontPoint]:
+    """Feasible points no other feasible point dominates, fastest first.
+
+    Equal points do not dominate each other, so repeated measurements of one value all stay.
+    """
+    feasible = [p for p in points if p.feasible]
+    front = [p for p in feasible if not any(dominates(q, p) for q in feasible)]
+    return sorted(front, key=lambda p: (-p.tps, p.ppl, p.number))
+
+
+def front_ties(front: Sequence[FrontPoint]) -> list[list[FrontPoint]]:
+    """The front in groups of points that cannot be told apart (each tied to another in its group),
+    fastest group first; a point alone is a group of one."""
+    groups: list[list[FrontPoint]] = []
+    for point in sorted(front, key=lambda p: (-p.tps, p.ppl, p.number)):
+        joined = [g for g in groups if any(_tied(point, q) for q in g)]
+        merged = [point, *(q for g in joined for q in g)]
+        groups = [g for g in groups if g not in joined] + [sorted(merged, key=lambda p: (-p.tps, p.ppl, p.number))]
+    return sorted(groups, key=lambda g: (-g[0].tps, g[0].number))
+
+
+class Judged(Protocol):
+    """What the front reads of a trial record: ``sweep.record.TrialRecord`` is one."""
+
+    trial_number: int
+    feasible: bool | None
+
+    @property
+    def full(self) -> bool: ...
+
+    @property
+    def tps(self) -> float | None: ...
+
+    @property
+    def ppl(self) -> float | None: ...
+
+
+R = TypeVar("R", bound=Judged)
+
+
+def front_records(records: Iterable[R], noise: Noise | None = None) -> list[R]:
+    """The feasible, non-dominated trials measured to the end, fastest first; with ``noise``, a
+    trial stays unless another beats it beyond one boot's noise."""
+    by_number = {r.trial_number: r for r in records if r.full}
+    points = [
+        FrontPoint(number=r.trial_number, tps=r.tps, ppl=r.ppl, feasible=bool(r.feasible))  # type: ignore[arg-type]
+        if noise is None
+        else noise.point(number=r.trial_number, tps=r.tps, ppl=r.ppl, feasible=bool(r.feasible))  # type: ignore[arg-type]
+        for r in by_number.values()
+    ]
+    return [by_number[p.number] for p in pareto_front(points)]
