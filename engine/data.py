@@ -16,12 +16,12 @@ Anything else is a ``DataError`` naming the file, the record and the problem.
 
 from __future__ import annotations
 
-import json
 import random
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.files import load_json, parse_json, read_text
 from errors import DataError
 
 __all__ = ["PplRecord", "Prompt", "load_ppl_records", "load_prompts"]
@@ -65,16 +65,7 @@ def load_prompts(path: Path, *, limit: int | None = None, shuffle_seed: int | No
     """The first ``limit`` prompts (all when None) of a ShareGPT-style JSON file, in the file's
     order or in sglang bench_serving's order for ``shuffle_seed``."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except OSError as exc:
-        raise DataError(f"{path}: cannot read prompt set: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        raise DataError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
-    except ValueError as exc:  # JSONDecodeError, or a number too long for int()
-        raise DataError(f"{path}: not valid JSON ({exc})") from None
-    except RecursionError:
-        raise DataError(f"{path}: not valid JSON (nested too deeply)") from None
+    data = load_json(path, DataError, what="prompt set")
     if not isinstance(data, list) or not data:
         raise DataError(f"{path}: a prompt set must be a non-empty JSON list of records")
     prompts = []
@@ -106,23 +97,13 @@ def load_ppl_records(
 ) -> list[PplRecord]:
     """The first ``limit`` records (all when None) of a PPL reference JSONL file."""
     path = Path(path)
-    try:
-        lines = path.read_text().splitlines()
-    except OSError as exc:
-        raise DataError(f"{path}: cannot read PPL reference set: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        raise DataError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+    lines = read_text(path, DataError, what="PPL reference set").splitlines()
     records = []
     for lineno, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         where = f"{path} line {lineno}"
-        try:
-            raw = json.loads(line)
-        except ValueError as exc:  # JSONDecodeError, or a number too long for int()
-            raise DataError(f"{where}: not valid JSON ({exc})") from None
-        except RecursionError:
-            raise DataError(f"{where}: not valid JSON (nested too deeply)") from None
+        raw = parse_json(line, DataError, where=where)
         if not isinstance(raw, dict):
             raise DataError(f"{where}: a record must be a JSON object")
         records.append(PplRecord(

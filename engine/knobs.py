@@ -20,21 +20,26 @@ paths: the first one present in the manifest's JSON is patched, else the first o
 Values are ``int`` (a range), ``str`` (one of a list of choices) or ``bool``. Raw values (a study
 file, ``--set``, a stored row) become ``KnobValues`` in ``parse_knobs``, the one place that checks
 them; ``apply_knobs`` and everything after it takes ``KnobValues`` and checks nothing again.
+
+A knob's range is what any stack may be given; a stack that accepts less has a limit of its own in
+the registry (``[<knob>.stacks.<stack>]``), which applies to the manifests that name that
+``stack``: the registry is the one source of every limit, and a stack (the reference server) reads
+its own from it rather than keeping a copy.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import tomllib
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from engine.files import load_toml
 from engine.manifest import Manifest
-from engine.profiles import STUDIES_DIR
 from errors import KnobError, ManifestError
+from studies import STUDIES_DIR
 
 __all__ = [
     "KNOBS",
@@ -42,6 +47,7 @@ __all__ = [
     "Knob",
     "KnobValue",
     "KnobValues",
+    "StackLimit",
     "Target",
     "apply_knobs",
     "baseline_knobs",
@@ -75,6 +81,17 @@ class Target:
 
 
 @dataclass(frozen=True)
+class StackLimit:
+    """The narrower range of an int knob that one stack accepts: ``[<knob>.stacks.<stack>]``."""
+
+    stack: str  # as a manifest's ``stack`` field names it
+    minimum: int
+    maximum: int
+    doc: str  # why the stack accepts no more
+    source: str  # the registry table that says so, for messages
+
+
+@dataclass(frozen=True)
 class Knob:
     name: str
     type: Literal["int", "choice", "bool"]
@@ -84,11 +101,30 @@ class Knob:
     maximum: int | None = None
     choices: tuple[str, ...] = ()  # choice knobs
     lossless: bool = False  # moves speed only: greedy output must not change
+    stack_limits: tuple[StackLimit, ...] = ()  # int knobs: stacks that accept less than minimum..maximum
+    limited_by: StackLimit | None = None  # on the copy ``for_stack`` returns: the limit it applies
+
+    def for_stack(self, stack: str | None) -> "Knob":
+        """This knob as ``stack`` (a manifest's ``stack`` field) accepts it: the registry's range, or
+        the stack's own where the registry gives it a narrower one."""
+        limit = next((s for s in self.stack_limits if s.stack == stack), None)
+        if limit is None:
+            return self
+        return replace(self, minimum=limit.minimum, maximum=limit.maximum, limited_by=limit)
+
+    @property
+    def bounds(self) -> tuple[int, int]:
+        """An int knob's range, ``(minimum, maximum)``."""
+        if self.minimum is None or self.maximum is None:
+            raise ValueError(f"knob {self.name!r} is of type {self.type}: it has choices, not a range")
+        return self.minimum, self.maximum
 
     @property
     def range_text(self) -> str:
         if self.type == "int":
-            return f"{self.minimum}..{self.maximum}"
+            limit = self.limited_by
+            stack = f", the limit of stack {limit.stack!r} ({limit.source})" if limit else ""
+            return f"{self.minimum}..{self.maximum}{stack}"
         return "true or false" if self.type == "bool" else f"one of {list(self.choices)}"
 
     def parse(self, value: Any, *, where: str = "") -> KnobValue:
@@ -114,8 +150,10 @@ class Knob:
             number = int(value)
         if number is None:
             raise KnobError(f"{head}: value {value!r} is not an integer; valid range {self.range_text}")
-        if not self.minimum <= number <= self.maximum:  # type: ignore[operator]
-            raise KnobError(f"{head}: value {number} is out of range {self.range_text} ({self.doc})")
+        low, high = self.bounds
+        if not low <= number <= high:
+            why = self.limited_by.doc if self.limited_by else self.doc
+            raise KnobError(f"{head}: value {number} is out of range {self.range_text} ({why})")
         return number
 
 
@@ -182,18 +220,38 @@ def _target(raw: Any, *, where: str, knob_type: str) -> Target:
     return Target(kind, raw[kind], tuple(tuple(p.split(".")) for p in paths), bool(raw.get("create", False)))
 
 
+def _stack_limits(raw: Any, *, path: Path, knob: str, low: int, high: int) -> tuple[StackLimit, ...]:
+    """The ``[<knob>.stacks.<stack>]`` tables: each narrows the knob's range for one stack."""
+    if not isinstance(raw, dict):
+        raise KnobError(f"{path} [{knob}]: 'stacks' must hold one [{knob}.stacks.<stack>] table per stack")
+    limits = []
+    for stack, table in raw.items():
+        source = f"{path} [{knob}.stacks.{stack}]"
+        valid = {"min", "max", "doc"}
+        if not isinstance(table, dict) or set(table) - valid or not {"min", "max"} & set(table):
+            raise KnobError(f"{source}: needs 'doc' and 'min' and/or 'max' (fields: {sorted(valid)}); "
+                            f"got {table!r}")
+        if not isinstance(table.get("doc"), str) or not table["doc"].strip():
+            raise KnobError(f"{source}: 'doc' must say why the stack accepts less")
+        minimum, maximum = table.get("min", low), table.get("max", high)
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (minimum, maximum)) \
+                or not low <= minimum <= maximum <= high:
+            raise KnobError(f"{source}: 'min' and 'max' must be integers with {low} <= min <= max <= {high} "
+                            f"(a stack's limit narrows the knob's range), got {minimum!r}..{maximum!r}")
+        limits.append(StackLimit(stack, minimum, maximum, table["doc"], source))
+    return tuple(limits)
+
+
 def load_registry(path: Path = KNOBS_FILE) -> dict[str, Knob]:
     """The knobs of a registry file (see its header), checked; raises KnobError naming the entry."""
-    try:
-        raw = tomllib.loads(Path(path).read_text())
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise KnobError(f"{path}: cannot read the knob registry: {exc}") from None
+    path = Path(path)
+    raw = load_toml(path, KnobError, what="the knob registry")
     knobs = {}
     for name, entry in raw.items():
         where = f"{path} [{name}]"
         if not isinstance(entry, dict):
             raise KnobError(f"{where}: must be a table")
-        valid = {"doc", "type", "min", "max", "choices", "lossless", "targets"}
+        valid = {"doc", "type", "min", "max", "choices", "lossless", "targets", "stacks"}
         if sorted(set(entry) - valid) or not isinstance(entry.get("doc"), str) or not entry.get("targets"):
             raise KnobError(f"{where}: needs 'doc', 'type' and 'targets' (fields: {sorted(valid)}); got {sorted(entry)}")
         kind = entry.get("type")
@@ -203,6 +261,10 @@ def load_registry(path: Path = KNOBS_FILE) -> dict[str, Knob]:
             raise KnobError(f"{where}: a choice knob needs 'choices', a list of strings")
         if kind not in ("int", "choice", "bool"):
             raise KnobError(f"{where}: 'type' must be 'int', 'choice' or 'bool', got {kind!r}")
+        if "stacks" in entry and kind != "int":
+            raise KnobError(f"{where}: 'stacks' (a stack's narrower range) belongs to int knobs only")
+        limits = _stack_limits(entry["stacks"], path=path, knob=name, low=entry["min"], high=entry["max"]) \
+            if "stacks" in entry else ()
         knobs[name] = Knob(
             name=name,
             type=kind,
@@ -212,6 +274,7 @@ def load_registry(path: Path = KNOBS_FILE) -> dict[str, Knob]:
             maximum=entry.get("max"),
             choices=tuple(entry.get("choices", ())),
             lossless=bool(entry.get("lossless", False)),
+            stack_limits=limits,
         )
     return knobs
 
@@ -361,7 +424,7 @@ def parse_knobs(
                 f"{where}{manifest.label} does not consume knob {name!r}: it sets none of {targets} "
                 f"(knobs it consumes: {consumed})"
             )
-        checked[name] = registry[name].parse(value, where=where)
+        checked[name] = registry[name].for_stack(manifest.stack).parse(value, where=where)
     return KnobValues(checked, manifest=manifest.label)
 
 
@@ -371,7 +434,7 @@ def baseline_knobs(manifest: Manifest, *, registry: Mapping[str, Knob] = KNOBS) 
     for name in consumed_knobs(manifest, registry=registry):
         value = next(v for found, v in (_read(manifest, t) for t in registry[name].targets) if found)
         try:
-            values[name] = registry[name].parse(value, where=f"{manifest.label}: ")
+            values[name] = registry[name].for_stack(manifest.stack).parse(value, where=f"{manifest.label}: ")
         except KnobError as exc:
             raise ManifestError(str(exc)) from None
     return KnobValues(values, manifest=manifest.label)

@@ -2,12 +2,14 @@
 
 Fields as the challenge defines them: ``name``, ``model_id``, ``served_model_name``, ``port``,
 ``serve`` (argv), ``env`` (string values only) and ``dependencies``. Unknown fields are kept,
-not refused, so a participant's manifest loads as it is. This project reads two optional fields
+not refused, so a participant's manifest loads as it is. This project reads three optional fields
 more: ``cwd``, the folder ``serve`` runs in (without it, the manifest's own folder, because the
-challenge runs ``serve`` from the submission folder that holds ``manifest.json``), and
+challenge runs ``serve`` from the submission folder that holds ``manifest.json``),
 ``prefix_caching`` (default true): false says the stack never serves a request from another's KV
 cache, which lets multi-fidelity run the PPL pass before the rest of the timed run
-(``sweep.fidelity``).
+(``sweep.fidelity``), and ``stack``: which stack's own knob limits in the registry apply
+(``[<knob>.stacks.<stack>]`` in ``studies/knobs.toml``; ``reference`` for the reference server;
+without it, or for a stack the registry gives no limits, each knob's full range).
 
 Placeholders in ``serve`` items, ``env`` values and ``cwd``, filled by ``engine.launch`` when a
 trial starts (anything else in braces, such as JSON, is left alone):
@@ -34,7 +36,6 @@ A bare name (``reference``) means ``studies/manifests/<name>.json``.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from pathlib import Path
@@ -42,12 +43,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
+from engine.files import load_json
 from errors import ManifestError
+from studies import STUDIES_DIR
 
 __all__ = ["MANIFESTS_DIR", "NAME_RULE", "PLACEHOLDERS", "Manifest", "is_plain_name", "load_manifest", "parse_manifest"]
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-MANIFESTS_DIR = REPO_ROOT / "studies" / "manifests"
+REPO_ROOT = Path(__file__).resolve().parent.parent  # the checkout, or the folder an install put the packages in
+MANIFESTS_DIR = STUDIES_DIR / "manifests"
 PLACEHOLDERS = ("port", "host", "python", "repo", "reference_checkpoint", "workdir", "tmpdir", "cache")
 # Study and manifest names become folder names (runs/<study>/, runs/bench/<manifest>-...): one
 # rule, so that no name writes outside its folder.
@@ -77,6 +80,8 @@ class Manifest(BaseModel):
     # Whether the stack may serve a request's prompt prefix from an earlier request's KV (vLLM's
     # prefix caching, on by default there): then a request made before a timed one may speed it up.
     prefix_caching: bool = True
+    # The stack whose knob limits apply (engine.knobs: a study may not ask a stack for more than it accepts).
+    stack: str | None = Field(default=None, min_length=1)
 
     _source: Path | None = PrivateAttr(default=None)
 
@@ -167,14 +172,5 @@ def _resolve(name_or_path: str | Path) -> Path:
 def load_manifest(name_or_path: str | Path) -> Manifest:
     """Load and validate a manifest file, or ``studies/manifests/<name>.json`` for a bare name."""
     path = _resolve(name_or_path)
-    try:
-        data = json.loads(path.read_text())
-    except OSError as exc:
-        raise ManifestError(f"{path}: cannot read: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        raise ManifestError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
-    except ValueError as exc:  # JSONDecodeError, or a number too long for int()
-        raise ManifestError(f"{path}: not valid JSON: {exc}") from None
-    except RecursionError:
-        raise ManifestError(f"{path}: not valid JSON: nested too deeply") from None
+    data = load_json(path, ManifestError)
     return parse_manifest(data, source=path)

@@ -17,13 +17,12 @@ the worker as its owner (``engine.process.OWNER_ENV``). The engine's own stop
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import time
 
 import psutil
 
-from engine.process import OWNER_ENV, group_members
+from engine.process import OWNER_ENV, group_members, stop_groups
 
 __all__ = ["engine_groups", "owned_groups", "stop_engine_groups"]
 
@@ -67,20 +66,8 @@ def _pgid(pid: int) -> int | None:
 
 
 def stop_engine_groups(pgids: list[int], *, grace_s: float = _GRACE_S) -> None:
-    """TERM each group, KILL what is left after the grace period."""
-    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
-        live = [g for g in pgids if _alive(g)]
-        for pgid in live:
-            try:
-                os.killpg(pgid, sig)
-            except ProcessLookupError:
-                pass
-        deadline = time.monotonic() + wait_s
-        while live and time.monotonic() < deadline:
-            time.sleep(0.1)
-            live = [g for g in live if _alive(g)]
-        if not live:
-            return
+    """TERM each group, KILL what is left after the grace period (``engine.process.stop_groups``)."""
+    stop_groups(pgids, grace_s=grace_s, kill_wait_s=5.0)
 
 
 def _watch(worker_pid: int) -> None:

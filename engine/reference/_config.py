@@ -12,12 +12,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from engine.knobs import KNOBS
 from errors import ConfigError
 
+# What the reference manifests' `stack` field says: the knobs' limits for this server are the
+# registry's (studies/knobs.toml), so a study is refused at parse what this server would refuse.
+STACK = "reference"
+SPEC_TOKENS_RANGE = KNOBS["num_speculative_tokens"].for_stack(STACK).bounds
+TOP_K_RANGE = KNOBS["centroid_top_k"].for_stack(STACK).bounds
 NUM_LAYERS = 18
-NUM_CLUSTERS = 2048
 MAX_POSITIONS = 32768
-MAX_SPECULATIVE_TOKENS = 32
 MAX_LOGPROBS = 20  # as vLLM's default max_logprobs
 
 _SPEC_KEYS = {
@@ -112,7 +116,8 @@ def _spec(raw: str) -> SpecConfig | None:
         )
     if "num_speculative_tokens" not in spec:
         raise ConfigError("SPECULATIVE_CONFIG.num_speculative_tokens is required")
-    k = _int("SPECULATIVE_CONFIG.num_speculative_tokens", spec["num_speculative_tokens"], low=1, high=MAX_SPECULATIVE_TOKENS)
+    low, high = SPEC_TOKENS_RANGE
+    k = _int("SPECULATIVE_CONFIG.num_speculative_tokens", spec["num_speculative_tokens"], low=low, high=high)
     if method == "draft":
         layers = spec.get("draft_layers")
         layers = None if layers is None else _int("SPECULATIVE_CONFIG.draft_layers", layers, low=1, high=NUM_LAYERS)
@@ -139,6 +144,7 @@ def parse_config(argv: Sequence[str], env: Mapping[str, str]) -> ServeConfig:
     parser.add_argument("--device", default=env.get("REFERENCE_DEVICE") or "auto", help="auto | cpu | cuda | cuda:N")
     args = parser.parse_args(list(argv))
     max_len = _optional_int(env, "MAX_MODEL_LEN", MAX_POSITIONS, low=2, high=MAX_POSITIONS)
+    top_k_low, top_k_high = TOP_K_RANGE
     return ServeConfig(
         host=args.host,
         port=_int("--port/PORT", args.port, low=1, high=65535),
@@ -146,7 +152,7 @@ def parse_config(argv: Sequence[str], env: Mapping[str, str]) -> ServeConfig:
         served_model_name=env.get("SERVED_MODEL_NAME", "").strip() or "gemma-3-270m",
         sliding_window=_window(env),
         spec=_spec(env.get("SPECULATIVE_CONFIG", "")),
-        centroid_top_k=_optional_int(env, "CENTROID_TOP_K", 32, low=1, high=NUM_CLUSTERS),
+        centroid_top_k=_optional_int(env, "CENTROID_TOP_K", 32, low=top_k_low, high=top_k_high),
         max_model_len=max_len,
         warmup_num_prompts=_optional_int(env, "WARMUP_NUM_PROMPTS", 0, low=0),
         warmup_max_tokens=_optional_int(env, "WARMUP_MAX_TOKENS", 1, low=1),

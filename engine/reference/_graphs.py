@@ -34,6 +34,7 @@ from collections.abc import Callable
 
 import torch
 
+from engine.reference._config import SPEC_TOKENS_RANGE
 from engine.reference._decode import Decoder, SpecConfig, SpecStats, _prompt_lookup, _State
 from engine.reference._heads import Heads
 from engine.reference._model import Gemma3
@@ -41,7 +42,9 @@ from engine.reference._static import SMALLEST_BUCKET, StaticStep, decide_rows, d
 
 __all__ = ["GraphDecoder", "GraphEngine"]
 
-MAX_CYCLE = 64  # positions one program may compute (the pending token + a proposal)
+# Positions one program may compute: the pending token and the longest proposal the server's
+# config accepts (the registry's limit for this stack), so that no cycle is ever cut short.
+MAX_CYCLE = 1 + SPEC_TOKENS_RANGE[1]
 PLAIN_STEPS = 8  # plain positions per program; shorter runs (a request's end, a bucket's end) go one by one
 PRECAPTURED_KEYS = 2048  # a decoder captures its programs up to this bucket at once, longer ones on first use
 
@@ -195,7 +198,7 @@ class GraphEngine:
         so that no capture lands inside a request (a no-op where programs are not captured)."""
         if not self.graphs:
             return
-        bos, k = self.model.cfg.bos_id, min(spec.num_speculative_tokens if spec else 0, MAX_CYCLE - 1)
+        bos, k = self.model.cfg.bos_id, spec.num_speculative_tokens if spec else 0
         for bucket in self.step.buckets:
             if bucket > keys:
                 break
@@ -323,7 +326,7 @@ class GraphDecoder(Decoder):
     def _cycle(self, state: _State, stats: SpecStats, *, budget: int) -> tuple[list[int], list[torch.Tensor]]:
         engine = self.engine
         engine.adopt(state)
-        k = min(self.lookahead, budget - 1, engine.room(state.position), MAX_CYCLE - 1)
+        k = min(self.lookahead, budget - 1, engine.room(state.position))
         if self.spec is not None and k > 0:
             if self.spec.method == "draft":
                 drafts, targets, finals = engine.draft(

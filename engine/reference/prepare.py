@@ -25,13 +25,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from engine.reference._config import TOP_K_RANGE
 from engine.reference._convert import convert, require
 from errors import GemmaSweepError
 
 __all__ = ["PreparedModel", "prepare_model", "default_cache_dir"]
 
 FORMAT = "gemma-3-270m-v1"  # bump when the outputs change meaning; old folders are then ignored
-NUM_CLUSTERS = 2048
+# The drafter head's clusters: as many as centroid_top_k may keep on this stack (its limit in the
+# knob registry, studies/knobs.toml), one number for both. Changing it changes the outputs: bump FORMAT.
+NUM_CLUSTERS = TOP_K_RANGE[1]
 CLUSTER_SIZE = 128
 CHECKPOINT = "checkpoint"
 CENTROIDS = "centroids.safetensors"

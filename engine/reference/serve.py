@@ -8,7 +8,8 @@ reads the challenge's knobs from the environment:
     SLIDING_WINDOW        used when HF_OVERRIDES sets no window
     SPECULATIVE_CONFIG    {"method": "draft", "num_speculative_tokens": k[, "draft_layers": n]}
                           or {"method": "ngram", "num_speculative_tokens": k,
-                          "prompt_lookup_min": a, "prompt_lookup_max": b}; absent: plain greedy
+                          "prompt_lookup_min": a, "prompt_lookup_max": b}; absent: plain greedy;
+                          k within the knob registry's limit for this stack (studies/knobs.toml)
     CENTROID_TOP_K        drafter head budget: clusters (of 2,048) scored exactly (default 32)
     MAX_MODEL_LEN         prompt + completion limit in tokens (default 32768)
     WARMUP_NUM_PROMPTS    synthetic requests decoded before the server listens (default 0)

@@ -19,9 +19,9 @@ from errors import KnobError, ManifestError
 VIDRAFT = "vidraft-w188-ctk49"
 
 
-def manifest(env=None, serve=("python", "serve.py"), name="demo"):
+def manifest(env=None, serve=("python", "serve.py"), name="demo", stack=None):
     return parse_manifest({"name": name, "model_id": "m", "served_model_name": "s",
-                           "serve": list(serve), "env": env or {}})
+                           "serve": list(serve), "env": env or {}, **({"stack": stack} if stack else {})})
 
 
 def test_the_registry_holds_the_challenge_knobs_with_ranges_and_their_lossless_flag():
@@ -221,4 +221,35 @@ def test_a_malformed_registry_entry_names_the_file_and_the_knob(tmp_path, entry,
     path = tmp_path / "knobs.toml"
     path.write_text(entry)
     with pytest.raises(KnobError, match=rf"{path} \[k\]: {message}"):
+        load_registry(path)
+
+
+_INT_KNOB = '[k]\ndoc = "d"\ntype = "int"\nmin = 1\nmax = 64\ntargets = [{ env = "K" }]\n'
+
+
+def test_a_stacks_limit_narrows_the_range_for_the_manifests_that_name_it(tmp_path):
+    path = tmp_path / "knobs.toml"
+    path.write_text(_INT_KNOB + '[k.stacks.small]\ndoc = "its kernel stops at 32"\nmax = 32\n')
+    registry = load_registry(path)
+    small, other = (manifest(env={"K": "3"}, stack=stack) for stack in ("small", "other"))
+    assert parse_knobs(other, {"k": 64}, registry=registry) == {"k": 64}  # another stack: the whole range
+    assert parse_knobs(small, {"k": 32}, registry=registry) == {"k": 32}
+    with pytest.raises(KnobError, match=rf"value 33 is out of range 1\.\.32, the limit of stack 'small' "
+                                        rf"\({path} \[k\.stacks\.small\]\) \(its kernel stops at 32\)"):
+        parse_knobs(small, {"k": 33}, registry=registry)
+    with pytest.raises(ManifestError, match="out of range 1..32"):  # the manifest's own value too
+        baseline_knobs(manifest(env={"K": "40"}, stack="small"), registry=registry)
+
+
+@pytest.mark.parametrize(("table", "message"), [
+    ('[k.stacks.small]\nmax = 32\n', "'doc' must say why the stack accepts less"),
+    ('[k.stacks.small]\ndoc = "d"\n', "needs 'doc' and 'min' and/or 'max'"),
+    ('[k.stacks.small]\ndoc = "d"\nmax = 128\n', r"1 <= min <= max <= 64 \(a stack's limit narrows"),
+    ('[k.stacks.small]\ndoc = "d"\nmin = 8\nmax = 4\n', r"1 <= min <= max <= 64"),
+    ('[k.stacks.small]\ndoc = "d"\nmax = 32\nstep = 2\n', r"fields: \['doc', 'max', 'min'\]"),
+])
+def test_a_malformed_stack_limit_names_its_table(tmp_path, table, message):
+    path = tmp_path / "knobs.toml"
+    path.write_text(_INT_KNOB + table)
+    with pytest.raises(KnobError, match=rf"{path} \[k\.stacks\.small\]: .*{message}"):
         load_registry(path)

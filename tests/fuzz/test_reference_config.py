@@ -9,13 +9,16 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.reference._config import MAX_POSITIONS, MAX_SPECULATIVE_TOKENS, NUM_CLUSTERS, NUM_LAYERS, parse_config
+from engine.knobs import KNOBS
+from engine.reference._config import MAX_POSITIONS, NUM_LAYERS, STACK, parse_config
 from errors import ConfigError
 from tests.fuzz.tally import record
 from tests.fuzz.values import DIGIT_STRINGS, deep_json, fuzz_settings, json_values, nasty_text, numbers
 
 INT_VARS = ["CENTROID_TOP_K", "MAX_MODEL_LEN", "WARMUP_NUM_PROMPTS", "WARMUP_MAX_TOKENS", "SLIDING_WINDOW", "PORT"]
 JSON_VARS = ["HF_OVERRIDES", "SPECULATIVE_CONFIG"]
+# The server's limits are the knob registry's for its stack: what a study may ask of it.
+TOP_K, SPEC_TOKENS = (KNOBS[name].for_stack(STACK) for name in ("centroid_top_k", "num_speculative_tokens"))
 
 spec_objects = st.fixed_dictionaries(
     {"method": st.one_of(st.sampled_from(["draft", "ngram", "mtp"]), json_values)},
@@ -50,11 +53,11 @@ def test_the_reference_servers_environment_configures_it_or_is_a_config_error(en
     except ConfigError as exc:
         assert any(name in str(exc) for name in env), str(exc)
         return
-    assert 1 <= cfg.port <= 65535 and 1 <= cfg.centroid_top_k <= NUM_CLUSTERS
+    assert 1 <= cfg.port <= 65535 and TOP_K.minimum <= cfg.centroid_top_k <= TOP_K.maximum
     assert 2 <= cfg.max_model_len <= MAX_POSITIONS and cfg.warmup_num_prompts >= 0 and cfg.warmup_max_tokens >= 1
     assert cfg.sliding_window is None or (type(cfg.sliding_window) is int and cfg.sliding_window >= 1)
     if cfg.spec is not None:
-        assert 1 <= cfg.spec.num_speculative_tokens <= MAX_SPECULATIVE_TOKENS
+        assert SPEC_TOKENS.minimum <= cfg.spec.num_speculative_tokens <= SPEC_TOKENS.maximum
         assert cfg.spec.draft_layers is None or 1 <= cfg.spec.draft_layers <= NUM_LAYERS
         assert 1 <= cfg.spec.prompt_lookup_min <= cfg.spec.prompt_lookup_max
 

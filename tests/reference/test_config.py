@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+from engine.knobs import KNOBS
+from engine.manifest import load_manifest
 from engine.reference._config import parse_config
 from engine.reference.runtime import SpecConfig
 from errors import ConfigError
@@ -93,3 +95,18 @@ def test_json_values_round_trip_from_a_manifest():
     env = {"SPECULATIVE_CONFIG": json.dumps({"method": "draft", "num_speculative_tokens": 3}), "CENTROID_TOP_K": "49"}
     cfg = parse(**env)
     assert cfg.spec.num_speculative_tokens == 3 and cfg.centroid_top_k == 49
+
+
+@pytest.mark.parametrize(("knob", "env"), [
+    ("num_speculative_tokens", lambda k: {"SPECULATIVE_CONFIG": json.dumps({"method": "draft", "num_speculative_tokens": k})}),
+    ("centroid_top_k", lambda k: {"CENTROID_TOP_K": str(k)}),
+])
+def test_the_server_accepts_what_the_registry_allows_its_stack_and_nothing_more(knob, env):
+    # One source: the registry's limit for the stack the reference manifests name is the server's.
+    low, high = KNOBS[knob].for_stack(load_manifest("reference").stack).bounds
+    assert high <= KNOBS[knob].maximum
+    for value in (low, high):
+        parse(**env(value))
+    for value in (low - 1, high + 1):
+        with pytest.raises(ConfigError, match=f"between {low} and {high}"):
+            parse(**env(value))
