@@ -7,7 +7,8 @@ context manager, entering starts and waits (stopping again if boot fails) and le
 - The stack runs in its own session (``start_new_session``), so its process group holds every
   child it spawns; stop signals the whole group: TERM, then KILL after a grace period, and only
   returns once no live member is left, which also frees its port.
-- stdout and stderr go to one log file; errors carry its last lines.
+- stdout and stderr go to one log file through a scrubbing pipe (``engine.logpipe``): a secret
+  the stack echoes never lands on disk. Errors carry the log's last lines.
 - Readiness is ``GET /v1/models`` answering 200 and listing the served model name. The poll
   notices at once when the process has exited, and stops the group at the boot timeout.
 """
@@ -21,6 +22,7 @@ import socket
 import subprocess
 import time
 import weakref
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import TracebackType
 from typing import NoReturn
@@ -28,10 +30,11 @@ from typing import NoReturn
 import httpx
 
 from engine.launch import LaunchConfig
-from engine.secrets import redact_argv
+from engine.logpipe import LogPipe
+from engine.secrets import Scrubber, redact_argv
 from errors import EngineBootError, EngineStopError
 
-__all__ = ["OWNER_ENV", "EngineProcess", "group_members", "read_log_tail"]
+__all__ = ["OWNER_ENV", "EngineProcess", "group_members", "read_log_tail", "stop_groups"]
 
 # Every process of a stack carries the pid of the process that started it (children inherit
 # the env), so a watchdog can find the stack of a dead owner without having seen it start.
@@ -71,6 +74,42 @@ def group_members(pgid: int) -> list[int]:
     return members
 
 
+def stop_groups(
+    pgids: Iterable[int],
+    *,
+    grace_s: float,
+    kill_wait_s: float = 10.0,
+    reap: Callable[[], object] = lambda: None,
+    on_kill: Callable[[list[int]], None] = lambda live: None,
+) -> list[int]:
+    """TERM each process group, KILL what is left after ``grace_s``; return the groups that still
+    have a live member ``kill_wait_s`` after the KILL (empty: all gone).
+
+    A group with no live member is never signalled, so that an id reused since is left alone.
+    ``reap`` runs at each poll (a parent must reap its own child, else it lingers as a zombie
+    member); ``on_kill`` is told which groups outlived their grace, before they are killed.
+    """
+    live = [g for g in pgids if group_members(g)]
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, kill_wait_s)):
+        if not live:
+            break
+        if sig == signal.SIGKILL:
+            on_kill(live)
+        for pgid in live:
+            try:
+                os.killpg(pgid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + wait_s
+        while True:
+            reap()
+            live = [g for g in live if group_members(g)]
+            if not live or time.monotonic() >= deadline:
+                break
+            time.sleep(0.05)
+    return live
+
+
 def _port_in_use(host: str, port: int) -> bool:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as sock:
@@ -94,6 +133,7 @@ class EngineProcess:
         self.stop_grace_s = stop_grace_s
         self.poll_interval_s = poll_interval_s
         self._proc: subprocess.Popen[bytes] | None = None
+        self._log: LogPipe | None = None
         self._started_at = 0.0
         self._stopped = False
 
@@ -122,6 +162,8 @@ class EngineProcess:
             return None
 
     def log_tail(self, lines: int = 40) -> str:
+        if self._log is not None:
+            self._log.settle()
         return read_log_tail(self.log_path, lines=lines)
 
     def _name(self) -> str:
@@ -137,25 +179,29 @@ class EngineProcess:
                 f"engine {self.launch.manifest_name!r}: port {self.launch.port} on "
                 f"{self.launch.host} is already in use by another process"
             )
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "ab") as log:
-            log.write(f"[gemma-sweep] starting in {self.launch.cwd}: {redact_argv(self.launch.argv)}\n".encode())
-            log.flush()
-            try:
-                self._proc = subprocess.Popen(
-                    self.launch.argv,
-                    cwd=self.launch.cwd,
-                    env={**self.launch.process_env(), OWNER_ENV: str(os.getpid())},
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
-            except OSError as exc:
-                raise EngineBootError(
-                    f"engine {self.launch.manifest_name!r}: cannot start {self.launch.argv[0]!r} "
-                    f"in {self.launch.cwd}: {exc.strerror or exc}"
-                ) from None
+        env = {**self.launch.process_env(), OWNER_ENV: str(os.getpid())}
+        self._log = LogPipe(self.log_path, Scrubber(env, self.launch.argv))  # what the stack could echo
+        log = self._log.open()
+        self._log.note(f"[gemma-sweep] starting in {self.launch.cwd}: {redact_argv(self.launch.argv)}\n")
+        try:
+            self._proc = subprocess.Popen(
+                self.launch.argv,
+                cwd=self.launch.cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise EngineBootError(
+                f"engine {self.launch.manifest_name!r}: cannot start {self.launch.argv[0]!r} "
+                f"in {self.launch.cwd}: {exc.strerror or exc}"
+            ) from None
+        finally:
+            os.close(log)  # the stack holds the write end now: the pipe ends when its group does
+            if self._proc is None:
+                self._log.close()
         self._started_at = time.monotonic()
         _running.add(self)
 
@@ -174,6 +220,7 @@ class EngineProcess:
                     response = client.get(url)
                     if response.status_code == 200:
                         self._check_models(response)
+                        self._log.settle()  # type: ignore[union-attr]  # what it printed at boot, in the file
                         return time.monotonic() - self._started_at
                 except httpx.HTTPError:
                     pass  # not listening yet
@@ -205,29 +252,16 @@ class EngineProcess:
             return 0.0
         began = time.monotonic()
         pgid = self._proc.pid
-        if not self._signal_and_wait(pgid, signal.SIGTERM, self.stop_grace_s):
-            with open(self.log_path, "ab") as log:
-                log.write(f"[gemma-sweep] still running {self.stop_grace_s:g} s after TERM: KILL\n".encode())
-            if not self._signal_and_wait(pgid, signal.SIGKILL, 10.0):
-                raise EngineStopError(f"{self._name()}: process group {pgid} survived SIGKILL")
+        if stop_groups([pgid], grace_s=self.stop_grace_s, reap=self._proc.poll, on_kill=self._note_kill):
+            raise EngineStopError(f"{self._name()}: process group {pgid} survived SIGKILL")
         self._proc.wait()
+        self._log.close()  # type: ignore[union-attr]  # every writer is gone: the last line goes in
         self._stopped = True  # the group id may belong to someone else from now on
         _running.discard(self)
         return time.monotonic() - began
 
-    def _signal_and_wait(self, pgid: int, sig: signal.Signals, timeout_s: float) -> bool:
-        try:
-            os.killpg(pgid, sig)
-        except ProcessLookupError:
-            pass
-        deadline = time.monotonic() + timeout_s
-        while True:
-            self._proc.poll()  # reap the leader, else it stays a member as a zombie  # type: ignore[union-attr]
-            if not group_members(pgid):
-                return True
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.05)
+    def _note_kill(self, _live: list[int]) -> None:
+        self._log.note(f"[gemma-sweep] still running {self.stop_grace_s:g} s after TERM: KILL\n")  # type: ignore[union-attr]
 
     def __enter__(self) -> "EngineProcess":
         self.start()

@@ -10,8 +10,8 @@ import pytest
 from engine.profiles import CHALLENGE_DATA_ENV, BenchProfile
 from tests.stacks import stub_profile as _stub_profile
 
-# The organisers' files are not the project's: the README's test command names their folder. An
-# absolute path, so that tests that change folder (and the processes they start) still find it.
+# The organisers' files are not the project's: the user names their folder (README, "The organisers'
+# files"). An absolute path, so that tests that change folder (and the processes they start) still find it.
 if os.environ.get(CHALLENGE_DATA_ENV):
     os.environ[CHALLENGE_DATA_ENV] = str(Path(os.environ[CHALLENGE_DATA_ENV]).expanduser().resolve())
 
@@ -22,12 +22,25 @@ def stub_profile(tmp_path) -> BenchProfile:
     return _stub_profile(tmp_path)
 
 
-@pytest.fixture
-def challenge_data() -> Path:
-    """The folder holding the organisers' files, as the README's test command names it."""
+REQUIRE_CHALLENGE_ENV = "GEMMA_SWEEP_REQUIRE_CHALLENGE"  # .ci/run sets it: there a skip would hide a test
+
+
+def challenge_folder() -> Path:
+    """The folder the user named for the organisers' files; without one the test skips, or fails
+    where ``GEMMA_SWEEP_REQUIRE_CHALLENGE=1`` says the files must be there."""
     folder = os.environ.get(CHALLENGE_DATA_ENV)
     if not folder:
-        pytest.skip(f"{CHALLENGE_DATA_ENV} is not set (the README's test command sets it)")
+        why = (f"{CHALLENGE_DATA_ENV} is not set: export it to the folder of the organisers' files "
+               "(README, \"The organisers' files\")")  # fmt: skip
+        if os.environ.get(REQUIRE_CHALLENGE_ENV) == "1":
+            pytest.fail(f"{why}; {REQUIRE_CHALLENGE_ENV}=1 requires them", pytrace=False)
+        pytest.skip(why)
     path = Path(folder)
     assert (path / "eval_prompts_sharegpt.json").is_file(), f"{CHALLENGE_DATA_ENV}={folder}: no organisers' files there"
     return path
+
+
+@pytest.fixture
+def challenge_data() -> Path:
+    """The folder holding the organisers' files (``challenge_folder``)."""
+    return challenge_folder()

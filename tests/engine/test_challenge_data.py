@@ -67,3 +67,15 @@ def test_engine_bench_measures_the_reference_stack_on_their_files(challenge_data
     m = json.loads(out.stdout)["measurement"]
     assert m["num_prompts"] == 4 and m["completion_tokens"] == 4 * 64 and m["tps"] > 0
     assert m["num_ppl_records"] == 4 and m["ppl_target_tokens"] > 1000 and 1 < m["ppl"] < 100
+
+
+def test_without_their_files_a_challenge_test_skips_and_fails_where_ci_requires_them(monkeypatch):
+    from tests.conftest import REQUIRE_CHALLENGE_ENV, challenge_folder
+
+    monkeypatch.delenv(CHALLENGE_DATA_ENV, raising=False)
+    monkeypatch.delenv(REQUIRE_CHALLENGE_ENV, raising=False)
+    with pytest.raises(pytest.skip.Exception, match=rf"{CHALLENGE_DATA_ENV} is not set: export it"):
+        challenge_folder()
+    monkeypatch.setenv(REQUIRE_CHALLENGE_ENV, "1")
+    with pytest.raises(pytest.fail.Exception, match=rf"{REQUIRE_CHALLENGE_ENV}=1 requires them"):
+        challenge_folder()

@@ -2,6 +2,8 @@
 
 import re
 import socket
+import subprocess
+import sys
 import threading
 import time
 
@@ -10,7 +12,7 @@ import pytest
 
 from engine.launch import build_launch
 from engine.manifest import parse_manifest
-from engine.process import EngineProcess, group_members
+from engine.process import EngineProcess, group_members, stop_groups
 from errors import EngineBootError
 from tests.stacks import stub_manifest
 
@@ -95,6 +97,22 @@ def test_a_server_that_ignores_term_is_killed(tmp_path):
     assert "still running 1 s after TERM: KILL" in engine.log_path.read_text()
     assert group_members(engine.pid) == []
     assert not alive(child)
+
+
+def test_stop_groups_terms_every_group_and_kills_only_those_that_outlive_their_grace():
+    # The one TERM -> KILL rule, for an engine's own stop and for the reaper's.
+    ignore_term = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print(flush=True); time.sleep(60)"
+    polite = subprocess.Popen([sys.executable, "-c", "import time; print(flush=True); time.sleep(60)"],
+                              start_new_session=True, stdout=subprocess.PIPE)
+    stubborn = subprocess.Popen([sys.executable, "-c", ignore_term], start_new_session=True, stdout=subprocess.PIPE)
+    for process in (polite, stubborn):
+        process.stdout.readline()  # started, its signal handler set
+    killed = []
+    left = stop_groups([polite.pid, stubborn.pid], grace_s=1.0, reap=lambda: [polite.poll(), stubborn.poll()],
+                       on_kill=killed.extend)
+    assert left == [] and killed == [stubborn.pid]
+    assert (polite.wait(), stubborn.wait()) == (-15, -9)
+    assert stop_groups([polite.pid], grace_s=1.0) == []  # a group with no live member: nothing to signal
 
 
 def test_two_engines_started_at_once_get_different_ports_and_both_serve(tmp_path):

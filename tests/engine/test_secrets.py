@@ -1,4 +1,4 @@
-from engine.secrets import REDACTED, is_secret_key, redact_argv, redact_env, scrub_text
+from engine.secrets import REDACTED, Scrubber, is_secret_key, redact_argv, redact_env, redact_text, scrub_text
 
 
 def test_secret_looking_keys_are_redacted_and_others_kept():
@@ -38,10 +38,13 @@ def test_the_broader_rule_sees_these_names_as_secret_and_not_these():
 
 def test_credentials_inside_a_url_are_removed_whatever_the_name():
     env = {"DATABASE_URL": "postgresql://sweeper:s3cret@db:5432/runs", "MIRROR": "https://user:tok@x.org/simple",
-           "HOMEPAGE": "https://example.org/a@b"}  # fmt: skip
-    assert redact_env(env) == {"DATABASE_URL": "postgresql://***@db:5432/runs", "MIRROR": "https://***@x.org/simple",
-                               "HOMEPAGE": "https://example.org/a@b"}  # fmt: skip
-    assert scrub_text("connecting to postgresql://sweeper:s3cret@db:5432/runs", {}) == "connecting to postgresql://***@db:5432/runs"
+           "HOMEPAGE": "https://example.org/a@b", "CLONE": "https://ghp_0123456789@github.com/o/r"}  # fmt: skip
+    # The user stays (a command that repeats the URL is still readable); a lone token goes whole.
+    assert redact_env(env) == {"DATABASE_URL": "postgresql://sweeper:***@db:5432/runs",
+                               "MIRROR": "https://user:***@x.org/simple", "HOMEPAGE": "https://example.org/a@b",
+                               "CLONE": "https://***@github.com/o/r"}  # fmt: skip
+    assert scrub_text("connecting to postgresql://sweeper:s3cret@db:5432/runs", {}) == \
+        "connecting to postgresql://sweeper:***@db:5432/runs"
 
 
 def test_secret_flags_in_argv_are_redacted_in_both_spellings_and_scrubbed_from_text():
@@ -49,3 +52,47 @@ def test_secret_flags_in_argv_are_redacted_in_both_spellings_and_scrubbed_from_t
     assert redact_argv(argv) == ["vllm", "serve", "--api-key", REDACTED, f"--hf-token={REDACTED}", "--port", "8000",
                                  "--max-num-batched-tokens", "512"]  # fmt: skip
     assert scrub_text("args: sk-12345 hf_67890 512", {}, argv) == "args: *** *** 512"
+
+
+def test_passphrases_are_secret_and_tokenizer_folders_and_settings_are_not():
+    assert is_secret_key("SSH_KEY_PASSPHRASE") and is_secret_key("GPG_PASSPHRASE") and is_secret_key("HF_TOKEN")
+    plain = {"GEMMA_SWEEP_TOKENIZER": "/models/tok", "TOKENIZERS_PARALLELISM": "false", "HF_TOKENIZER_DIR": "/t"}
+    assert redact_env(plain) == plain
+    assert is_secret_key("TOKENIZER_TOKEN")  # a token is still a token beside the word
+
+
+def test_a_bearer_token_in_argv_is_redacted_in_each_spelling_and_scrubbed_from_an_echo():
+    token = "tok_5f3a9c0d"
+    argv = ["curl", "--header", f"Authorization: Bearer {token}", "-H", f"Authorization:Bearer {token}",
+            f"--header=Authorization: Bearer {token}", "-H", f"proxy-authorization: Basic {token}", "--max-time", "5"]
+    assert redact_argv(argv) == ["curl", "--header", "Authorization: Bearer ***", "-H", "Authorization:Bearer ***",
+                                 "--header=Authorization: Bearer ***", "-H", "proxy-authorization: Basic ***",
+                                 "--max-time", "5"]  # fmt: skip
+    # A stack that prints the token alone, out of its header, is scrubbed too.
+    assert scrub_text(f"auth ok for {token}; Bearer {token}", {}, argv) == "auth ok for ***; Bearer ***"
+
+
+def test_a_password_inside_a_connection_string_or_url_query_is_redacted():
+    env = {"DB_CONN": "Server=db;User Id=sweeper;Password=p4ss-w0rd;", "ODBC": "Driver={x};Uid=u;Pwd=hunter22",
+           "PG_DSN": "host=db user=u password=pg-s3cret dbname=runs", "RESULTS": "https://h/x?user=u&password=q-s3cret",
+           "OPTS": "a=1;b=2"}  # fmt: skip
+    assert redact_env(env) == {"DB_CONN": "Server=db;User Id=sweeper;Password=***;", "ODBC": "Driver={x};Uid=u;Pwd=***",
+                               "PG_DSN": "host=db user=u password=*** dbname=runs",
+                               "RESULTS": "https://h/x?user=u&password=***", "OPTS": "a=1;b=2"}  # fmt: skip
+    echoed = "stub: env DB_CONN=... p4ss-w0rd hunter22 pg-s3cret q-s3cret\nstub: env PWD=/work"
+    assert scrub_text(echoed, env) == "stub: env DB_CONN=... *** *** *** ***\nstub: env PWD=/work"
+
+
+def test_inline_rules_keep_ordinary_text_and_stay_linear_on_long_words():
+    text = "max_num_seqs=256 a=b; Bearer; bearer of news, https://example.org/a@b sqlite:///runs/sweeps.db"
+    assert redact_text(text) == text
+    long_word = "a" * 200_000  # a quadratic pattern would take minutes here
+    assert redact_text(long_word + "://u:p@h") == long_word + "://u:***@h"
+
+
+def test_a_scrubber_scrubs_a_file_in_place_byte_for_byte_elsewhere(tmp_path):
+    log = tmp_path / "engine.log"
+    log.write_bytes(b"\xff\xfe raw bytes\ntoken hf_abcdefgh\n")
+    scrub = Scrubber({"HF_TOKEN": "hf_abcdefgh"})
+    assert scrub.file(log) and log.read_bytes() == b"\xff\xfe raw bytes\ntoken ***\n"
+    assert not scrub.file(log) and not scrub.file(tmp_path / "missing.log")

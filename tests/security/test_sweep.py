@@ -54,8 +54,9 @@ def _write_inputs(inputs: Path, api_key: str, argv_key: str) -> Path:
     manifest["serve"] += ["--api-key", argv_key]  # the stub ignores its arguments; it echoes them
     manifest_path = inputs / "manifest.json"
     manifest_path.write_text(json.dumps(manifest, indent=2))
+    # repeats allowed: the grid's point 32 (the baseline's knobs) boots again, so every trial is a stack that saw them
     return write_study(inputs, manifest=manifest_path, profile=stub_profile(inputs), name=STUDY, sampler="grid",
-                       space={"centroid_top_k": {"choices": [16, 32]}})  # fmt: skip
+                       repeats="allow", space={"centroid_top_k": {"choices": [16, 32]}})  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -130,7 +131,7 @@ def test_no_file_the_sweep_wrote_holds_a_secret(sweep_run):
 def test_the_careless_stack_did_print_them_and_its_kept_log_holds_none(sweep_run):
     log = next(sweep_run.folder.glob(f"runs/{STUDY}/trial-*/engine.log")).read_text()
     assert "stub: env GITHUB_PAT=***" in log and "stub: env WANDB_API_KEY=***" in log  # echoed, then scrubbed
-    assert "postgresql://***@db.internal:5432/runs" in log and "'--api-key', '***'" in log
+    assert "postgresql://sweeper:***@db.internal:5432/runs" in log and "'--api-key', '***'" in log
 
 
 def test_the_stored_env_keeps_the_secret_name_with_a_redacted_value(sweep_run):
