@@ -1,27 +1,32 @@
 """A study replayed on a recorded surface: the driver's own ask/tell core, no server.
 
 Each trial goes the way the driver sends it, through ``sweep.core.StudyCore`` (the sampler, the
-baseline first, knob values, the skip and budget rules, the multi-fidelity plan, the judgement
-and what Optuna is told). Only the measurement is replaced: the recorded configuration's TPS
-times ``1 + N(0, sd)``, sd the recorded relative noise, so a sampler sees measurements as noisy as
-the real ones. On a grid with traces (``benchmarks._surface.Trace``) the trial is replayed prompt
-by prompt: its recorded prompts' seconds (over the same noise factor) go through the plan's own
+baseline first, knob values, the skip, copy, PPL-memo and budget rules, the multi-fidelity plan,
+the judgement and what Optuna is told). Only the measurement is replaced: the recorded
+configuration's TPS times ``1 + N(0, sd)``, sd the recorded relative noise, so a sampler sees
+measurements as noisy as the real ones. On a grid with traces (``benchmarks._surface.Trace``) the
+trial is replayed prompt by prompt: its recorded prompts' seconds go through the plan's own
 checkpoint (``sweep.fidelity.stages_for``), as ``engine.bench.measure`` sends them, and the trial
-costs its recorded phases, with the TPS run cut where the checkpoint stopped it.
+costs its recorded phases, with the TPS run cut where the checkpoint stopped it. Their noise is
+drawn per stage (``benchmarks._surface.RunNoise``, measured on the grid's repeated
+configurations): a factor every prompt of the trial shares, and one of each segment between two
+stage boundaries, so a first stage does not predict the rest of its run better than the recorded
+reruns did. A trial the core closes without a boot (a copy, a PPL-memo hit) costs nothing.
 """
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass, fields, replace
 
-from benchmarks._surface import Surface, Trace
+from benchmarks._surface import RunNoise, Surface, Trace
 from engine.knobs import KnobValue
 from engine.measurement import Measurement, TrialOutcome
 from engine.profiles import BenchProfile
 from engine.stages import Partial, Stop
 from sweep.core import MemoryRecords, PlannedTrial, StudyCore
-from sweep.fidelity import FidelityPlan, FidelitySpec, stages_for
+from sweep.fidelity import FidelityPlan, FidelitySpec, stage_counts, stages_for
 from sweep.judgement import over_gate
 from sweep.record import TrialRecord
 from sweep.spec import KnobSpace, StudySpec
@@ -74,9 +79,17 @@ def _measured(tps: float, ppl: float) -> Measurement:
                        ppl_target_tokens=0, num_prompts=0, num_ppl_records=0)  # fmt: skip
 
 
-def _traced(trace: Trace, *, factor: float, ppl: float, plan: FidelityPlan) -> tuple[Measurement, float]:
+def _factors(noise: RunNoise, prompts: int, rng: random.Random) -> list[float]:
+    """Each prompt's speed factor for one replayed trial: the trial's own, times its segment's."""
+    shared = rng.gauss(0, noise.boot_sd)
+    own = [rng.gauss(0, sd) for sd in noise.segment_sds]
+    return [math.exp(shared + own[sum(1 for c in noise.cuts if c <= i)]) for i in range(prompts)]
+
+
+def _traced(trace: Trace, *, factors: list[float], ppl: float, plan: FidelityPlan) -> tuple[Measurement, float]:
     """The trial replayed prompt by prompt under ``plan``, and the seconds it took."""
-    latencies = [s / factor for s in trace.latencies_s]
+    latencies = [s / f for s, f in zip(trace.latencies_s, factors)]
+    factor = sum(trace.latencies_s) / sum(latencies)  # the whole run's, as its TPS and wall time see it
     tokens = list(trace.tokens)
     planned = len(latencies)
     stages = stages_for(plan)
@@ -111,10 +124,14 @@ def _record(core: StudyCore, planned: PlannedTrial, measurement: Measurement) ->
     return core.outcome_record(planned, outcome)
 
 
-def replay(spec: StudySpec, surface: Surface, *, seed: int, n_trials: int) -> list[Replayed]:
-    """Run ``spec`` (its sampler and fidelity, this seed) for ``n_trials`` against ``surface``."""
+def replay(spec: StudySpec, surface: Surface, *, seed: int, n_trials: int,
+           cuts: tuple[int, ...] | None = None) -> list[Replayed]:  # fmt: skip
+    """Run ``spec`` (its sampler, fidelity and rules, this seed) for ``n_trials`` booted trials against
+    ``surface``; ``cuts`` (default: the spec's own stages) are where a traced run's noise is drawn
+    apart: give two replays that are compared the same ones."""
     spec = replace(spec, seed=seed, n_trials=n_trials)
     rng = random.Random(seed)
+    noise = surface.run_noise(stage_counts(spec.fidelity, spec.profile) if cuts is None else cuts)
     core = StudyCore(spec, MemoryRecords())  # in memory: the driver's SQLite adds only time here
     core.ensure_baseline()
     true_gate = spec.gate.resolve(surface.point(dict(zip(surface.knobs, surface.baseline))).ppl)
@@ -123,18 +140,19 @@ def replay(spec: StudySpec, surface: Surface, *, seed: int, n_trials: int) -> li
         planned = core.ask()
         point = surface.point(planned.effective)
         cost = 0.0
-        if planned.skip_reason is not None:
-            record = core.failed(planned, kind="skipped", reason=planned.skip_reason)
+        if planned.answer is not None:  # closed without a boot
+            record = planned.answer
         elif point.tps is None or point.ppl is None:
             record = core.failed(planned, kind="engine", reason="failed when the grid was recorded")
         else:
-            factor = 1 + rng.gauss(0, surface.tps_rel_sd)
-            ppl = point.ppl * (1 + rng.gauss(0, surface.ppl_rel_sd))
             trace = surface.traces.get(surface.key(planned.effective))
             if trace is None:
-                measurement = _measured(point.tps * factor, ppl)
+                factor = 1 + rng.gauss(0, surface.tps_rel_sd)
+                measurement = _measured(point.tps * factor, point.ppl * (1 + rng.gauss(0, surface.ppl_rel_sd)))
             else:
-                measurement, cost = _traced(trace, factor=factor, ppl=ppl, plan=core.plan(planned))
+                factors = _factors(noise, len(trace.latencies_s), rng)
+                ppl = point.ppl * (1 + rng.gauss(0, surface.ppl_rel_sd))
+                measurement, cost = _traced(trace, factors=factors, ppl=ppl, plan=core.plan(planned))
             record = _record(core, planned, measurement)
         core.close(record)
         out.append(Replayed(knobs=dict(planned.effective), tps=point.tps, ppl=point.ppl, record=record, cost_s=cost,

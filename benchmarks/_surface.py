@@ -7,7 +7,8 @@ holds the same rows plus each trial's trace: every timed prompt's seconds and to
 seconds of each phase (boot, warm-up, TPS, PPL, stop): what a replay needs to stop a trial early
 and to count what it cost. A configuration measured more than once (the baseline, the repeat
 study's points) gives the noise: the pooled relative standard deviation of its rows around their
-mean. A configuration's trace is its first recorded row's.
+mean, and, on a grid with traces, how much a stage of a run moves apart from the rest of it
+(``Surface.run_noise``). A configuration's trace is its first recorded row's.
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ from typing import Any
 
 from engine.knobs import KNOBS
 from errors import DataError
+from sweep.judgement import pooled_log_sd
 
-__all__ = ["COLUMNS", "Surface", "SurfacePoint", "Trace", "load_surface"]
+__all__ = ["COLUMNS", "RunNoise", "Surface", "SurfacePoint", "Trace", "load_surface"]
 
 COLUMNS = ("study", "trial", "is_baseline", "status")  # then the knobs, then tps and ppl
 
@@ -44,6 +46,30 @@ class Trace:
     tokens: tuple[int, ...]
     timings_s: dict[str, float]  # boot, warmup, tps, ppl, stop (engine.trial's names)
 
+    def rate(self, start: int, end: int) -> float:
+        """Tokens per second of request time over prompts ``start`` to ``end`` (exclusive)."""
+        return sum(self.tokens[start:end]) / sum(self.latencies_s[start:end])
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunNoise:
+    """How a replayed run's prompts move from boot to boot, measured on the configurations recorded
+    more than once. A run is cut at ``cuts`` (prompt counts: the stage boundaries) into segments; all
+    its prompts share one factor (``boot_sd``) and each segment has its own (``segment_sds``), all
+    log-normal. A segment's sd is the pooled within-configuration sd of log(its rate / the rest of the
+    run's rate) over sqrt 2 (the segment and the rest move alike and independently); the shared sd is
+    what remains of the whole run's TPS sd once the segments' share of it is taken out."""
+
+    cuts: tuple[int, ...]
+    boot_sd: float
+    segment_sds: tuple[float, ...]  # one per segment: len(cuts) + 1
+    df: int  # degrees of freedom behind each segment's sd
+
+    def describe(self) -> str:
+        segments = "; ".join(f"from prompt {a + 1}: {sd:.2%}" for a, sd in zip((0, *self.cuts), self.segment_sds))
+        return (f"TPS x exp(N(0, {self.boot_sd:.4f})) per trial, and each segment's prompts x exp(N(0, sd)) of their "
+                f"own ({segments}; {self.df} degrees of freedom, from the repeated configurations' prompt timings)")
+
 
 @dataclass(frozen=True, kw_only=True)
 class Surface:
@@ -56,6 +82,8 @@ class Surface:
     notes: tuple[str, ...]  # the file's ``#`` lines: command, duration, load
     traces: dict[tuple[int, ...], Trace] = field(default_factory=dict)  # JSON grids only
     profile: dict[str, Any] | None = None  # JSON grids: the BenchProfile its trials were measured with
+    # JSON grids: every traced row of each configuration measured more than once (fresh boots)
+    reruns: dict[tuple[int, ...], tuple[Trace, ...]] = field(default_factory=dict)
 
     def values(self, knob: str) -> list[int]:
         i = self.knobs.index(knob)
@@ -69,6 +97,30 @@ class Surface:
         if key not in self.points:
             raise DataError(f"configuration {dict(zip(self.knobs, key))} is not in the recorded grid")
         return self.points[key]
+
+    def run_noise(self, cuts: tuple[int, ...]) -> RunNoise:
+        """The noise of a run cut at ``cuts``, measured on the reruns (``RunNoise``)."""
+        runs = list(self.reruns.values())
+        n = min(len(t.latencies_s) for group in runs for t in group) if runs else 0
+        bounds = (0, *(c for c in cuts if 0 < c < n), n)
+        sds, df = [], 0
+        for a, b in zip(bounds, bounds[1:]):
+            if a == 0 and b == n:  # one segment: the whole run, nothing moves apart from it
+                sds.append(0.0)
+                continue
+            apart = [[t.rate(a, b) / _rest_rate(t, a, b, n) for t in group] for group in runs]
+            sd, df = pooled_log_sd(apart)
+            sds.append(sd / math.sqrt(2))
+        whole, _ = pooled_log_sd([[t.tps for t in group] for group in runs])
+        shares = [(b - a) / n for a, b in zip(bounds, bounds[1:])] if n else [1.0]
+        left = whole**2 - sum((w * sd) ** 2 for w, sd in zip(shares, sds))
+        return RunNoise(cuts=bounds[1:-1], boot_sd=math.sqrt(max(left, 0.0)), segment_sds=tuple(sds), df=df)
+
+
+def _rest_rate(trace: Trace, start: int, end: int, n: int) -> float:
+    """The rate over a run's first ``n`` prompts outside ``start`` to ``end``."""
+    latencies = trace.latencies_s[:start] + trace.latencies_s[end:n]
+    return (sum(trace.tokens[:start]) + sum(trace.tokens[end:n])) / sum(latencies)
 
 
 def _pooled_rel_sd(groups: list[list[float]]) -> float:
@@ -122,7 +174,7 @@ def _from_json(text: str, path: Path) -> Surface:
 def _surface(rows: Iterable[dict[str, Any]], *, knobs: tuple[str, ...], notes: tuple[str, ...], path: Path) -> Surface:
     tps: dict[tuple[int, ...], list[float]] = {}
     ppl: dict[tuple[int, ...], list[float]] = {}
-    traces: dict[tuple[int, ...], Trace] = {}
+    traces: dict[tuple[int, ...], list[Trace]] = {}
     baselines = set()
     for row in rows:
         key = tuple(int(row["knobs"][k]) for k in knobs)
@@ -133,9 +185,10 @@ def _surface(rows: Iterable[dict[str, Any]], *, knobs: tuple[str, ...], notes: t
         if row["status"] == "complete":
             tps[key].append(float(row["tps"]))
             ppl[key].append(float(row["ppl"]))
-            if "latencies_s" in row and key not in traces:
-                traces[key] = Trace(tps=float(row["tps"]), latencies_s=tuple(row["latencies_s"]),
-                                    tokens=tuple(row["tokens"]), timings_s=dict(row["timings_s"]))  # fmt: skip
+            if row.get("latencies_s"):
+                traces.setdefault(key, []).append(Trace(
+                    tps=float(row["tps"]), latencies_s=tuple(row["latencies_s"]), tokens=tuple(row["tokens"]),
+                    timings_s=dict(row["timings_s"])))  # fmt: skip
     if len(baselines) != 1:
         raise DataError(f"{path}: expected rows of one baseline configuration, found {sorted(baselines)}")
     points = {
@@ -154,5 +207,6 @@ def _surface(rows: Iterable[dict[str, Any]], *, knobs: tuple[str, ...], notes: t
         ppl_rel_sd=_pooled_rel_sd(list(ppl.values())),
         repeated=sum(1 for v in tps.values() if len(v) > 1),
         notes=notes,
-        traces=traces,
+        traces={key: runs[0] for key, runs in traces.items()},
+        reruns={key: tuple(runs) for key, runs in traces.items() if len(runs) > 1},
     )

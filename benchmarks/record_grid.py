@@ -81,7 +81,8 @@ def _study_file(study: str, refs: Path | None) -> Path:
 def _records(storage_url: str, grid: Grid) -> list[TrialRecord]:
     storage = open_existing(storage_url)
     try:
-        return [r for study in grid.studies for r in storage.records(study, token_ids=False)]
+        # a trial closed without a boot (a copy, a PPL-memo hit) measured nothing: its figures are another's
+        return [r for study in grid.studies for r in storage.records(study, token_ids=False) if r.booted]
     finally:
         storage.close()
 

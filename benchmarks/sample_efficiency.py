@@ -203,7 +203,9 @@ def main(argv: list[str] | None = None) -> int:
     began = time.monotonic()
     try:
         surface = load_surface(args.grid)
-        spec = surface_spec(load_study(args.study), surface)
+        # The samplers alone, every proposal a trial as the grid was recorded: a copy or a PPL-memo
+        # hit (sweep.core) costs no boot, so it would stretch "trials to reach" without costing anything.
+        spec = replace(surface_spec(load_study(args.study), surface), repeats="allow", ppl_memo=False)
     except (ConfigError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -1,21 +1,35 @@
-"""``python -m benchmarks.time_to_optimum``: GPU time until the best feasible configuration, full vs multi-fidelity.
+"""``python -m benchmarks.time_to_optimum``: GPU time until the best feasible configuration, before and after.
 
 No server runs. A study (default ``joint``, its sampler replaced by the default one) is replayed on
 a grid recorded with every trial's prompt timings and phases (``benchmarks/results/fidelity_grid.json``,
-``python -m benchmarks.record_grid --grid fidelity``), twice per seed through the driver's own core
-(``benchmarks._replay``): at full fidelity, and with the study's multi-fidelity rule. Each trial
-costs what it cost when recorded (boot, warm-up, TPS run, PPL, stop), its TPS run cut where the
-rule stopped it. Per seed and mode: the seconds spent until a trial measured to the end tried a
+``python -m benchmarks.record_grid --grid fidelity``; ``--grid STUDY=PATH`` adds another, such as a
+GPU grid over the ``vllm-h200`` space), twice per seed through the driver's own core
+(``benchmarks._replay``):
+
+- old: full fidelity, every proposal booted (``repeats = "allow"``, no PPL memo): the sweep before
+  the no-double-measurement rules;
+- new: the default: the study's fidelity (multi-fidelity where it is safe), a proposal of measured
+  knobs a copy and one whose PPL-moving knobs measured over the gate a PPL-memo hit, neither booted
+  (``sweep.core``).
+
+Each trial costs what it cost when recorded (boot, warm-up, TPS run, PPL, stop), its TPS run cut
+where the rule stopped it; a trial closed without a boot costs nothing. Both get the same budget of
+booted trials. Per seed and mode: the seconds spent until a trial measured to the end tried a
 feasible configuration within 1% of the grid's best feasible TPS (the recorded means judge), and
-the configuration the study ends on as its best (its own noisy measurements judge).
+the configuration the study ends on as its best (its own noisy measurements judge). Reported: the
+ratio of the median times (old / new), the per-seed ratios paired by seed (their median and
+geometric mean, over the seeds where both found the best), and how many seeds end on a best more
+than 1% slower than the old sweep's.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import sys
 import time
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -28,21 +42,27 @@ from benchmarks._report import RESULTS_DIR, emit, table
 from benchmarks._surface import Surface, load_surface
 from benchmarks._sweeps import load_note
 from errors import ConfigError
-from sweep.fidelity import FidelitySpec, front_rule_for
+from sweep.fidelity import FidelitySpec, front_rule_for, stage_counts
 from sweep.judgement import over_gate
 from sweep.spec import DEFAULT_SAMPLER, SAMPLERS, StudySpec, load_study
 
-__all__ = ["Outcome", "main", "time_to_best"]
+__all__ = ["Outcome", "Paired", "main", "paired_ratio", "slower_seeds", "time_to_best"]
 
 GRID = RESULTS_DIR / "fidelity_grid.json"
 SHARE = 0.99
 TARGET_RATIO = 3.0
+TARGET_SLOWER = 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class GridArg:
+    study: str
+    path: Path
 
 
 @dataclass(frozen=True, kw_only=True)
 class Args:
-    study: str
-    grid: Path
+    grids: tuple[GridArg, ...]
     sampler: str
     seeds: int
     trials: int
@@ -56,33 +76,73 @@ class Outcome:
     """One replayed study: when it found the best, what it ended on, what it spent."""
 
     time_to_best_s: float | None  # None: no trial measured to the end tried a best configuration
-    trials_to_best: int | None
+    boots_to_best: int | None  # booted trials until then, the baseline included
     final_best: tuple[tuple[str, object], ...] | None  # the knobs of its fastest feasible full trial
     total_s: float
-    pruned: int
-    gate_stopped: int
+    pruned: int = 0
+    gate_stopped: int = 0
+    copies: int = 0  # closed without a boot: the same knobs as an earlier trial
+    memo_hits: int = 0  # closed without a boot: the PPL memo
 
 
 def time_to_best(run: list[Replayed], *, best_tps: float, share: float = SHARE) -> Outcome:
-    spent = 0.0
+    spent, boots = 0.0, 0
     found: tuple[float, int] | None = None
-    for i, t in enumerate(run, start=1):
+    for t in run:
         spent += t.cost_s
+        boots += t.record is not None and t.record.booted
         if found is None and t.record is not None and t.record.full and t.feasible and t.tps >= share * best_tps:  # type: ignore[operator]
-            found = (spent, i)
-    feasible = [t.record for t in run if t.record is not None and t.record.full and t.record.feasible]
+            found = (spent, boots)
+    records = [t.record for t in run if t.record is not None]
+    feasible = [r for r in records if r.full and r.feasible]
     best = max(feasible, key=lambda r: (r.tps, -r.trial_number), default=None)
     return Outcome(
-        time_to_best_s=found[0] if found else None, trials_to_best=found[1] if found else None,
+        time_to_best_s=found[0] if found else None, boots_to_best=found[1] if found else None,
         final_best=tuple(sorted(best.knobs.items())) if best else None, total_s=spent,
-        pruned=sum(1 for t in run if t.record is not None and t.record.status == "pruned"),
-        gate_stopped=sum(1 for t in run if t.record is not None and t.record.gate_stopped),
+        pruned=sum(1 for r in records if r.status == "pruned" and r.booted),
+        gate_stopped=sum(1 for r in records if r.gate_stopped),
+        copies=sum(1 for r in records if r.reuse == "copy"), memo_hits=sum(1 for r in records if r.reuse == "ppl_memo"),
     )  # fmt: skip
 
 
-def _one(spec: StudySpec, surface: Surface, seed: int, trials: int, best_tps: float) -> Outcome:
-    optuna.logging.set_verbosity(optuna.logging.ERROR)
-    return time_to_best(replay(spec, surface, seed=seed, n_trials=trials), best_tps=best_tps)
+@dataclass(frozen=True, kw_only=True)
+class Paired:
+    """Old / new time to the best, seed by seed."""
+
+    ratios: tuple[float, ...]  # per seed where both found the best, in seed order
+    only_old: int  # seeds where only the old sweep found it
+    only_new: int
+    neither: int
+
+    @property
+    def median(self) -> float | None:
+        return statistics.median(self.ratios) if self.ratios else None
+
+    @property
+    def geometric_mean(self) -> float | None:
+        return math.exp(statistics.fmean(math.log(r) for r in self.ratios)) if self.ratios else None
+
+
+def paired_ratio(old: Sequence[Outcome], new: Sequence[Outcome]) -> Paired:
+    """The per-seed ratios old / new of the time to the best; a seed where either never found it has no ratio."""
+    pairs = [(o.time_to_best_s, n.time_to_best_s) for o, n in zip(old, new, strict=True)]
+    return Paired(ratios=tuple(o / n for o, n in pairs if o is not None and n),  # type: ignore[operator]
+                  only_old=sum(o is not None and n is None for o, n in pairs),
+                  only_new=sum(o is None and n is not None for o, n in pairs),
+                  neither=sum(o is None and n is None for o, n in pairs))  # fmt: skip
+
+
+def slower_seeds(old: Sequence[Outcome], new: Sequence[Outcome], surface: Surface, *, share: float = SHARE) -> int:
+    """Seeds whose new final best is more than 1 - ``share`` slower than the old one's, by the recorded
+    means (ending on none where the old sweep ended on one counts as slower)."""
+    def truth(o: Outcome) -> float | None:
+        return None if o.final_best is None else surface.point(dict(o.final_best)).tps
+
+    slower = 0
+    for o, n in zip(old, new, strict=True):
+        was, now = truth(o), truth(n)
+        slower += was is not None and (now is None or now < share * was)
+    return slower
 
 
 def _median(values: list[float | None]) -> float | None:
@@ -100,62 +160,96 @@ def _minutes(seconds: float | None) -> str:
     return "never" if seconds is None else f"{seconds / 60:.1f}"
 
 
-def report(full: list[Outcome], multi: list[Outcome], *, spec: StudySpec, surface: Surface, best_tps: float,
-           args: Args, wall_s: float) -> str:  # fmt: skip
+def _x(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Replays:
+    """One grid's replays: the specs, the noise, and the outcomes per seed."""
+
+    grid: GridArg
+    surface: Surface
+    old: StudySpec
+    new: StudySpec
+    cuts: tuple[int, ...]
+    best_tps: float
+    old_runs: list[Outcome]
+    new_runs: list[Outcome]
+
+
+def report(r: Replays, *, args: Args) -> str:
+    surface, spec, old, new = r.surface, r.new, r.old_runs, r.new_runs
     varying = tuple(k for k in surface.knobs if len(surface.values(k)) > 1)
     gate = spec.gate.resolve(surface.point(dict(zip(surface.knobs, surface.baseline))).ppl)
     best = [dict(zip(surface.knobs, key)) for key, p in surface.points.items()
-            if p.tps is not None and p.ppl is not None and not over_gate(p.ppl, gate) and p.tps >= SHARE * best_tps]  # type: ignore[operator]
-    rows = [[seed, _minutes(f.time_to_best_s), _minutes(m.time_to_best_s), f.trials_to_best or "-", m.trials_to_best or "-",
-             f"{m.pruned}/{m.gate_stopped}", _knobs(f.final_best, varying),
-             "same" if m.final_best == f.final_best else _knobs(m.final_best, varying)]
-            for seed, (f, m) in enumerate(zip(full, multi))]  # fmt: skip
-    med_full, med_multi = _median([o.time_to_best_s for o in full]), _median([o.time_to_best_s for o in multi])
-    differ = [(f, m) for f, m in zip(full, multi) if f.final_best != m.final_best]
-    slower = [m for f, m in differ if m.final_best is None or surface.point(dict(m.final_best)).tps < SHARE * best_tps]  # type: ignore[operator]
-    ratio = None if med_full is None or not med_multi else med_full / med_multi
+            if p.tps is not None and p.ppl is not None and not over_gate(p.ppl, gate) and p.tps >= SHARE * r.best_tps]  # type: ignore[operator]
+    rows = [[seed, _minutes(o.time_to_best_s), _minutes(n.time_to_best_s), o.boots_to_best or "-", n.boots_to_best or "-",
+             "-" if not (o.time_to_best_s and n.time_to_best_s) else f"{o.time_to_best_s / n.time_to_best_s:.2f}",
+             f"{n.pruned}/{n.gate_stopped}/{n.copies}/{n.memo_hits}", _knobs(o.final_best, varying),
+             "same" if n.final_best == o.final_best else _knobs(n.final_best, varying)]
+            for seed, (o, n) in enumerate(zip(old, new))]  # fmt: skip
+    med_old, med_new = _median([o.time_to_best_s for o in old]), _median([o.time_to_best_s for o in new])
+    ratio = None if med_old is None or not med_new else med_old / med_new
+    paired = paired_ratio(old, new)
+    slower, faster = slower_seeds(old, new, surface), slower_seeds(new, old, surface)
+    under = [sum(o.final_best is None or surface.point(dict(o.final_best)).tps < SHARE * r.best_tps for o in runs)  # type: ignore[operator]
+             for runs in (old, new)]  # fmt: skip
+    differ = sum(1 for o, n in zip(old, new) if o.final_best != n.final_best)
     trace = next(iter(surface.traces.values()))
     phases = ", ".join(f"{k} {v:.1f} s" for k, v in trace.timings_s.items() if k in ("boot", "warmup", "tps", "ppl", "stop"))
+    excluded = (f"{paired.only_old} found it in the old sweep only, {paired.only_new} in the new only, "
+                f"{paired.neither} in neither")  # fmt: skip
+    met = paired.median is not None and paired.median >= TARGET_RATIO
     lines = [
-        f"study {spec.name!r} ({spec.gate.describe()}, sampler {spec.sampler}, {args.trials} trials) replayed on "
-        f"{args.grid.name}: {len(surface.points)} configurations, {len(trace.latencies_s)} prompts x "
+        f"grid {r.grid.path.name}, study {spec.name!r} ({spec.gate.describe()}, sampler {spec.sampler}, a budget of "
+        f"{args.trials} booted trials): {len(surface.points)} configurations, {len(trace.latencies_s)} prompts x "
         f"{surface.profile.get('output_len') if surface.profile else '?'} tokens a trial; {args.seeds} seeds",
         *(f"grid: {note}" for note in surface.notes if not note.startswith("command")),
         f"a baseline trial as recorded: {phases}",
-        f"noise: TPS x (1 + N(0, {surface.tps_rel_sd:.4f})) per trial (pooled over {surface.repeated} repeated configurations)",
-        f"best feasible TPS {best_tps:.3f} (gate PPL {gate:.4f}); within 1%: "
+        f"noise: {surface.run_noise(r.cuts).describe()}",
+        f"best feasible TPS {r.best_tps:.3f} (gate PPL {gate:.4f}); within 1%: "
         + "; ".join(_knobs(tuple(sorted(b.items())), varying) for b in best),
-        f"rule: {spec.fidelity.describe()}",
+        "old: full fidelity, every proposal booted (repeats = \"allow\", no PPL memo)",
+        f"new: {spec.fidelity.describe()}; copies and PPL-memo hits closed without a boot",
         "",
-        table(["seed", "full: min to best", "multi: min to best", "full: trials", "multi: trials",
-               "multi: pruned/gate-stopped", "full: final best", "multi: final best"], rows),  # fmt: skip
+        table(["seed", "old: min to best", "new: min to best", "old: boots", "new: boots", "old / new",
+               "new: pruned/gate-stopped/copies/memo", "old: final best", "new: final best"], rows),  # fmt: skip
         "",
-        table(["", "full fidelity", "multi-fidelity"], [
-            ["median minutes to the best", _minutes(med_full), _minutes(med_multi)],
-            ["seeds that found it", sum(o.time_to_best_s is not None for o in full),
-             sum(o.time_to_best_s is not None for o in multi)],
-            ["median minutes, whole study", f"{statistics.median(o.total_s for o in full) / 60:.1f}",
-             f"{statistics.median(o.total_s for o in multi) / 60:.1f}"],
-            ["trials pruned / gate-stopped (all seeds)", "0 / 0",
-             f"{sum(o.pruned for o in multi)} / {sum(o.gate_stopped for o in multi)}"],
+        table(["", "old", "new"], [
+            ["median minutes to the best", _minutes(med_old), _minutes(med_new)],
+            ["seeds that found it", sum(o.time_to_best_s is not None for o in old),
+             sum(o.time_to_best_s is not None for o in new)],
+            ["median minutes, whole study", f"{statistics.median(o.total_s for o in old) / 60:.1f}",
+             f"{statistics.median(o.total_s for o in new) / 60:.1f}"],
+            ["pruned / gate-stopped (all seeds)", f"{sum(o.pruned for o in old)} / {sum(o.gate_stopped for o in old)}",
+             f"{sum(o.pruned for o in new)} / {sum(o.gate_stopped for o in new)}"],
+            ["copies / PPL-memo hits, unbooted (all seeds)", f"{sum(o.copies for o in old)} / {sum(o.memo_hits for o in old)}",
+             f"{sum(o.copies for o in new)} / {sum(o.memo_hits for o in new)}"],
         ]),  # fmt: skip
         "",
-        f"ratio of median times to the best (full / multi): {'n/a' if ratio is None else f'{ratio:.2f}'} "
-        f"(target >= {TARGET_RATIO:g}: {'met' if ratio is not None and ratio >= TARGET_RATIO else 'NOT met'})",
-        f"seeds whose final best differs: {len(differ)} of {args.seeds} ({len(slower)} of them ending on a configuration "
-        f"more than 1% slower than the grid's best, by the recorded means; target at most 1 differing)",
-        f"replays took {wall_s:.1f} s wall ({args.processes} process(es)); {load_note()}",
+        f"ratio of median times to the best (old / new): {_x(ratio)}",
+        f"per-seed ratio: median {_x(paired.median)}, geometric mean {_x(paired.geometric_mean)} "
+        f"(over the {len(paired.ratios)} seeds where both found the best; {excluded}; target median >= "
+        f"{TARGET_RATIO:g}: {'met' if met else 'NOT met'})",
+        f"{slower} of {args.seeds} seeds end more than 1% slower (the new final best against the old one's, by the "
+        f"recorded means; target at most {TARGET_SLOWER}: {'met' if slower <= TARGET_SLOWER else 'NOT met'}); the other "
+        f"way, {faster} of {args.seeds} (the old final best more than 1% slower than the new one's); ending more than "
+        f"1% under the grid's best: old {under[0]}, new {under[1]} of {args.seeds}",
+        f"seeds whose final best differs: {differ} of {args.seeds}",
     ]
     return "\n".join(lines)
 
 
 def parse_args(argv: list[str] | None = None) -> Args:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.time_to_optimum", description=__doc__.splitlines()[0])
-    parser.add_argument("--study", default="joint", help="the study whose setup and fidelity rule are replayed (default joint)")
-    parser.add_argument("--grid", type=Path, default=GRID, help=f"recorded grid with traces (default {GRID.name})")
+    parser.add_argument("--study", default="joint", help="the study of a --grid that names none (default joint)")
+    parser.add_argument("--grid", action="append", metavar="[STUDY=]PATH",
+                        help=f"a recorded grid with traces, replayed with STUDY's setup; repeatable (default "
+                             f"{GRID.name}, the CPU grid)")  # fmt: skip
     parser.add_argument("--sampler", default=DEFAULT_SAMPLER, choices=SAMPLERS, help=f"default {DEFAULT_SAMPLER}")
     parser.add_argument("--seeds", type=int, default=20, help="seeds (default 20)")
-    parser.add_argument("--trials", type=int, default=30, help="trials per replayed study, the baseline included (default 30)")
+    parser.add_argument("--trials", type=int, default=30, help="booted trials per replayed study, the baseline included (default 30)")
     parser.add_argument("--stages", type=_fractions, metavar="F,F,...",
                         help="replay the rule with these stages instead of the study's (e.g. 0.125,0.25,0.5)")
     parser.add_argument("--processes", type=int, default=2, help="replays in parallel (default 2)")
@@ -163,8 +257,14 @@ def parse_args(argv: list[str] | None = None) -> Args:
     ns = parser.parse_args(argv)
     if ns.seeds < 1 or ns.trials < 2 or ns.processes < 1:
         parser.error("--seeds and --processes must be at least 1, --trials at least 2")
-    return Args(study=ns.study, grid=ns.grid, sampler=ns.sampler, seeds=ns.seeds, trials=ns.trials,
-                stages=ns.stages, processes=ns.processes, out=ns.out)  # fmt: skip
+    grids = tuple(_grid(text, ns.study) for text in ns.grid or [str(GRID)])
+    return Args(grids=grids, sampler=ns.sampler, seeds=ns.seeds, trials=ns.trials, stages=ns.stages,
+                processes=ns.processes, out=ns.out)  # fmt: skip
+
+
+def _grid(text: str, study: str) -> GridArg:
+    named, _, path = text.rpartition("=")
+    return GridArg(study=named or study, path=Path(path))
 
 
 def _fractions(text: str) -> tuple[float, ...]:
@@ -177,36 +277,55 @@ def _fractions(text: str) -> tuple[float, ...]:
     return stages
 
 
+def _specs(grid: GridArg, args: Args) -> tuple[Surface, StudySpec, StudySpec]:
+    """The grid, and the study replayed on it the new way and the old way."""
+    surface = load_surface(grid.path)
+    if not surface.traces:
+        raise ConfigError(f"{grid.path}: the grid records no prompt timings; record one with "
+                          "`python -m benchmarks.record_grid --grid fidelity`")  # fmt: skip
+    spec = surface_spec(load_study(grid.study), surface)
+    # the replayed sampler's own rule: the study's sampler may be one the front rule cannot serve
+    new = replace(spec, sampler=args.sampler, repeats="copy", ppl_memo=True,
+                  fidelity=replace(spec.fidelity, front_rule_off=front_rule_for(args.sampler)))  # fmt: skip
+    if args.stages is not None and new.fidelity.mode == "multi":
+        new = replace(new, fidelity=replace(new.fidelity, stages=args.stages))
+    old = replace(new, fidelity=FidelitySpec(mode="full"), repeats="allow", ppl_memo=False)
+    return surface, new, old
+
+
+def _one(spec: StudySpec, surface: Surface, seed: int, trials: int, best_tps: float, cuts: tuple[int, ...]) -> Outcome:
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    return time_to_best(replay(spec, surface, seed=seed, n_trials=trials, cuts=cuts), best_tps=best_tps)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     began = time.monotonic()
     try:
-        surface = load_surface(args.grid)
-        if not surface.traces:
-            raise ConfigError(f"{args.grid}: the grid records no prompt timings; record one with "
-                              "`python -m benchmarks.record_grid --grid fidelity`")  # fmt: skip
-        spec = surface_spec(load_study(args.study), surface)
-        # the replayed sampler's own rule: the study's sampler may be one the front rule cannot serve
-        spec = replace(spec, sampler=args.sampler,
-                       fidelity=replace(spec.fidelity, front_rule_off=front_rule_for(args.sampler)))  # fmt: skip
-        if spec.fidelity.mode != "multi":
-            raise ConfigError(f"study {spec.name!r} runs at {spec.fidelity.describe()}: nothing to compare")
-        if args.stages is not None:
-            spec = replace(spec, fidelity=replace(spec.fidelity, stages=args.stages))
+        loaded = [(grid, *_specs(grid, args)) for grid in args.grids]
     except (ConfigError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    full_spec = replace(spec, fidelity=FidelitySpec(mode="full"))
-    gate = spec.gate.resolve(surface.point(dict(zip(surface.knobs, surface.baseline))).ppl)
-    best_tps = best_feasible_tps(surface, gate)
+    texts = []
     with ProcessPoolExecutor(max_workers=args.processes) as pool:
-        jobs = {(mode, seed): pool.submit(_one, s, surface, seed, args.trials, best_tps)
-                for mode, s in (("full", full_spec), ("multi", spec)) for seed in range(args.seeds)}  # fmt: skip
-        done = {key: job.result() for key, job in jobs.items()}
-    full = [done["full", seed] for seed in range(args.seeds)]
-    multi = [done["multi", seed] for seed in range(args.seeds)]
-    emit(report(full, multi, spec=spec, surface=surface, best_tps=best_tps, args=args, wall_s=time.monotonic() - began),
-         out=args.out)  # fmt: skip
+        for grid, surface, new, old in loaded:
+            gate = new.gate.resolve(surface.point(dict(zip(surface.knobs, surface.baseline))).ppl)
+            best_tps = best_feasible_tps(surface, gate)
+            # one noise layout for both: the new rule's stages (the old sweep's trials are cut nowhere)
+            cuts = stage_counts(new.fidelity, new.profile) if new.fidelity.mode == "multi" else ()
+            jobs = {(mode, seed): pool.submit(_one, s, surface, seed, args.trials, best_tps, cuts)
+                    for mode, s in (("old", old), ("new", new)) for seed in range(args.seeds)}  # fmt: skip
+            done = {key: job.result() for key, job in jobs.items()}
+            replays = Replays(grid=grid, surface=surface, old=old, new=new, cuts=cuts, best_tps=best_tps,
+                              old_runs=[done["old", s] for s in range(args.seeds)],
+                              new_runs=[done["new", s] for s in range(args.seeds)])  # fmt: skip
+            texts.append(report(replays, args=args))
+    replayed = "; ".join(f"{g.path.name} (study {g.study})" for g in args.grids)
+    only_cpu = [g.path.resolve() for g in args.grids] == [GRID]
+    texts.append(f"grids replayed: {replayed}" + (" only: no GPU grid was given (one recorded with every prompt's "
+                 "timing over the vllm-h200 space replays with --grid vllm-h200=PATH)" if only_cpu else "")
+                 + f". Replays took {time.monotonic() - began:.1f} s wall ({args.processes} process(es)); {load_note()}")  # fmt: skip
+    emit("\n\n".join(texts), out=args.out)
     return 0
 
 

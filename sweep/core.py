@@ -22,10 +22,24 @@ trial with a record is told from it; one without a record died with the driver a
 Rules:
 - A stack failure (``engine``) is a result: stored, told FAIL, never re-run. A configuration the
   sampler proposes again after it failed that way is not booted again (``skipped``).
+- Nothing is measured twice by accident. A proposal whose effective knobs equal a finished trial's
+  that booted is not booted: it is closed at once as a ``copy`` of it, told what it was told
+  (values and constraints, so every COMPLETE trial carries the same constraints, as GP needs; PRUNED
+  where it was pruned). A study with ``repeats = "allow"`` boots it again, recorded as a ``repeat``.
+- The PPL memo: lossless knobs never move PPL (the registry's promise, which the identity check
+  tests), so a proposal whose PPL-moving knobs equal those of a trial that measured over the gate
+  (to the end, or stopped at the gate) is closed at once as a ``ppl_memo`` hit: told infeasible
+  with that trial's figures (its TPS is that trial's: samplers need a value, and only GP reads an
+  infeasible trial's). ``ppl_memo = false`` boots it. Identical knobs are a copy first, so under
+  ``repeats = "allow"`` an infeasible configuration is a memo hit, never a repeat.
 - A worker, node or driver lost mid-trial (``lost``): its knobs run once more; if the same knobs
   were lost before, the loss is their result.
 - A trial the user interrupted (``interrupted``) is always re-queued.
-- The budget counts trials that ended for good: re-queued ones are replaced by their retry.
+- The budget counts trials that booted and ended for good: re-queued ones are replaced by their
+  retry; those closed without a boot (skipped, copies, memo hits) cost no boot and do not count.
+  A sampler that keeps proposing known points cannot loop forever on them: after ``CONVERGED_AFTER``
+  proposals in a row closed without a boot, it has nothing new to try and the study ends
+  (``converged`` says so).
 - The baseline is judged first: a ``ppl_max_ratio`` gate and the identity check need it.
 - Multi-fidelity (``sweep.fidelity``): ``plan`` gives a trial its stopping rule, from the records
   so far (none for the baseline, or at full fidelity). A trial the front rule stopped is told
@@ -35,26 +49,30 @@ Rules:
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Protocol
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from engine.knobs import KnobValues
+from engine.knobs import KNOBS, KnobValues
 from engine.measurement import TrialOutcome
 from engine.secrets import redact_argv, redact_env
 from errors import BaselineFailed, StudyMismatchError
 from sweep.fidelity import FidelityPlan, build_plan, full_plan
-from sweep.record import FailKind, Judge, TrialRecord, failure_record, outcome_record
+from sweep.judgement import over_gate
+from sweep.record import FailKind, Judge, TrialRecord, failure_record, outcome_record, reused_record
 from sweep.sampling import make_sampler, sampler_exhausted, suggest_knobs
 from sweep.spec import StudySpec
 
-__all__ = ["MemoryRecords", "PlannedTrial", "RecordBook", "StudyCore"]
+__all__ = ["CONVERGED_AFTER", "MemoryRecords", "PlannedTrial", "RecordBook", "StudyCore"]
 
 DIRECTIONS = ["maximize", "minimize"]  # tps, ppl
 DASHBOARD_CONSTRAINTS = "constraints"  # the system attribute optuna-dashboard reads (Optuna's old format)
 _FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
+# Proposals in a row closed without a boot after which the sampler has converged: one whose
+# proposals were new one time in four would make 10 known ones in a row 6% of the time.
+CONVERGED_AFTER = 10
 
 
 class RecordBook(Protocol):
@@ -91,7 +109,8 @@ class PlannedTrial:
     knobs: KnobValues  # what the trial sets: none for the baseline, else fixed + sampled
     effective: KnobValues  # every consumed knob's value: how trials are compared
     is_baseline: bool
-    skip_reason: str | None = None  # set: these knobs already failed because of the stack, do not boot
+    answer: TrialRecord | None = None  # set: closed without a boot (skipped, copy, PPL memo): close it, boot nothing
+    repeat_of: int | None = None  # set: a deliberate repeat of this trial's knobs (``repeats = "allow"``)
 
 
 class StudyCore:
@@ -151,15 +170,28 @@ class StudyCore:
         return self.study.get_trials(deepcopy=False, states=states or None)
 
     def budget_used(self) -> int:
-        """Trials that ended for good: finished, and not replaced by a retry."""
-        retried = self._retried()
-        return sum(1 for t in self.trials(*_FINISHED) if t.number not in retried)
+        """Trials that booted and ended for good: finished, not replaced by a retry, not closed unbooted."""
+        skip = self._retried() | {r.trial_number for r in self.all_records() if not r.booted}
+        return sum(1 for t in self.trials(*_FINISHED) if t.number not in skip)
+
+    def converged(self) -> str | None:
+        """Why the sampler has nothing new to try (its last proposals all closed without a boot); None
+        while it has."""
+        streak = 0
+        for record in reversed(self.all_records()):
+            if record.booted:
+                break
+            streak += 1
+        if streak < CONVERGED_AFTER:
+            return None
+        return (f"the sampler converged: its last {streak} proposals were all configurations already measured or "
+                "known to fail, closed without a boot")  # fmt: skip
 
     def has_next(self, *, in_flight: int) -> bool:
-        """Whether another trial may start now: a queued one, or budget and grid left."""
+        """Whether another trial may start now: a queued one, or budget, new proposals and grid left."""
         if self.trials(TrialState.WAITING):
             return True
-        if self.budget_used() + in_flight >= self.spec.n_trials:
+        if self.budget_used() + in_flight >= self.spec.n_trials or self.converged() is not None:
             return False
         return not sampler_exhausted(self.study.sampler, self.study)
 
@@ -188,19 +220,47 @@ class StudyCore:
         self.study.enqueue_trial({k: baseline[k] for k in self.spec.space}, user_attrs={"is_baseline": True})
 
     def ask(self) -> PlannedTrial:
+        """The next trial; one with an ``answer`` is closed without a boot, by the rules above."""
         trial = self.study.ask()
         is_baseline = bool(trial.user_attrs.get("is_baseline"))
         knobs = suggest_knobs(trial, self.spec, baseline=is_baseline)
-        effective = self.spec.effective(knobs)
-        skip = None if is_baseline else self._skip_reason(effective)
-        return PlannedTrial(number=trial.number, knobs=knobs, effective=effective, is_baseline=is_baseline,
-                            skip_reason=skip)  # fmt: skip
+        planned = PlannedTrial(number=trial.number, knobs=knobs, effective=self.spec.effective(knobs),
+                               is_baseline=is_baseline)  # fmt: skip
+        return planned if is_baseline else self._answered(planned)
 
-    def _skip_reason(self, effective: KnobValues) -> str | None:
+    def _answered(self, planned: PlannedTrial) -> PlannedTrial:
+        """``planned`` with its answer from the records, or marked a repeat; as it is when it must boot."""
+        effective = dict(planned.effective)
+        booted = [r for r in self.all_records() if r.booted and (r.measured or r.status == "pruned")]
         for r in self.all_records():
             if r.fail_kind == "engine" and r.knobs == effective:
-                return f"not run again: trial {r.trial_number} with the same knobs failed: {r.reason}"
-        return None
+                reason = f"not run again: trial {r.trial_number} with the same knobs failed: {r.reason}"
+                return replace(planned, answer=self.failed(planned, kind="skipped", reason=reason))
+        same = next((r for r in booted if r.knobs == effective), None)
+        if same is not None and self.spec.repeats == "copy":
+            told = "PRUNED" if same.status == "pruned" else f"TPS {same.tps:.2f}, PPL {same.ppl:.4f}"
+            reason = f"the same knobs as trial {same.trial_number}: told what it was told ({told})"
+            return replace(planned, answer=reused_record(same, number=planned.number, knobs=effective, reuse="copy",
+                                                         reason=reason))  # fmt: skip
+        memo = self._ppl_memo(effective, booted) if self.spec.ppl_memo else None
+        if memo is not None:
+            source, gate = memo
+            moving = " ".join(f"{k}={v}" for k, v in _ppl_moving(effective).items()) or "none"
+            reason = (f"PPL memo: trial {source.trial_number}, with the same PPL-moving knobs ({moving}), measured PPL "
+                      f"{source.ppl:.4f} over the gate {gate:.4f}: told infeasible; TPS not measured")  # fmt: skip
+            return replace(planned, answer=reused_record(source, number=planned.number, knobs=effective,
+                                                         reuse="ppl_memo", reason=reason))  # fmt: skip
+        return planned if same is None else replace(planned, repeat_of=same.trial_number)
+
+    def _ppl_memo(self, effective: dict[str, Any], booted: list[TrialRecord]) -> tuple[TrialRecord, float] | None:
+        """The first trial that measured these PPL-moving knobs' PPL over the gate, and the gate."""
+        gate = Judge(self.spec.gate, self.spec.identity_required, self.baseline_record()).gate_ppl
+        if gate is None:
+            return None
+        moving = _ppl_moving(effective)
+        source = next((r for r in booted if r.measured and _ppl_moving(r.knobs) == moving
+                       and over_gate(r.ppl, gate)), None)  # type: ignore[arg-type]  # fmt: skip
+        return None if source is None else (source, gate)
 
     def plan(self, planned: PlannedTrial) -> FidelityPlan:
         """The multi-fidelity rule the trial runs under (``sweep.fidelity``), from the records so far."""
@@ -218,6 +278,8 @@ class StudyCore:
         """A worker's outcome, judged against the gate and the baseline."""
         record = outcome_record(outcome, study_name=self.spec.name, number=planned.number,
                                 is_baseline=planned.is_baseline, profile=asdict(self.spec.profile))  # fmt: skip
+        if planned.repeat_of is not None:
+            record.reuse, record.source = "repeat", planned.repeat_of
         return self.judge(record)
 
     def judge(self, record: TrialRecord) -> TrialRecord:
@@ -225,9 +287,12 @@ class StudyCore:
 
     def failed(self, planned: PlannedTrial, *, kind: FailKind, reason: str,
                node: dict[str, Any] | None = None) -> TrialRecord:  # fmt: skip
-        return failure_record(study_name=self.spec.name, number=planned.number, knobs=planned.effective,
-                              is_baseline=planned.is_baseline, kind=kind, reason=reason,
-                              profile=asdict(self.spec.profile), node=node)  # fmt: skip
+        record = failure_record(study_name=self.spec.name, number=planned.number, knobs=planned.effective,
+                                is_baseline=planned.is_baseline, kind=kind, reason=reason,
+                                profile=asdict(self.spec.profile), node=node)  # fmt: skip
+        if planned.repeat_of is not None:
+            record.reuse, record.source = "repeat", planned.repeat_of
+        return record
 
     # --- closing ----------------------------------------------------------------------
 
@@ -303,3 +368,8 @@ class StudyCore:
             self.close(record)
             closed.append(record)
         return closed
+
+
+def _ppl_moving(knobs: dict[str, Any]) -> dict[str, Any]:
+    """The values of the knobs that may move PPL: every knob the registry does not call lossless."""
+    return {k: v for k, v in sorted(knobs.items()) if not (k in KNOBS and KNOBS[k].lossless)}

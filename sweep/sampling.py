@@ -33,7 +33,9 @@ class _AskTellGridSampler(optuna.samplers.GridSampler):
     - A point is visited when a trial that holds its values has finished, whatever grid id it was
       given. Optuna's sampler tracks ids, which index a grid shuffled by the seed; a resumed study's
       sampler has a moved-on seed (``make_sampler``), so its ids name other points: it measured some
-      twice and others never. The next trial takes the first point not yet visited nor running.
+      twice and others never. The next trial takes the first point not yet visited nor running, and
+      the grid is exhausted once every point is visited or running: a second worker never measures
+      the point the first one is measuring.
     - The baseline (enqueued, the manifest as it is) visits no point, as in Optuna: a grid study is
       the baseline, then every point once.
     - The end of the grid does not call ``study.stop()``, which only works inside ``optimize`` (in
@@ -61,8 +63,7 @@ class _AskTellGridSampler(optuna.samplers.GridSampler):
                 finished.add(i)
             elif i is not None and t.state == TrialState.RUNNING:
                 running.add(i)
-        every = set(range(len(self._all_grids)))
-        return sorted(every - finished - running or every - finished)
+        return sorted(set(range(len(self._all_grids))) - finished - running)
 
     def after_trial(
         self, study: optuna.Study, trial: FrozenTrial, state: TrialState, values: Sequence[float] | None

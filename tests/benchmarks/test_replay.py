@@ -9,6 +9,7 @@ import pytest
 
 from benchmarks._replay import replay, surface_spec
 from benchmarks._surface import load_surface
+from sweep.core import CONVERGED_AFTER
 from sweep.spec import StudySpec, load_study
 from tests.stacks import stub_profile
 from tests.sweep.kit import write_manifest, write_study
@@ -64,7 +65,8 @@ def test_replays_are_seeded(spec: StudySpec, grid: Path, sampler: str) -> None:
     surface = load_surface(grid)
     narrowed = replace(surface_spec(spec, surface), sampler=sampler)
     first = replay(narrowed, surface, seed=3, n_trials=15)
-    assert len(first) == 15
+    booted = [t.record.booted for t in first]  # the budget counts boots: copies and memo hits are free,
+    assert sum(booted) == 15 or not any(booted[-CONVERGED_AFTER:])  # or the sampler converged on known points
     assert first == replay(narrowed, surface, seed=3, n_trials=15)
 
 

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import json
+import math
+import re
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from benchmarks import time_to_optimum
-from benchmarks._replay import replay, surface_spec
+from benchmarks._replay import Replayed, replay, surface_spec
 from benchmarks._surface import load_surface
 from sweep.spec import load_study
 from tests.stacks import stub_profile
-from tests.sweep.kit import write_manifest, write_study
+from tests.sweep.kit import measured_record, write_manifest, write_study
 
 PROMPTS, TOKENS = 8, 32
 PHASES = {"boot": 5.0, "warmup": 1.0, "ppl": 2.0, "stop": 0.3}
@@ -74,23 +76,66 @@ def test_a_replay_stops_trials_at_the_gate_and_prunes_slow_ones_as_the_driver_wo
 def test_a_full_fidelity_replay_measures_every_trial_to_the_end(grid, study):
     surface = load_surface(grid)
     spec = surface_spec(load_study(study), surface)
-    run = replay(replace(spec, fidelity=replace(spec.fidelity, mode="full"), sampler="grid"), surface, seed=0, n_trials=20)
+    old = replace(spec, fidelity=replace(spec.fidelity, mode="full"), sampler="grid", repeats="allow", ppl_memo=False)
+    run = replay(old, surface, seed=0, n_trials=20)
     assert all(t.record.full for t in run)
     assert all(t.cost_s == pytest.approx(sum(PHASES.values()) + sum(surface.traces[surface.key(t.knobs)].latencies_s)
                                          / (t.record.tps / surface.traces[surface.key(t.knobs)].tps)) for t in run)
 
 
-def test_the_benchmark_reports_both_modes_their_ratio_and_the_seeds_that_differ(grid, study, capsys):
-    code = time_to_optimum.main(["--grid", str(grid), "--study", str(study), "--seeds", "4", "--trials", "9",
-                                 "--processes", "1"])  # fmt: skip
+def test_the_benchmark_reports_each_grid_paired_by_seed_and_names_the_grids(grid, study, capsys):
+    code = time_to_optimum.main(["--grid", str(grid), "--grid", f"{study}={grid}", "--study", str(study),
+                                 "--seeds", "4", "--trials", "9", "--processes", "1"])  # fmt: skip
     out = capsys.readouterr().out
     assert code == 0
-    assert "median minutes to the best" in out and "ratio of median times to the best (full / multi):" in out
-    assert "seeds whose final best differs:" in out and "of 4" in out
-    assert "rule: multi-fidelity: PPL gate first, then the front rule after 25% of the first run" in out
+    assert len(re.findall(r"^per-seed ratio: median (\S+), geometric mean (\S+)", out, re.M)) == 2
+    assert len(re.findall(r"^\d of 4 seeds end more than 1% slower", out, re.M)) == 2
+    assert f"grids replayed: grid.json (study {study}); grid.json (study {study})" in out
+    assert "new: multi-fidelity: PPL gate first, then the front rule after 25% of the first run" in out
     assert time_to_optimum.main(["--grid", str(grid), "--study", str(study), "--seeds", "2", "--trials", "9",
                                  "--processes", "1", "--stages", "0.25,0.5"]) == 0  # fmt: skip
     assert "the front rule after 25%, 50% of the first run" in capsys.readouterr().out
+
+
+def replayed(costs, *, best_at=None, copies=()):
+    """A replayed study with these trial costs, the trial at ``best_at`` a full one of the best
+    configuration, those in ``copies`` closed without a boot (cost 0)."""
+    run = []
+    for i, cost in enumerate(costs):
+        best = i == best_at
+        record = measured_record(i, 20.0 if best else 10.0, 2.3, knobs={"centroid_top_k": 64 if best else 8 * (i + 1)},
+                                 feasible=True, reuse="copy" if i in copies else None)  # fmt: skip
+        run.append(Replayed(knobs=record.knobs, tps=record.tps, ppl=2.3, feasible=True, record=record, cost_s=cost))
+    return run
+
+
+def test_the_paired_ratio_is_the_old_time_to_the_best_over_the_new_seed_by_seed():
+    old = [replayed([10, 30], best_at=1), replayed([10, 20, 50], best_at=2), replayed([10, 20])]
+    new = [replayed([10, 0, 5, 10], best_at=3, copies=(1,)), replayed([10, 10], best_at=1), replayed([10, 6], best_at=1)]
+    old_out = [time_to_optimum.time_to_best(run, best_tps=20.0) for run in old]
+    new_out = [time_to_optimum.time_to_best(run, best_tps=20.0) for run in new]
+    assert [o.time_to_best_s for o in old_out] == [40, 80, None]
+    assert [o.time_to_best_s for o in new_out] == [25, 20, 16]
+    assert [o.boots_to_best for o in new_out] == [3, 2, 2]  # the copy booted nothing
+    paired = time_to_optimum.paired_ratio(old_out, new_out)
+    assert paired.ratios == pytest.approx((1.6, 4.0))  # 40 / 25, 80 / 20; the third found it in the new sweep only
+    assert (paired.only_old, paired.only_new, paired.neither) == (0, 1, 0)
+    assert paired.median == pytest.approx(2.8) and paired.geometric_mean == pytest.approx(6.4**0.5)
+
+
+def test_a_seed_ending_on_a_best_more_than_1_percent_slower_is_counted(tmp_path):
+    csv = tmp_path / "g.csv"
+    csv.write_text("study,trial,is_baseline,status,centroid_top_k,tps,ppl\n"
+                   "g,0,True,complete,32,100,2\ng,1,False,complete,16,99.5,2\ng,2,False,complete,8,98,2\n")  # fmt: skip
+    surface = load_surface(csv)
+
+    def ended(ctk):
+        return time_to_optimum.Outcome(time_to_best_s=None, boots_to_best=None, total_s=0.0,
+                                       final_best=None if ctk is None else (("centroid_top_k", ctk),))  # fmt: skip
+
+    old = [ended(32), ended(32), ended(32), ended(None)]
+    new = [ended(16), ended(8), ended(None), ended(8)]  # within 1%, 2% slower, none at all, nothing to compare
+    assert time_to_optimum.slower_seeds(old, new, surface) == 2
 
 
 def test_stages_out_of_order_are_refused(grid, study, capsys):
@@ -104,3 +149,20 @@ def test_a_grid_without_traces_is_refused(tmp_path, study, capsys):
     csv.write_text("study,trial,is_baseline,status,centroid_top_k,sliding_window,tps,ppl\ng,0,True,complete,32,512,1,1\n")
     assert time_to_optimum.main(["--grid", str(csv), "--study", str(study)]) == 2
     assert "records no prompt timings" in capsys.readouterr().err
+
+
+def test_the_stage_noise_is_measured_on_the_repeated_configurations(tmp_path):
+    # one configuration booted twice: the second's first 2 prompts ran 10% faster, the rest alike
+    first = trace_row(0, 32, 512, baseline=True)
+    second = trace_row(1, 32, 512)
+    second["latencies_s"] = [s / 1.1 for s in second["latencies_s"][:2]] + second["latencies_s"][2:]
+    second["tps"] = TOKENS * PROMPTS / sum(second["latencies_s"])
+    path = tmp_path / "g.json"
+    rows = [first, second, trace_row(2, 64, 512)]
+    path.write_text(json.dumps({"profile": {"num_prompts": PROMPTS}, "rows": rows}))
+    noise = load_surface(path).run_noise((2,))
+    apart = math.log(1.1) / math.sqrt(2)  # the sd of two values log(1.1) apart
+    assert noise.segment_sds == pytest.approx((apart / math.sqrt(2),) * 2) and noise.df == 1
+    whole = abs(math.log(second["tps"] / first["tps"])) / math.sqrt(2)
+    assert noise.boot_sd == pytest.approx(math.sqrt(max(whole**2 - (0.25**2 + 0.75**2) * noise.segment_sds[0] ** 2, 0)))
+    assert load_surface(path).run_noise(()).segment_sds == (0.0,)  # one segment: nothing moves apart from it

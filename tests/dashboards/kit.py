@@ -49,6 +49,9 @@ def stub_study(folder: Path, *, name: str, space: dict, decode_step_s: str = "0.
     manifest = write_manifest(folder, fault_if="CENTROID_TOP_K=16:wrong_tokens",
                               STUB_BOOT_EXIT_IF="CENTROID_TOP_K=8", STUB_DECODE_STEP_S=decode_step_s)  # fmt: skip
     profile = stub_profile(folder, tps_repeats=tps_repeats)
+    # The PPL memo off: the memo would answer a configuration whose window is known over the gate
+    # without booting it, and these studies are to boot every kind of trial (K=8 at every window).
+    fields.setdefault("ppl_memo", False)
     toml = write_study(folder, manifest=manifest, profile=profile, space=space, name=name,
                        sampler="grid", seed=1, workers=1, **fields)  # fmt: skip
     return StubStudy(folder=folder, toml=toml, name=name, url=f"sqlite:///{folder / 'sweep.db'}")

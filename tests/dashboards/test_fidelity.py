@@ -31,8 +31,11 @@ SPACE = {"centroid_top_k": {"choices": [8, 16, 32, 64]}, "sliding_window": {"cho
 def mf() -> Iterator[tuple[StubStudy, str]]:
     folder = Path(tempfile.mkdtemp(prefix="gsf", dir="/tmp"))  # short: Ray's socket paths
     manifest = write_manifest(folder, STUB_DECODE_STEP_S="0.004")
+    # The PPL memo off: it would answer three of the four window-64 points without a boot
+    # (tests/sweep/test_cluster.py), and these are to show four stops at the gate.
     toml = write_study(folder, manifest=manifest, profile=stub_profile(folder, num_prompts=8), space=SPACE,
-                       name="stubmf", sampler="grid", seed=1, fidelity={"mode": "multi", "stages": [0.25]})  # fmt: skip
+                       name="stubmf", sampler="grid", seed=1, ppl_memo=False,
+                       fidelity={"mode": "multi", "stages": [0.25]})  # fmt: skip
     study = StubStudy(folder=folder, toml=toml, name="stubmf", url=f"sqlite:///{folder / 'sweep.db'}")
     result = run_sweep(study)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -32,13 +32,14 @@ def test_trials_run_only_on_the_a10g_node_and_a_boot_failure_is_a_result(ray_con
     result, log = run_in_process(study, url, tmp_path / "runs")
 
     records = rows(url, "stubstudy")
-    assert len(records) == 5 and result.progress.done == 5
+    # the grid's point 32 is the baseline's knobs: a copy of trial 0, no boot, outside the budget
+    assert len(records) == 5 and result.progress.done == 4 and result.progress.unbooted == 1
     failed = [r for r in records if r.status == "failed"]
     assert [(r.knobs["centroid_top_k"], r.fail_kind) for r in failed] == [(8, "engine")]
     assert "exited with status 1 during boot" in failed[0].reason
     assert "refusing to boot with CENTROID_TOP_K=8" in failed[0].log_tail
-    complete = [r for r in records if r.status == "complete"]
-    assert len(complete) == 4 and sum(r.is_baseline for r in complete) == 1
+    complete = [r for r in records if r.status == "complete" and r.booted]
+    assert len(complete) == 3 and sum(r.is_baseline for r in complete) == 1
     for r in complete:
         assert r.node["node_id"] == ray_connected.a10g.node_id != ray_connected.l4.node_id
         assert r.node["accelerator_type"] == "A10G"
@@ -50,7 +51,7 @@ def test_trials_run_only_on_the_a10g_node_and_a_boot_failure_is_a_result(ray_con
     assert trials[0].user_attrs["is_baseline"] and trials[0].params == {"centroid_top_k": 32}
     assert "FAILED (engine)" in log and "trial 0: baseline started" in log
     assert "last log line: stub: refusing to boot with CENTROID_TOP_K=8 (STUB_BOOT_EXIT_IF)" in log
-    assert "(done 5/5  running 0  failed 1  best feasible TPS" in log
+    assert "(done 4/5  running 0  failed 1  not booted 1  best feasible TPS" in log
 
 
 def test_a_lossless_knob_that_changes_greedy_output_is_flagged_and_infeasible(ray_connected, tmp_path):
@@ -70,6 +71,31 @@ def test_a_lossless_knob_that_changes_greedy_output_is_flagged_and_infeasible(ra
     assert flagged.constraints["greedy_identity"] == profile.num_prompts
     assert flagged.user_attrs["feasible"] is False
     assert flagged.number not in {t.number for t in study_back.best_trials}
+
+
+def test_the_driver_boots_no_configuration_twice_nor_one_whose_ppl_is_known_over_the_gate(ray_connected, tmp_path):
+    # The stub's PPL at window 64 is about 7.5% over the baseline's: over the +5% gate, whatever CTK.
+    study = write_study(tmp_path, manifest=write_manifest(tmp_path), profile=stub_profile(tmp_path), sampler="grid",
+                        resources=A10G, space={"centroid_top_k": {"choices": [16, 32]},
+                                               "sliding_window": {"choices": [64, 512]}})  # fmt: skip
+    url = f"sqlite:///{tmp_path}/s.db"
+    result, log = run_in_process(study, url, tmp_path / "runs")
+
+    records = {r.trial_number: r for r in rows(url, "stubstudy")}
+    assert len(records) == 5  # the baseline, then the four grid points
+    copy = next(r for r in records.values() if r.reuse == "copy")
+    memo = next(r for r in records.values() if r.reuse == "ppl_memo")
+    gated = records[memo.source]
+    assert copy.source == 0 and copy.knobs == records[0].knobs
+    assert gated.booted and gated.knobs["sliding_window"] == memo.knobs["sliding_window"] == 64
+    assert gated.knobs["centroid_top_k"] != memo.knobs["centroid_top_k"] and not (gated.feasible or memo.feasible)
+    booted = sorted(p.name for p in (tmp_path / "runs" / "stubstudy").glob("trial-*"))
+    assert booted == [f"trial-{n:04d}" for n in sorted(records) if records[n].booted]  # no folder, no stack
+    assert len(booted) == 3 and result.progress.done == 3 and result.progress.unbooted == 2
+    assert f"trial {copy.trial_number}: not booted (copy of trial 0): the same knobs as trial 0" in log
+    assert f"trial {memo.trial_number}: not booted (PPL memo of trial {gated.trial_number})" in log
+    told = optuna.load_study(study_name="stubstudy", storage=url).trials
+    assert told[memo.trial_number].state == TrialState.COMPLETE and told[memo.trial_number].constraints["ppl_gate"] > 0
 
 
 def test_a_study_no_node_can_host_is_refused_before_anything_boots(ray_connected, tmp_path):

@@ -7,10 +7,12 @@ import pytest
 from optuna.trial import TrialState
 from rich.console import Console
 
+from dashboards import load_study_data, pareto_figure, trials_frame
 from engine.measurement import Measurement, TrialOutcome
 from errors import BaselineFailed, StudyMismatchError
 from sweep.console import SweepConsole
-from sweep.core import MemoryRecords, StudyCore
+from sweep.core import CONVERGED_AFTER, MemoryRecords, StudyCore
+from sweep.judgement import front_records
 from sweep.spec import load_study
 from sweep.storage import StudyRecords, open_storage
 from tests.stacks import stub_profile
@@ -117,8 +119,10 @@ def test_a_stack_failure_is_a_failed_trial_and_its_knobs_are_not_booted_again(en
     assert first.state == TrialState.FAIL and "exited" in first.user_attrs["fail_reason"]
     assert record.knobs == {"sliding_window": 64, "centroid_top_k": 8, "num_speculative_tokens": 3}  # every knob
     again = ask(core, {"centroid_top_k": 8, "sliding_window": 64})
-    assert again.skip_reason.startswith("not run again: trial 0")
-    assert ask(core, {"centroid_top_k": 16, "sliding_window": 64}).skip_reason is None
+    assert again.answer.fail_kind == "skipped" and again.answer.reason.startswith("not run again: trial 0")
+    core.close(again.answer)
+    assert core.budget_used() == 1  # the failure booted; its skipped copy did not
+    assert ask(core, {"centroid_top_k": 16, "sliding_window": 64}).answer is None
     assert not core.trials(TrialState.WAITING)
 
 
@@ -275,3 +279,83 @@ def test_a_pruned_trial_is_told_pruned_and_spends_budget_but_is_never_feasible(e
     assert trial.state == TrialState.PRUNED and trial.user_attrs["stopped"] == "front"
     assert trial.user_attrs["prompts_timed"] == "1 of 2" and core.budget_used() == 2
     assert storage.record(spec.name, 1).measurement.stopped == "front"  # its partial figures, kept
+
+
+def test_a_proposal_of_measured_knobs_is_a_copy_told_its_figures_and_boots_nothing(env):
+    spec, storage = env
+    core = core_for(spec, storage)
+    measured(core, {"centroid_top_k": 32, "sliding_window": 512}, baseline=True)
+    first = measured(core, {"centroid_top_k": 8, "sliding_window": 512})
+    planned = ask(core, {"centroid_top_k": 8, "sliding_window": 512})
+    copy = planned.answer  # the driver closes it at once: no worker, no stack
+    assert (copy.reuse, copy.source, copy.booted, copy.full) == ("copy", 1, False, False)
+    assert copy.feasible and copy.tps == first.tps and "the same knobs as trial 1" in copy.reason
+    core.close(copy)
+    told = core.study.trials[2]
+    assert told.state == TrialState.COMPLETE and told.values == core.study.trials[1].values
+    assert named(told) == named(core.study.trials[1])  # the same constraints: GP models every COMPLETE trial
+    assert (told.user_attrs["reuse"], told.user_attrs["source_trial"]) == ("copy", 1)
+    assert core.budget_used() == 2  # the budget counts boots
+    stored = storage.record(spec.name, 2)
+    assert (stored.reuse, stored.source) == ("copy", 1)
+    assert [r.trial_number for r in front_records(storage.records(spec.name))] == [0, 1]  # never the copy
+
+
+def test_a_study_that_allows_repeats_boots_them_and_records_them_as_repeats(env):
+    spec, storage = env
+    core = core_for(dataclasses.replace(spec, repeats="allow"), storage)
+    measured(core, {"centroid_top_k": 32, "sliding_window": 512}, baseline=True)
+    measured(core, {"centroid_top_k": 8, "sliding_window": 512})
+    planned = ask(core, {"centroid_top_k": 8, "sliding_window": 512})
+    assert planned.answer is None and planned.repeat_of == 1
+    record = core.outcome_record(planned, outcome(planned.effective))
+    core.close(record)
+    assert (record.reuse, record.source, record.full) == ("repeat", 1, True) and core.budget_used() == 3
+    buffer = io.StringIO()
+    SweepConsole(Console(file=buffer, width=200)).finished(record, requeued=False)
+    assert "(repeat of trial 1)" in buffer.getvalue()
+
+
+def test_a_ppl_memo_hit_boots_nothing_is_told_infeasible_and_is_shown_as_such(env):
+    spec, storage = env
+    core = core_for(spec, storage)
+    base = measured(core, {"centroid_top_k": 32, "sliding_window": 512}, baseline=True)
+    measured(core, {"centroid_top_k": 8, "sliding_window": 64}, ppl=2.50)  # window 64: over the gate
+    planned = ask(core, {"centroid_top_k": 16, "sliding_window": 64})  # other lossless knobs, the same window
+    memo = planned.answer
+    assert (memo.reuse, memo.source, memo.booted, memo.feasible) == ("ppl_memo", 1, False, False)
+    assert memo.knobs == planned.effective and memo.ppl == 2.50
+    core.close(memo)
+    told = core.study.trials[2]
+    assert told.state == TrialState.COMPLETE and told.values == [10.0, 2.50]
+    assert named(told) == {"ppl_gate": pytest.approx(2.50 - base.gate)}  # infeasible, as GP and TPE read it
+    assert core.budget_used() == 2
+    stored = storage.record(spec.name, 2)
+    buffer = io.StringIO()
+    SweepConsole(Console(file=buffer, width=300)).finished(stored, requeued=False)
+    assert (f"trial 2: not booted (PPL memo of trial 1): PPL memo: trial 1, with the same PPL-moving knobs "
+            f"(sliding_window=64), measured PPL 2.5000 over the gate {base.gate:.4f}: told infeasible") in buffer.getvalue()
+    data = load_study_data(storage, spec.name)
+    row = trials_frame(data).set_index("number").loc[2]
+    assert (row["reuse"], row["source_trial"], row["feasible"]) == ("ppl_memo", 1, False)
+    assert "PPL memo" in row["reuse_reason"]
+    assert [t.number for t in data.reused] == [2] and 2 not in [t.number for t in data.measured]
+    chart = {trace.name.rsplit(" (", 1)[0]: trace for trace in pareto_figure(data).data}
+    assert "not booted: PPL memo" in chart["not booted: copy / PPL memo (an earlier trial's figures)"].text[0]
+    # A window under the gate is not a memo hit, and a study may turn the memo off
+    assert ask(core, {"centroid_top_k": 16, "sliding_window": 512}).answer is None
+    off = core_for(dataclasses.replace(spec, name="nomemo", ppl_memo=False), storage)
+    measured(off, {"centroid_top_k": 32, "sliding_window": 512}, baseline=True)
+    measured(off, {"centroid_top_k": 8, "sliding_window": 64}, ppl=2.50)
+    assert ask(off, {"centroid_top_k": 16, "sliding_window": 64}).answer is None
+
+
+def test_a_sampler_that_proposes_only_known_points_ends_the_study_instead_of_looping(env):
+    spec, storage = env
+    core = core_for(dataclasses.replace(spec, n_trials=50), storage)
+    measured(core, {"centroid_top_k": 32, "sliding_window": 512}, baseline=True)
+    for _ in range(CONVERGED_AFTER):
+        assert core.has_next(in_flight=0) and core.converged() is None
+        core.close(ask(core, {"centroid_top_k": 32, "sliding_window": 512}).answer)
+    assert not core.has_next(in_flight=0) and core.budget_used() == 1
+    assert core.converged().startswith(f"the sampler converged: its last {CONVERGED_AFTER} proposals")

@@ -38,7 +38,8 @@ def test_a_local_run_from_a_deep_folder_starts_its_own_ray(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Database: sqlite:///runs/sweeps.db" in result.stdout
     trials = optuna.load_study(study_name="stubstudy", storage=f"sqlite:///{tmp_path}/runs/sweeps.db").trials
-    assert [t.state.name for t in trials] == ["COMPLETE"] * 2
+    assert {t.state.name for t in trials} == {"COMPLETE"}
+    assert sum("reuse" not in t.user_attrs for t in trials) == 2  # the budget: two boots (a copy boots nothing)
     assert (tmp_path / "runs" / "stubstudy" / "trial-0000" / "engine.log").is_file()
     # pytest's folder is too deep for Ray's unix sockets under runs/: the short fallback is used.
     ray_dir = tmp_path / "runs" / "ray"

@@ -152,8 +152,10 @@ def test_optuna_reads_the_storage_while_a_sweep_writes(ray_cluster, tmp_path):
         # The end of the run: the front as a table, and where the database is.
         assert "Pareto front of stubstudy" in out and "gate margin" in out and f"Database: {url}" in out
         final = reader.trials()
-        assert [t.state for t in final] == [TrialState.COMPLETE] * 4
-        assert {"tps", "ppl", "feasible", "measurement_id", "node_id"} <= set(final[-1].user_attrs)
+        assert {t.state for t in final} == {TrialState.COMPLETE}
+        booted = [t for t in final if "reuse" not in t.user_attrs]  # a proposal of measured knobs: a copy
+        assert len(booted) == 4  # the budget counts boots
+        assert {"tps", "ppl", "feasible", "measurement_id", "node_id"} <= set(booted[-1].user_attrs)
     finally:
         if driver.poll() is None:
             driver.kill()
@@ -182,7 +184,8 @@ def test_a_driver_killed_mid_study_resumes_to_its_budget_without_losing_or_doubl
     complete = [t for t in trials if t.state == TrialState.COMPLETE]
     lost = [t for t in trials if t.state == TrialState.FAIL]
     assert not [t for t in trials if t.state in (TrialState.RUNNING, TrialState.WAITING)]
-    assert len(complete) == 6 and len(lost) == 1  # the budget, reached; the killed trial, re-run
+    booted = [t for t in complete if "reuse" not in t.user_attrs]  # copies boot nothing and cost no budget
+    assert len(booted) == 6 and len(lost) == 1  # the budget, reached; the killed trial, re-run
     assert "driver stopped before the trial finished" in lost[0].user_attrs["fail_reason"]
     retry = next(t for t in trials if t.user_attrs.get("retry_of") == lost[0].number)
     assert retry.state == TrialState.COMPLETE and retry.params == lost[0].params
@@ -246,7 +249,7 @@ def test_a_node_lost_mid_trial_is_recorded_and_its_trial_re_run(ray_cluster, tmp
         assert f"worker lost mid-trial on node {nodes['first'].node_id}" in lost[0].reason
         rerun = [r for r in records if r.knobs == lost[0].knobs and r.status == "complete"]
         assert len(rerun) == 1 and rerun[0].node["node_id"] == second.node_id, log
-        complete = [r for r in records if r.status == "complete"]
+        complete = [r for r in records if r.status == "complete" and r.booted]  # not the grid's copy of the baseline
         assert len(complete) == 4  # the study is complete: its budget, with the lost trial re-run
         assert {r.node["node_id"] for r in complete} <= {nodes["first"].node_id, second.node_id}
         assert "re-queued" in log
@@ -285,7 +288,7 @@ def test_ctrl_c_stops_the_engine_closes_the_trial_and_says_how_to_resume(ray_clu
     assert said[:3] == ["python", "-m", "sweep.run"] and url in said and ray_cluster.address in said
     resume([sys.executable, *said[1:]], tmp_path)
     final = optuna.load_study(study_name="stubstudy", storage=url).trials
-    assert [t.state for t in final].count(TrialState.COMPLETE) == 3
+    assert sum(t.state == TrialState.COMPLETE and "reuse" not in t.user_attrs for t in final) == 3  # booted
     retry = next(t for t in final if t.user_attrs.get("retry_of") == interrupted[0].number)
     assert retry.state == TrialState.COMPLETE and retry.params == interrupted[0].params
 
@@ -331,6 +334,6 @@ def test_a_driver_killed_mid_stage_resumes_without_losing_or_doubling(ray_cluste
     records = stored_records(url)
     assert sorted(r.trial_number for r in records) == [t.number for t in trials]  # one row each, none twice
     for r in records:
-        if r.measurement is not None:  # what each trial measured, kept whole or partial as it ran
+        if r.measurement is not None and r.booted:  # what each trial measured, kept whole or partial as it ran
             assert r.measurement.prompts_timed == len(r.measurement.prompt_latencies_s)
             assert r.full == (r.measurement.prompts_timed == 8)

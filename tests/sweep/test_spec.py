@@ -53,6 +53,8 @@ def test_a_valid_study_reads_into_a_frozen_spec(tmp_path, stub):
     assert (spec.resources.accelerator_type, spec.resources.num_gpus, spec.resources.num_cpus) == ("A10G", 1, 2)
     assert spec.profile.num_prompts == stub["profile"].num_prompts
     assert spec.baseline() == {"sliding_window": 512, "centroid_top_k": 32, "num_speculative_tokens": 3}
+    assert (spec.repeats, spec.ppl_memo) == ("copy", True)  # the defaults: nothing booted twice by accident
+    assert load_study(study_file(tmp_path, stub, n_trials=2, repeats="allow", ppl_memo=False)).repeats == "allow"
     with pytest.raises(AttributeError):
         spec.n_trials = 3  # type: ignore[misc]
 
@@ -93,6 +95,8 @@ def test_a_bad_sampler_lists_the_samplers(tmp_path, stub):
         ({"n_trials": 3, "space": {"centroid_top_k": {"choices": [8, 16]}}}, "does not contain the manifest's own value 32"),
         ({"n_trials": 3, "fixed": {"centroid_top_k": 8}}, "[fixed] knob 'centroid_top_k' is also swept"),
         ({"n_trials": 3, "objectives": {"tps": "minimize", "ppl": "minimize"}}, "field 'objectives'"),
+        ({"n_trials": 3, "repeats": "often"}, "field 'repeats' must be \"copy\""),
+        ({"n_trials": 3, "ppl_memo": "on"}, "field 'ppl_memo' must be true or false"),
     ],
 )
 def test_bad_fields_are_refused_naming_file_and_field(tmp_path, stub, fields, fragment):
