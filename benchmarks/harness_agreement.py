@@ -13,13 +13,9 @@ organisers' file (``GEMMA_SWEEP_CHALLENGE_DATA``) unless ``--prompts`` names ano
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +26,7 @@ from engine.install import install_stack
 from engine.knobs import parse_knobs
 from engine.launch import build_launch
 from engine.manifest import load_manifest
+from engine.organisers import bench_serving
 from engine.process import EngineProcess
 from engine.profiles import BenchProfile, get_profile
 from errors import ConfigError, EngineError, InstallError
@@ -55,23 +52,6 @@ def _profile(args: Args) -> BenchProfile:
     if args.prompts:
         overrides["prompts"] = str(Path(args.prompts).resolve())
     return get_profile("challenge-quick").with_overrides(overrides, source="harness_agreement")
-
-
-def _theirs(python: Path, script: str, *, base_url: str, model: str, tokenizer: Path, prompts: Path,
-            profile: BenchProfile, work: Path) -> float:  # fmt: skip
-    """One bench_serving run, as the organisers' harness invokes it; its output_throughput."""
-    result = work / f"bench-{time.monotonic_ns()}.jsonl"
-    argv = [str(python), script, "--backend", "vllm-chat", "--base-url", base_url, "--model", model,
-            "--tokenizer", str(tokenizer), "--dataset-name", "sharegpt", "--dataset-path", str(prompts),
-            "--sharegpt-output-len", str(profile.output_len), "--num-prompts", str(profile.num_prompts),
-            "--max-concurrency", "1", "--request-rate", "inf", "--warmup-requests", str(profile.warmup_requests),
-            "--seed", "1", "--extra-request-body", '{"ignore_eos": true}', "--disable-stream",
-            "--output-file", str(result)]  # fmt: skip
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    done = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=3600)
-    if done.returncode != 0 or not result.exists():
-        raise EngineError(f"bench_serving exited with {done.returncode}: {done.stderr[-1500:]}")
-    return float(json.loads(result.read_text().splitlines()[-1])["output_throughput"])
 
 
 def _ours(base_url: str, *, model: str, profile: BenchProfile) -> float:
@@ -101,7 +81,7 @@ def run(args: Args) -> str:
             got = {}
             for who in (first, second):
                 if who == "sglang":
-                    got[who] = _theirs(sglang.python, script, base_url=launch.base_url, model=launch.served_model_name,
+                    got[who] = bench_serving(sglang.python, script, base_url=launch.base_url, model=launch.served_model_name,
                                        tokenizer=tokenizer, prompts=prompts, profile=profile, work=Path(tmp))  # fmt: skip
                 else:
                     got[who] = _ours(launch.base_url, model=launch.served_model_name, profile=profile)

@@ -1,11 +1,13 @@
-"""What a user came for: the manifest to submit, with the best point's knobs applied (``best/``).
+"""What a user came for: the point to submit, VERIFIED or nothing (``best/``).
 
-``best_point`` picks the fastest feasible trial whose latest verification is VERIFIED; when none
-is, the fastest feasible trial, labelled unverified. ``write_best`` writes ``best/manifest.json``
-(the study's manifest as the sweep stored it, its knobs set to that trial's, and a
-``gemma_sweep`` field saying where the values came from and whether they were verified) and
-``best/README.md`` (the front as a table, and the command that verifies it). The stored manifest's
-secret-looking env values were redacted when the sweep stored it: fill them in before submitting.
+``best_point`` picks, among the feasible trials whose latest verification is VERIFIED, the one of the
+highest claim (its promotion's, ``sweep.claims``; a trial never promoted, its sweep TPS). A point
+found INVALID or UNDECIDED is never offered. ``write_best`` writes ``best/README.md`` always: the
+front (ties marked), the promotion's claims and every verdict, and the commands that verify and
+submit; and ``best/manifest.json`` only for a VERIFIED point (the study's manifest as the sweep stored
+it, its knobs set to that trial's, and a ``gemma_sweep`` field saying where the values came from).
+The stored manifest's secret-looking env values were redacted when the sweep stored it: fill them in
+before submitting. ``python -m sweep.submit`` writes the folder in the organisers' own format.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from dashboards.data import StudyData, TrialRow
 from engine.knobs import apply_knobs, consumed_knobs, parse_knobs
 from engine.manifest import parse_manifest
 from engine.secrets import REDACTED
+from sweep.storage_url import password_note, shown_url
 
 __all__ = ["BestPoint", "best_point", "write_best"]
 
@@ -26,22 +29,26 @@ __all__ = ["BestPoint", "best_point", "write_best"]
 @dataclass(frozen=True)
 class BestPoint:
     trial: TrialRow
-    verified: bool
+    claim: float  # the TPS to report: its promotion's claim, or its sweep TPS
+
+
+def _claim(t: TrialRow) -> float:
+    return t.claim.claim if t.claim is not None else t.tps  # type: ignore[return-value]
 
 
 def best_point(data: StudyData) -> BestPoint | None:
-    feasible = sorted((t for t in data.measured if t.full and t.feasible), key=lambda t: (-t.tps, t.number))
-    verified = [t for t in feasible if t.verdict is not None and t.verdict.verdict == "VERIFIED"]
-    if verified:
-        return BestPoint(verified[0], True)
-    return BestPoint(feasible[0], False) if feasible else None
+    """The VERIFIED feasible trial of the highest claim; None when no point is VERIFIED."""
+    verified = [t for t in data.measured if t.full and t.feasible and t.verdict is not None and t.verdict.verdict == "VERIFIED"]
+    best = max(verified, key=lambda t: (_claim(t), -t.number), default=None)
+    return None if best is None else BestPoint(best, _claim(best))
 
 
 def _state(t: TrialRow) -> str:
     if t.verdict is None:
         return "not verified"
-    gap = "" if t.verdict.tps_gap_pct is None else f", re-run TPS {t.verdict.tps_gap_pct:+.1f}%"
-    return f"{t.verdict.verdict}{gap}"
+    v = t.verdict
+    gap = "" if v.tps_gap_pct is None else f", held-out TPS {v.tps_gap_pct:+.1f}% ({v.gap_low_pct:+.1f}..{v.gap_high_pct:+.1f})"
+    return f"{v.verdict}{gap}"
 
 
 def _manifest(stored: dict[str, Any], best: BestPoint, study: str) -> dict[str, Any]:
@@ -54,56 +61,74 @@ def _manifest(stored: dict[str, Any], best: BestPoint, study: str) -> dict[str, 
         "study": study,
         "trial": t.number,
         "knobs": dict(knobs),
-        "tps": t.tps,
+        "claim_tps": best.claim,
+        "p_verified": t.claim.p_verified if t.claim else None,
         "ppl": t.ppl,
         "gate": t.record.gate if t.record else None,
-        "verification": _state(t) if best.verified else f"UNVERIFIED: {_state(t)}; run the command in README.md",
+        "verification": _state(t),
     }
     return out
 
 
-def _readme(data: StudyData, best: BestPoint, *, storage: str, redacted: list[str]) -> str:
-    t = best.trial
+def _readme(data: StudyData, best: BestPoint | None, *, storage: str, redacted: list[str]) -> str:
     knobs = list(data.knob_names)
-    lines = [
-        f"# {data.study_name}: the manifest to submit",
-        "",
-        f"`manifest.json` is the study's manifest with trial {t.number}'s knobs applied: "
-        f"TPS {t.tps:.2f}, PPL {t.ppl:.4f}" + (f" (gate {data.gate:.4f})" if data.gate is not None else "") + ".",
-        "",
-        f"Verification: **{'VERIFIED' if best.verified else 'UNVERIFIED'}** ({_state(t)}).",
-        "",
-    ]
+    store = shown_url(storage)
+    if best is not None:
+        t = best.trial
+        lines = [f"# {data.study_name}: the manifest to submit", "",
+                 f"`manifest.json` is the study's manifest with trial {t.number}'s knobs applied: claim {best.claim:.2f} "
+                 f"tok/s, PPL {t.ppl:.4f}" + (f" (gate {data.gate:.4f})" if data.gate is not None else "") + ".", "",
+                 f"Verification: **VERIFIED** ({_state(t)}).", ""]  # fmt: skip
+    else:
+        lines = [f"# {data.study_name}: no point to submit yet", "",
+                 "No point of this study is VERIFIED, so no `manifest.json` is written: a point found INVALID or "
+                 "UNDECIDED is never offered. Verify the recommended point (or the best claims) with the command below.",
+                 ""]  # fmt: skip
     if redacted:
         lines += [f"Fill in the env values stored as `{REDACTED}` before submitting: {', '.join(redacted)}.", ""]
-    lines += ["## The feasible front", "", "| trial | " + " | ".join(knobs) + " | TPS | PPL | verification |",
-              "|" + "---|" * (len(knobs) + 4)]  # fmt: skip
-    for row in sorted(data.front, key=lambda r: -r.tps):
-        cells = [str(row.number), *(str(row.knobs.get(k, "")) for k in knobs), f"{row.tps:.2f}", f"{row.ppl:.4f}", _state(row)]
+    lines += ["## The feasible front (one boot per trial; ties: points the noise cannot tell apart)", "",
+              "| trial | " + " | ".join(knobs) + " | TPS | PPL | tie | verification |", "|" + "---|" * (len(knobs) + 5)]  # fmt: skip
+    for row in sorted(data.front, key=lambda r: -r.tps):  # type: ignore[operator]
+        cells = [str(row.number), *(str(row.knobs.get(k, "")) for k in knobs), f"{row.tps:.2f}", f"{row.ppl:.4f}",
+                 "" if row.tie is None else str(row.tie), _state(row)]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
-    lines += [
-        "",
-        "Verify it as the organisers' private re-run would (fresh boots, held-out prompts):",
-        "",
-        "```",
-        f"python -m sweep.verify --study {data.study_name} --storage {storage} --trials {t.number} --repeats 3",
-        "```",
-        "",
-    ]
-    return "\n".join(lines)
+    if data.claims is not None and data.claims.claims:
+        c = data.claims
+        lines += ["", f"## Claims (promotion {c.run_id}: {len(c.boots)} of {c.planned} boots at profile {c.profile})", "",
+                  "| trial | boots | claim | private re-run 90% | P(VERIFIED) | PPL | verification |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+        rows = {t.number: t for t in data.trials}
+        for claim in c.claims:
+            mark = " (recommended)" if c.recommended is claim else ""
+            lines.append(f"| {claim.trial_number}{mark} | {claim.boots} | {claim.claim:.2f} | {claim.rerun_low:.1f}..{claim.rerun_high:.1f} "
+                         f"| {claim.p_verified:.2f} | {claim.ppl:.4f} ± {claim.ppl_tol:.4f} | {_state(rows[claim.trial_number])} |")  # fmt: skip
+    target = best.trial.number if best is not None else (
+        data.claims.recommended.trial_number if data.claims and data.claims.recommended else None)
+    verify = f"--trials {target}" if target is not None else "--top 1"
+    lines += ["", "Verify as the organisers' private re-run would (fresh boots, held-out prompts), then write the submission:",
+              "", "```", f"python -m sweep.verify --study {data.study_name} --storage {store} {verify} --repeats 3",
+              f"python -m sweep.submit --study {data.study_name} --storage {store}", "```", ""]  # fmt: skip
+    note = password_note(storage)
+    return "\n".join([*lines, *([note, ""] if note else [])])
 
 
 def write_best(data: StudyData, out_dir: Path, *, storage: str) -> list[Path]:
-    """``best/manifest.json`` and ``best/README.md``; nothing when the study has no feasible trial or
-    stored no manifest (a study of an older version of this tool)."""
-    best, stored = best_point(data), data.user_attrs.get("manifest_json")
-    if best is None or not isinstance(stored, dict):
+    """``best/README.md`` and, for a VERIFIED point, ``best/manifest.json``; nothing when the study
+    has no feasible trial or stored no manifest (a study of an older version of this tool)."""
+    stored = data.user_attrs.get("manifest_json")
+    if not any(t.full and t.feasible for t in data.measured) or not isinstance(stored, dict):
         return []
     folder = out_dir / "best"
     folder.mkdir(parents=True, exist_ok=True)
-    manifest = _manifest(stored, best, data.study_name)
-    redacted = sorted(k for k, v in manifest.get("env", {}).items() if v == REDACTED)
-    paths = [folder / "manifest.json", folder / "README.md"]
-    paths[0].write_text(json.dumps(manifest, indent=2) + "\n")
-    paths[1].write_text(_readme(data, best, storage=storage, redacted=redacted))
+    best = best_point(data)
+    paths = [folder / "README.md"]
+    stale = folder / "manifest.json"
+    redacted: list[str] = []
+    if best is not None:
+        manifest = _manifest(stored, best, data.study_name)
+        redacted = sorted(k for k, v in manifest.get("env", {}).items() if v == REDACTED)
+        stale.write_text(json.dumps(manifest, indent=2) + "\n")
+        paths.insert(0, stale)
+    elif stale.exists():
+        stale.unlink()  # an earlier export's point is no longer the one to submit
+    paths[-1].write_text(_readme(data, best, storage=storage, redacted=redacted))
     return paths

@@ -17,9 +17,12 @@ from typing import Any
 import optuna
 
 from errors import NoCompletedTrialsError, StudyNotFoundError
-from sweep.judgement import FrontPoint, pareto_front
+from sweep.claims import PROMOTION_ATTR, StudyClaims, claims_of
+from sweep.estimate import Claim, study_noise
+from sweep.judgement import NOISE_FLOOR, Noise, front_ties, pareto_front
 from sweep.record import TrialRecord
 from sweep.storage import Storage
+from sweep.storage_url import shown_url
 from sweep.verification import Verdict, latest_verdicts
 
 __all__ = ["StudyData", "TrialRow", "load_study_data", "require_measured", "study_data"]
@@ -38,11 +41,19 @@ class TrialRow:
     started: datetime | None = None
     finished: datetime | None = None
     verdict: Verdict | None = None
+    claim: Claim | None = None  # its promotion's claim, where it was promoted
+    tie: int | None = None  # on the front, tied with the other points of this number (``front_ties``)
 
     @property
     def measured(self) -> bool:
-        """Told with values: measured to the end, or stopped at the PPL gate after a TPS probe."""
-        return self.state == "COMPLETE" and self.record is not None and self.record.measured
+        """Measured by its own boot and told with values: to the end, or stopped at the PPL gate after a
+        TPS probe (a trial closed without a boot is ``reused``, not a measurement)."""
+        return self.state == "COMPLETE" and self.record is not None and self.record.measured and not self.record.reused
+
+    @property
+    def reused(self) -> bool:
+        """Closed without a boot (``sweep.core``): a copy of an earlier trial, or a PPL-memo hit."""
+        return self.record is not None and self.record.reused
 
     @property
     def full(self) -> bool:
@@ -51,7 +62,8 @@ class TrialRow:
 
     @property
     def pruned(self) -> bool:
-        return self.state == "PRUNED" and self.record is not None and self.record.measurement is not None
+        r = self.record
+        return self.state == "PRUNED" and r is not None and r.measurement is not None and not r.reused
 
     @property
     def stopped(self) -> str | None:
@@ -94,6 +106,12 @@ class StudyData:
     knob_names: tuple[str, ...]  # the knobs that vary between trials, in the order first seen
     trials: tuple[TrialRow, ...]
     user_attrs: dict[str, Any] = field(default_factory=dict)  # the study's: manifest, profile, gate, ...
+    claims: StudyClaims | None = None  # the latest promotion's
+    noise: Noise | None = None  # how much one boot moves: what the front's ties are judged by
+
+    @property
+    def promoted(self) -> list[TrialRow]:
+        return [t for t in self.trials if t.claim is not None]
 
     @property
     def measured(self) -> list[TrialRow]:
@@ -107,6 +125,11 @@ class StudyData:
     def pruned(self) -> list[TrialRow]:
         """Stopped by multi-fidelity's front rule, with the partial figures they had."""
         return [t for t in self.trials if t.pruned]
+
+    @property
+    def reused(self) -> list[TrialRow]:
+        """Closed without a boot, told an earlier trial's figures: copies and PPL-memo hits."""
+        return [t for t in self.trials if t.reused]
 
     @property
     def gate_stopped(self) -> list[TrialRow]:
@@ -125,14 +148,21 @@ class StudyData:
 
 def study_data(
     *, study_name: str, trials: list[TrialRow], gate: float | None, verdicts: Mapping[int, Verdict] | None = None,
-    user_attrs: Mapping[str, Any] | None = None,
+    user_attrs: Mapping[str, Any] | None = None, claims: StudyClaims | None = None, noise: Noise | None = None,
 ) -> StudyData:
-    """Mark the front and attach verdicts; ``trials`` come in with ``on_front`` unset."""
+    """Mark the front (noise-aware with ``noise``: ties numbered) and attach verdicts and claims;
+    ``trials`` come in with ``on_front`` unset."""
     verdicts = verdicts or {}
-    points = [FrontPoint(number=t.number, tps=t.tps, ppl=t.ppl, feasible=bool(t.feasible)) for t in trials if t.full]
-    on_front = {p.number for p in pareto_front(points)}
+    by_claim = {c.trial_number: c for c in claims.claims} if claims else {}
+    exact = Noise(tps_sd=0.0, ppl_sd=0.0, basis="exact")
+    points = [(noise or exact).point(number=t.number, tps=t.tps, ppl=t.ppl, feasible=bool(t.feasible))  # type: ignore[arg-type]
+              for t in trials if t.full]  # fmt: skip
+    front = pareto_front(points)
+    ties = {p.number: i for i, g in enumerate((g for g in front_ties(front) if len(g) > 1), start=1) for p in g}
+    on_front = {p.number for p in front}
     rows = tuple(
-        replace(t, on_front=t.number in on_front, verdict=verdicts.get(t.number))
+        replace(t, on_front=t.number in on_front, verdict=verdicts.get(t.number), claim=by_claim.get(t.number),
+                tie=ties.get(t.number))  # fmt: skip
         for t in sorted(trials, key=lambda t: t.number)
     )
     knob_names: list[str] = []
@@ -142,7 +172,8 @@ def study_data(
     # The swept knobs first, in one order for every trial: hover texts and tables line up.
     order = [*varying, *(k for k in knob_names if k not in varying)]
     rows = tuple(replace(t, knobs={k: t.knobs[k] for k in order if k in t.knobs}) for t in rows)
-    return StudyData(study_name=study_name, gate=gate, knob_names=varying, trials=rows, user_attrs=dict(user_attrs or {}))
+    return StudyData(study_name=study_name, gate=gate, knob_names=varying, trials=rows, user_attrs=dict(user_attrs or {}),
+                     claims=claims, noise=noise)  # fmt: skip
 
 
 def load_study_data(storage: Storage, study_name: str) -> StudyData:
@@ -151,13 +182,17 @@ def load_study_data(storage: Storage, study_name: str) -> StudyData:
     except KeyError:
         names = sorted(s.study_name for s in optuna.get_all_study_summaries(storage.optuna))
         raise StudyNotFoundError(
-            f"study {study_name!r} not found in {storage.url}; studies there: {names or 'none'}"
+            f"study {study_name!r} not found in {shown_url(storage.url)}; studies there: {names or 'none'}"
         ) from None
     records = {r.trial_number: r for r in storage.records(study_name, token_ids=False)}
     trials = [_row(t, records.get(t.number)) for t in study.get_trials(deepcopy=False)]
+    plan = study.user_attrs.get(PROMOTION_ATTR)
+    boots = storage.boots("promotion", study_name)
+    floor = plan["noise_floor"] if plan else NOISE_FLOOR
     return study_data(
         study_name=study_name, trials=trials, gate=_study_gate(records.values()),
-        verdicts=latest_verdicts(storage, study_name), user_attrs=study.user_attrs,
+        verdicts=latest_verdicts(storage, study_name, floor=floor), user_attrs=study.user_attrs,
+        claims=claims_of(plan, boots) if plan else None, noise=study_noise(records.values(), boots, floor=floor),
     )  # fmt: skip
 
 

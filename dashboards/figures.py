@@ -28,6 +28,7 @@ PPL_TITLE = "Perplexity, PPL (unitless, lower is better)"
 _BLUE, _GREY, _ORANGE, _GREEN, _RED, _PURPLE, _GOLD = (
     "#3b82f6", "#9ca3af", "#f97316", "#22c55e", "#ef4444", "#a855f7", "#eab308",
 )  # fmt: skip
+_TEAL = "#14b8a6"
 _SHADE = "rgba(239, 68, 68, 0.13)"
 _FAILED_SHOWN = 9  # failed trials listed beside the chart; the rest are counted
 
@@ -45,16 +46,25 @@ def hover_text(t: TrialRow) -> str:
     m = t.record.measurement if t.record else None
     partial = "" if m is None or not t.stopped else (
         f" ({'partial' if t.pruned else 'probe'}: {m.prompts_timed} of {m.num_prompts} prompts)")
-    lines.append(f"TPS = {_num(t.tps, '.2f')} tokens/s" + (f" (CV {cv:.1%})" if cv is not None else "") + partial)
+    lines.append(f"TPS = {_num(t.tps, '.2f')} tokens/s" + (f" (CV {cv:.1%})" if cv is not None else "") + partial
+                 + (f" (trial {t.record.source}'s)" if t.reused else ""))  # type: ignore[union-attr]  # fmt: skip
     lines.append(f"PPL = {_num(t.ppl, '.4f')}")
     lines.append(f"acceptance = {_num(t.metric('acceptance_rate'), '.1%')}")
     lines.append(f"identity diffs = {'n/a' if t.identity_diff_prompts is None else t.identity_diff_prompts} prompt(s)")
-    if t.pruned:
+    if t.reused:  # its figures are an earlier trial's
+        lines.append(_clip(f"not booted: {t.fail_reason or ''}", 90))
+    elif t.pruned:
         lines.append("<b>PRUNED</b>: " + _clip(t.fail_reason or "", 90))
     elif t.stopped:
         lines.append("stopped at the gate: infeasible")
     else:
         lines.append("front" if t.on_front else ("feasible" if t.feasible else "infeasible (over the gate)"))
+    if t.tie is not None:
+        lines.append(f"tie group {t.tie}: the noise cannot tell it from the others of the group")
+    if t.claim is not None:
+        c = t.claim
+        lines.append(f"<b>claim {c.claim:.2f}</b> over {c.boots} boots, P(VERIFIED) {c.p_verified:.2f}; a private re-run "
+                     f"reads {c.rerun_low:.1f}..{c.rerun_high:.1f} (90%)")  # fmt: skip
     if t.verdict is not None:
         gap = "" if t.verdict.tps_gap_pct is None else f", TPS gap {t.verdict.tps_gap_pct:+.1f}%"
         lines.append(f"<b>{t.verdict.verdict}</b>{gap}")
@@ -81,6 +91,9 @@ def pareto_figure(data: StudyData, *, theme: Theme = "light") -> go.Figure:
     _points(fig, data.gate_stopped, name="stopped at the gate (TPS probe)", color=_GREY, size=10,
             symbol="triangle-up-open", width=2)  # fmt: skip
     _points(fig, data.pruned, name="pruned (partial TPS)", color=_BLUE, size=10, symbol="x-thin-open", width=2)
+    # Closed without a boot: drawn at the figures they were told, which are an earlier trial's.
+    _points(fig, data.reused, name="not booted: copy / PPL memo (an earlier trial's figures)", color=_GREY, size=7,
+            symbol="circle-open-dot", width=1.5)  # fmt: skip
     base = data.baseline
     if base is not None:  # under the front's markers: a baseline on the front shows as both
         _points(fig, [base], name="baseline", color=_GOLD, size=18, symbol="star", line_color="#111827")
@@ -96,10 +109,12 @@ def pareto_figure(data: StudyData, *, theme: Theme = "light") -> go.Figure:
         fig, [t for t in measured if t.identity_diff_prompts], name="greedy output differs",
         color=_PURPLE, size=17, symbol="diamond-open", width=2.5,
     )  # fmt: skip
-    verified = [t for t in measured if t.verdict is not None and t.verdict.verdict == "VERIFIED"]
-    invalid = [t for t in measured if t.verdict is not None and t.verdict.verdict == "INVALID"]
-    _points(fig, verified, name="VERIFIED", color=_GREEN, size=22, symbol="circle-open", width=3)
-    _points(fig, invalid, name="INVALID", color=_RED, size=20, symbol="x-thin-open", width=3)
+    verdicts = {name: [t for t in measured if t.verdict is not None and t.verdict.verdict == name]
+                for name in ("VERIFIED", "INVALID", "UNDECIDED")}  # fmt: skip
+    _points(fig, verdicts["VERIFIED"], name="VERIFIED", color=_GREEN, size=22, symbol="circle-open", width=3)
+    _points(fig, verdicts["INVALID"], name="INVALID", color=_RED, size=20, symbol="x-thin-open", width=3)
+    _points(fig, verdicts["UNDECIDED"], name="UNDECIDED", color=_GOLD, size=20, symbol="square-open", width=3)
+    _claims(fig, data)
 
     fig.update_layout(
         template=THEMES[theme],
@@ -115,6 +130,24 @@ def pareto_figure(data: StudyData, *, theme: Theme = "light") -> go.Figure:
         xanchor="left", yanchor="top", align="left", showarrow=False, font={"size": 11},
     )  # fmt: skip
     return fig
+
+
+def _claims(fig: go.Figure, data: StudyData) -> None:
+    """Promoted candidates at their claim, with the 90% interval of one private re-run as error bars."""
+    promoted = data.promoted
+    if not promoted:
+        return
+    recommended = data.claims.recommended if data.claims else None
+    claims = [t.claim for t in promoted]
+    fig.add_trace(go.Scatter(
+        x=[t.ppl for t in promoted], y=[c.claim for c in claims], mode="markers",  # type: ignore[union-attr]
+        name=f"claim over {claims[0].boots} boots, private re-run 90% ({len(promoted)})",  # type: ignore[union-attr]
+        marker={"size": [18 if c is recommended else 12 for c in claims], "color": _TEAL, "symbol": "diamond",
+                "line": {"width": 1.5, "color": "#111827"}},
+        error_y={"type": "data", "symmetric": False, "thickness": 2, "width": 8, "color": _TEAL,
+                 "array": [c.rerun_high - c.claim for c in claims], "arrayminus": [c.claim - c.rerun_low for c in claims]},  # type: ignore[union-attr]
+        text=[hover_text(t) for t in promoted], hovertemplate="%{text}<extra></extra>",
+    ))  # fmt: skip
 
 
 def knob_figure(data: StudyData, knob: str, *, theme: Theme = "light") -> go.Figure:
@@ -223,8 +256,9 @@ def _pareto_title(data: StudyData) -> str:
     gate = "no gate yet" if data.gate is None else f"gate PPL ≤ {data.gate:.4f}"
     stopped = f" ({len(data.gate_stopped)} stopped at the gate)" if data.gate_stopped else ""
     pruned = f", {len(data.pruned)} pruned" if data.pruned else ""
+    unbooted = f", {len(data.reused)} not booted" if data.reused else ""
     return (
-        f"<b>{data.study_name}</b>: TPS vs PPL — {len(data.measured)} measured{stopped}{pruned}, "
+        f"<b>{data.study_name}</b>: TPS vs PPL — {len(data.measured)} measured{stopped}{pruned}{unbooted}, "
         f"{len(data.failed)} failed, {len(data.front)} on the feasible front ({gate})"
     )
 

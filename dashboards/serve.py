@@ -25,6 +25,8 @@ from sqlalchemy.exc import SQLAlchemyError
 from dashboards.attach import attach_all
 from errors import ConfigError
 from sweep.storage import DEFAULT_STORAGE_URL, Storage, open_existing
+from sweep.storage_url import shown_url
+from sweep.interrupts import raise_interrupt
 
 __all__ = ["ServeArgs", "main", "parse_args"]
 
@@ -71,9 +73,6 @@ def _refresh_loop(storage: Storage, *, every_s: float, stop: threading.Event) ->
             print(f"warning: refreshing the attached charts failed: {exc}", file=sys.stderr, flush=True)
 
 
-def _raise_interrupt(signum: int, _frame: object) -> None:
-    raise KeyboardInterrupt(signal.Signals(signum).name)
-
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
@@ -96,8 +95,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.attach and args.refresh_s > 0:
             threading.Thread(target=_refresh_loop, args=(storage,), kwargs={"every_s": args.refresh_s, "stop": stop},
                              daemon=True, name="attach-refresh").start()  # fmt: skip
-        signal.signal(signal.SIGTERM, _raise_interrupt)
-        print(f"optuna-dashboard on {args.storage}: http://{args.host}:{server.server_port}/dashboard/", flush=True)
+        signal.signal(signal.SIGTERM, raise_interrupt)
+        print(f"optuna-dashboard on {shown_url(args.storage)}: http://{args.host}:{server.server_port}/dashboard/", flush=True)
         try:
             server.serve_forever()
         except KeyboardInterrupt:

@@ -14,6 +14,7 @@ import pandas as pd
 
 from dashboards.data import StudyData, TrialRow
 from engine.measurement import Measurement
+from engine.provenance import KEYS as PROVENANCE_KEYS
 
 __all__ = ["trials_frame"]
 
@@ -33,8 +34,12 @@ def _row(t: TrialRow) -> dict[str, Any]:
         "number": t.number,
         "state": t.state,
         "stopped": t.stopped,  # multi-fidelity: "gate" (TPS a probe), "front" (PRUNED), empty: measured to the end
+        # sweep.core: "copy", "ppl_memo" (not booted: the figures are trial source_trial's), "repeat"
+        "reuse": r.reuse if r else None,
+        "source_trial": r.source if r else None,
         "is_baseline": t.is_baseline,
         "on_front": t.on_front,
+        "tie": t.tie,  # on the front, tied with the points of the same number: the noise cannot tell them apart
         "feasible": t.feasible,
         **{f"knob.{k}": v for k, v in t.knobs.items()},
         **{name: scalars.get(name) for name in _SUMMARY},
@@ -42,12 +47,26 @@ def _row(t: TrialRow) -> dict[str, Any]:
         "gate": r.gate if r else None,
         "fail_kind": r.fail_kind if r else None,
         "fail_reason": t.fail_reason if t.state == "FAIL" else None,
-        "stop_reason": t.fail_reason if t.stopped else None,
+        "stop_reason": t.fail_reason if t.stopped and not t.reused else None,
+        "reuse_reason": t.fail_reason if t.reused else None,
         "node_id": r.node.get("node_id") if r else None,
         "started": t.started,
         "finished": t.finished,
         "duration_s": duration,
     }
+    c = t.claim
+    row.update({
+        "claim_tps": c.claim if c else None,
+        "claim_p_verified": c.p_verified if c else None,
+        "claim_boots": c.boots if c else None,
+        "claim_public_tps": c.public if c else None,
+        "claim_heldout_tps": c.heldout if c else None,
+        "claim_rerun_low": c.rerun_low if c else None,
+        "claim_rerun_high": c.rerun_high if c else None,
+        "claim_ppl_tol": c.ppl_tol if c else None,
+        "claim_meets_target": c.meets if c else None,
+        **{f"provenance.{k}": _cell((r.provenance if r else {}).get(k)) for k in PROVENANCE_KEYS if k != "notes"},
+    })  # fmt: skip
     v = t.verdict
     row.update({
         "verify_verdict": v.verdict if v else None,
@@ -60,9 +79,17 @@ def _row(t: TrialRow) -> dict[str, Any]:
         "verify_tps_max": v.tps_max if v else None,
         "verify_tps_cv": v.tps_cv if v else None,
         "verify_tps_gap_pct": v.tps_gap_pct if v else None,
+        "verify_gap_low_pct": v.gap_low_pct if v else None,
+        "verify_gap_high_pct": v.gap_high_pct if v else None,
+        "verify_public_gap_pct": v.public_gap_pct if v else None,
         "verify_ppl_median": v.ppl_median if v else None,
         "verify_gate": v.gate if v else None,
         "verify_run_id": v.run_id if v else None,
     })  # fmt: skip
     row.update({f"metric.{k}": value for k, value in scalars.items() if k not in _SUMMARY})
     return row
+
+
+def _cell(value: Any) -> Any:
+    """A provenance value as one CSV cell: a list (the GPUs) joined."""
+    return "; ".join(map(str, value)) if isinstance(value, list) else value

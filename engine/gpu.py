@@ -24,7 +24,8 @@ from dataclasses import dataclass
 
 from errors import EngineBootError
 
-__all__ = ["FREE_FLOOR_MIB", "GpuState", "gpu_states", "held_after_stop", "visible_gpus", "wait_until_free"]
+__all__ = ["FREE_FLOOR_MIB", "GpuState", "gpu_identity", "gpu_states", "held_after_stop", "visible_gpus",
+           "wait_until_free"]
 
 FREE_FLOOR_MIB = 1024  # an idle H200 or A10G shows a few MiB; a booted 270M stack holds GiBs
 _QUERY_TIMEOUT_S = 20.0
@@ -56,6 +57,14 @@ def _smi(*args: str) -> list[list[str]] | None:
     if done.returncode != 0:
         return None
     return [[cell.strip() for cell in line.split(",")] for line in done.stdout.splitlines() if line.strip()]
+
+
+def gpu_identity(indices: list[str]) -> tuple[list[str], str | None]:
+    """The names of these GPUs and the driver's version; ([], None) on a CPU or without nvidia-smi."""
+    rows = _smi("--query-gpu=name,driver_version", f"--id={','.join(indices)}") if indices else None
+    if not rows:
+        return [], None
+    return [row[0] for row in rows], rows[0][1] if len(rows[0]) > 1 else None
 
 
 def gpu_states(indices: list[str]) -> dict[str, GpuState] | None:

@@ -40,6 +40,9 @@ class LaunchConfig:
     served_model_name: str
     manifest_name: str
     knobs: dict[str, KnobValue] = field(default_factory=dict)  # every consumed knob's value, as launched
+    # what ``env`` is laid over: None, this process's own environment; a dict, that alone (the clean
+    # environment the organisers' harness starts a submission in)
+    base_env: dict[str, str] | None = None
 
     @property
     def base_url(self) -> str:
@@ -49,7 +52,8 @@ class LaunchConfig:
     def process_env(self) -> dict[str, str]:
         # A stack started from a Ray worker must not find that worker's cluster: a stack that uses
         # Ray itself (vLLM across GPUs) would join it and take its resources.
-        inherited = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+        base = os.environ if self.base_env is None else self.base_env
+        inherited = {k: v for k, v in base.items() if k != "RAY_ADDRESS"}
         return {**inherited, **self.env}
 
 

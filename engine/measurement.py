@@ -53,6 +53,10 @@ class Measurement:
     stopped: str | None = None
     stop_reason: str | None = None
     prompts_timed: int | None = None
+    # A promotion or verification boot: the held-out run's TPS (prompts the sweep never timed, timed in
+    # the same boot as the public run) and the order the runs were timed in ("public", "heldout")
+    heldout_tps: float | None = None
+    run_order: list[str] = field(default_factory=list)
 
     @property
     def full(self) -> bool:
@@ -102,6 +106,7 @@ class TrialOutcome:
     log_tail: str = ""
     timings_s: dict[str, float] = field(default_factory=dict)  # boot, warmup, ppl, tps, stop, total
     node: dict[str, Any] = field(default_factory=dict)  # node_id, hostname, accelerator, gpu ids
+    provenance: dict[str, Any] = field(default_factory=dict)  # engine.provenance: stack, versions, GPU, driver
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -14,17 +14,17 @@ from __future__ import annotations
 
 import math
 import os
-import tomllib
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
 from engine.data import PplRecord, Prompt, load_ppl_records, load_prompts
+from engine.files import load_toml
 from errors import DataError, StudySpecError
+from studies import STUDIES_DIR
 
 __all__ = ["CHALLENGE_DATA_ENV", "PROFILES_FILE", "STUDIES_DIR", "BenchProfile", "get_profile", "load_profiles"]
 
-STUDIES_DIR = Path(__file__).resolve().parent.parent / "studies"
 PROFILES_FILE = STUDIES_DIR / "profiles.toml"
 CHALLENGE_DATA_ENV = "GEMMA_SWEEP_CHALLENGE_DATA"
 _CHALLENGE = "{challenge}"
@@ -57,6 +57,12 @@ class BenchProfile:
     request_timeout_s: float = 600.0
     gpu_free_timeout_s: float = 120.0  # a GPU still held by the last stack after this long: a FAILED trial
 
+    @classmethod
+    def from_record(cls, stored: dict[str, Any]) -> "BenchProfile":
+        """A profile as a trial record stored it (``asdict``); fields added since read as their defaults."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in stored.items() if k in known})
+
     def path(self, value: str) -> Path:
         if value.startswith(_CHALLENGE):
             folder = os.environ.get(CHALLENGE_DATA_ENV)
@@ -81,12 +87,28 @@ class BenchProfile:
             )
         return prompts[:needed], load_ppl_records(self.path(self.refs), limit=self.ppl_records)
 
-    def for_verification(self, *, prompts: str | None = None, refs: str | None = None) -> "BenchProfile":
-        """This profile as the organisers' private re-run measures: its held-out sets (or those given)
-        and one timed run per boot."""
-        overrides = {"prompts": prompts or self.heldout_prompts, "refs": refs or self.heldout_refs,
-                     "shuffle_seed": 0, "tps_repeats": 1}  # fmt: skip
-        return self.with_overrides(overrides, source="verification")
+    def load_heldout(self) -> list[Prompt]:
+        """The held-out run's prompts: the first ``num_prompts`` of ``heldout_prompts`` in the file's
+        order (a set the sweep never timed, as the organisers' private one is to a participant)."""
+        path = self.path(self.heldout_prompts)
+        prompts = load_prompts(path)
+        if self.num_prompts > len(prompts):
+            raise DataError(f"{path}: {self.num_prompts} held-out prompts asked for, the file has {len(prompts)}")
+        return prompts[: self.num_prompts]
+
+    def for_boots(self, *, verification: bool, prompts: str | None = None, refs: str | None = None) -> "BenchProfile":
+        """This profile as a promotion or verification boot measures it: one timed run of the public
+        prompts and one of the held-out prompts (``heldout_prompts``, or ``prompts`` given) in the same
+        boot, then PPL on the public references (promotion: the gate's own data) or on the held-out
+        ones (verification: ``heldout_refs``, or ``refs`` given)."""
+        overrides: dict[str, Any] = {"tps_repeats": 1, "stream_pass": False}
+        if prompts:
+            overrides["heldout_prompts"] = prompts
+        if refs:
+            overrides["heldout_refs"] = refs
+        if verification:
+            overrides["refs"] = refs or self.heldout_refs
+        return self.with_overrides(overrides, source="promotion and verification boots")
 
     def with_overrides(self, overrides: dict[str, Any], *, source: str) -> "BenchProfile":
         known = {f.name: f.type for f in fields(self)}
@@ -119,10 +141,7 @@ def _validated(profile: BenchProfile, *, source: str) -> BenchProfile:
 
 
 def load_profiles(path: Path = PROFILES_FILE) -> dict[str, BenchProfile]:
-    try:
-        raw = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise StudySpecError(f"{path}: cannot read profiles: {exc}") from exc
+    raw = load_toml(path, StudySpecError, what="profiles")
     profiles = {}
     for name, table in raw.items():
         try:

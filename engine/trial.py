@@ -30,7 +30,9 @@ from engine.manifest import Manifest
 from engine.measurement import Measurement, TrialOutcome
 from engine.process import OWNER_ENV, EngineProcess
 from engine.profiles import BenchProfile
-from engine.secrets import redact_argv, redact_env, scrub_text
+from engine.provenance import KEYS as PROVENANCE_KEYS
+from engine.provenance import provenance
+from engine.secrets import Scrubber, redact_argv, redact_env
 from errors import BenchmarkError, EngineError
 
 __all__ = ["node_info", "run_trial"]
@@ -48,7 +50,8 @@ _RELEASE_WAIT_S = 10.0
 
 def _boot_and_measure(engine: EngineProcess, launch: LaunchConfig, *, profile: BenchProfile, prompts: list[Prompt],
                       records: list[PplRecord], timings: dict[str, float], node: dict[str, Any],
-                      stages: Stages | None) -> tuple[Measurement | None, EngineError | None]:  # fmt: skip
+                      stages: Stages | None, heldout: list[Prompt] | None, heldout_first: bool,
+                      about: dict[str, Any]) -> tuple[Measurement | None, EngineError | None]:  # fmt: skip
     """Start, measure, stop; the stack's misbehaviour comes back as the error, never raised."""
     measurement: Measurement | None = None
     error: EngineError | None = None
@@ -59,8 +62,10 @@ def _boot_and_measure(engine: EngineProcess, launch: LaunchConfig, *, profile: B
         engine.start()
         timings["boot"] = engine.wait_ready()
         timings.update(boot_phases(engine.log_path.read_text(errors="replace"), started=started))
-        measurement = measure(launch.base_url, model=launch.served_model_name, profile=profile,
-                              prompts=prompts, records=records, timings=timings, stages=stages)
+        about.update(provenance(launch.base_url, argv=launch.argv, env=launch.process_env()))
+        measurement = measure(launch.base_url, model=launch.served_model_name, profile=profile, prompts=prompts,
+                              records=records, timings=timings, stages=stages, heldout=heldout,
+                              heldout_first=heldout_first)  # fmt: skip
     except BenchmarkError as exc:
         # Read before stop(), which ends the process either way; a dropped connection may
         # come a moment before the exit is visible.
@@ -81,17 +86,6 @@ def _boot_and_measure(engine: EngineProcess, launch: LaunchConfig, *, profile: B
     return measurement, error
 
 
-def _scrub_log(path: Path, env: dict[str, str], argv: list[str]) -> None:
-    """The stack's log as kept on disk: whatever secret it printed, replaced once the stack is gone."""
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return
-    scrubbed = scrub_text(text, env, argv)
-    if scrubbed != text:
-        path.write_text(scrubbed)
-
-
 def run_trial(
     manifest: Manifest,
     knobs: KnobValues,
@@ -101,26 +95,31 @@ def run_trial(
     host: str = "127.0.0.1",
     cache_dir: Path | None = None,
     stages: Stages | None = None,
+    heldout_first: bool | None = None,
 ) -> TrialOutcome:
     """Boot, measure, stop. ``cache_dir`` fills ``{cache}`` (default: ``cache`` beside ``workdir``);
-    ``stages`` times the first run in stages that may end the measurement early (``engine.bench``)."""
+    ``stages`` times the first run in stages that may end the measurement early (``engine.bench``);
+    ``heldout_first`` (True or False; None: no held-out run) adds a timed run of the profile's held-out
+    prompts to the boot, before or after the public one (a promotion or verification boot)."""
     began = time.monotonic()
     prompts, records = profile.load_data()
+    heldout = None if heldout_first is None else profile.load_heldout()
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     timings: dict[str, float] = {}
     node = node_info()
+    about: dict[str, Any] = {}  # the stack's provenance, once it answers
 
     def outcome(*, knob_values: dict[str, Any], argv: list[str], env: dict[str, str], log_tail: str,
                 measurement: Measurement | None = None, error: EngineError | None = None) -> TrialOutcome:
         """The outcome with no secret in it: the stack's whole env counts (an inherited token is as secret)."""
         timings["total"] = time.monotonic() - began
-        seen = {**os.environ, **env}
-        _scrub_log(workdir / "engine.log", seen, argv)
+        scrub = Scrubber.for_stack(env, argv)  # the log itself went to disk scrubbed (engine.logpipe)
         return TrialOutcome(
             status="complete" if error is None else "failed", knobs=knob_values, argv=redact_argv(argv),
-            env=redact_env(env), measurement=measurement, reason=None if error is None else scrub_text(str(error), seen, argv),
-            log_tail=scrub_text((error.log_tail if error else "") or log_tail, seen, argv), timings_s=timings, node=node,
+            env=redact_env(env), measurement=measurement, reason=None if error is None else scrub(str(error)),
+            log_tail=scrub((error.log_tail if error else "") or log_tail), timings_s=timings, node=node,
+            provenance={**dict.fromkeys(PROVENANCE_KEYS), **about},
         )  # fmt: skip
 
     # Created only for the engine's lifetime; mkdtemp's short /tmp path keeps a stack's UNIX
@@ -134,6 +133,7 @@ def run_trial(
                            error=exc)
         engine = EngineProcess(launch, log_path=workdir / "engine.log", boot_timeout_s=profile.boot_timeout_s)
         measurement, error = _boot_and_measure(engine, launch, profile=profile, prompts=prompts, records=records,
-                                               timings=timings, node=node, stages=stages)
+                                               timings=timings, node=node, stages=stages, heldout=heldout,
+                                               heldout_first=bool(heldout_first), about=about)  # fmt: skip
     return outcome(knob_values=launch.knobs, argv=launch.argv, env=launch.env, log_tail=engine.log_tail(),
                    measurement=measurement, error=error)

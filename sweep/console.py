@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from engine.knobs import KnobValues
-from sweep.judgement import front_records
+from sweep.judgement import Z, Noise, front_records, front_ties
 from sweep.record import TrialRecord
 
 __all__ = ["Progress", "SweepConsole"]
@@ -36,6 +36,7 @@ class Progress:
     eta_s: float | None
     pruned: int = 0  # stopped by multi-fidelity's front rule
     gate_stopped: int = 0  # stopped by the PPL gate after a TPS probe
+    unbooted: int = 0  # closed without a boot (sweep.core: a known failure, a copy, a PPL-memo hit); not in done
 
 
 def _duration(seconds: float | None) -> str:
@@ -80,7 +81,10 @@ class SweepConsole:
     def finished(self, record: TrialRecord, *, requeued: bool) -> None:
         head = f"  trial {record.trial_number}: "
         m = record.measurement
-        if record.status == "pruned" and m is not None:
+        if record.reused:
+            kind = "copy" if record.reuse == "copy" else "PPL memo"
+            self.out.print(f"{head}[cyan]not booted[/] ({kind} of trial {record.source}): {escape(record.reason or '')}")
+        elif record.status == "pruned" and m is not None:
             self.out.print(f"{head}[cyan]PRUNED[/] after {m.prompts_timed} of {m.num_prompts} prompts: "
                            f"TPS {m.tps:.2f} (partial)  PPL {m.ppl:.4f}")  # fmt: skip
             self.out.print(f"    {escape(record.reason or '')}")
@@ -97,7 +101,9 @@ class SweepConsole:
                 identity = "  greedy identical" if n == 0 else f"  [red]greedy output differs on {n} prompt(s)[/]"
             boot = record.timings.get("boot")
             booted = "" if boot is None else f"  (boot {boot:.1f} s)"
-            self.out.print(f"{head}TPS {record.tps:.2f}{_spread(record)}  PPL {record.ppl:.4f}{gate}  {mark}{identity}{booted}")
+            repeat = "" if record.reuse != "repeat" else f"  (repeat of trial {record.source})"
+            self.out.print(f"{head}TPS {record.tps:.2f}{_spread(record)}  PPL {record.ppl:.4f}{gate}  {mark}{identity}"
+                           f"{booted}{repeat}")  # fmt: skip
         else:
             again = "; re-queued" if requeued else ""
             self.out.print(f"{head}[red]FAILED[/] ({record.fail_kind}): {escape(record.reason or '')}{again}")
@@ -114,6 +120,7 @@ class SweepConsole:
     def progress(self, p: Progress) -> None:
         best = "-" if p.best_tps is None else f"{p.best_tps:.2f}"
         stopped = f"pruned {p.pruned}  gate-stopped {p.gate_stopped}  " if p.pruned or p.gate_stopped else ""
+        stopped += f"not booted {p.unbooted}  " if p.unbooted else ""
         line = (
             f"done {p.done}/{p.budget}  running {p.running}  failed {p.failed}  {stopped}"
             f"best feasible TPS {best}  front {p.front_size}  "
@@ -132,10 +139,19 @@ class SweepConsole:
 
     # --- the result -------------------------------------------------------------------
 
-    def front(self, records: Sequence[TrialRecord], *, knobs: Sequence[str], title: str) -> None:
-        front = front_records(records)
+    def front(self, records: Sequence[TrialRecord], *, knobs: Sequence[str], title: str, noise: Noise | None = None) -> None:
+        """The front, fastest first; with ``noise``, its points that cannot be told apart are marked as
+        one tie group each (``sweep.judgement.front_ties``), not as trade-offs."""
+        front = front_records(records, noise)
+        groups: dict[int, int] = {}
+        if noise is not None:
+            points = [noise.point(number=r.trial_number, tps=r.tps, ppl=r.ppl, feasible=True) for r in front]  # type: ignore[arg-type]
+            tied = [g for g in front_ties(points) if len(g) > 1]
+            groups = {p.number: i for i, g in enumerate(tied, start=1) for p in g}
         table = Table(title=escape(title), title_justify="left")
         table.add_column("trial", justify="right")
+        if groups:
+            table.add_column("tie", justify="right")
         for knob in knobs:
             table.add_column(knob, justify="right")
         spread = any(r.metric("tps_cv") is not None for r in front)
@@ -151,16 +167,22 @@ class SweepConsole:
             )  # fmt: skip
             cells = [str(r.knobs.get(k, "")) for k in knobs]
             cv = [] if not spread else ["-" if r.metric("tps_cv") is None else f"{r.metric('tps_cv'):.1%}"]
-            table.add_row(str(r.trial_number), *cells, f"{r.tps:.2f}", *cv, f"{r.ppl:.4f}", margin, identity)
+            tie = [f"{groups[r.trial_number]}" if r.trial_number in groups else ""] if groups else []
+            table.add_row(str(r.trial_number), *tie, *cells, f"{r.tps:.2f}", *cv, f"{r.ppl:.4f}", margin, identity)
         if not front:
             self.out.print(f"{escape(title)}: no feasible measured trial yet")
-        else:
-            self.out.print(table)
+            return
+        self.out.print(table)
+        if noise is not None:
+            self.out.print(f"  one boot's TPS moves {noise.tps_sd:.1%} and its PPL {noise.ppl_sd:.3%} ({escape(noise.basis)}): "
+                           f"points closer than {Z:g} deviations of that in both are ties"
+                           + (", numbered alike in column 'tie'" if groups else ""))  # fmt: skip
 
     def summary(self, p: Progress, *, db: str) -> None:
         gated = f" ({p.gate_stopped} stopped at the PPL gate)" if p.gate_stopped else ""
         pruned = f", {p.pruned} pruned" if p.pruned else ""
+        unbooted = f", {p.unbooted} closed without a boot" if p.unbooted else ""
         self.out.print(
-            f"{p.complete} complete{gated}{pruned}, {p.failed} failed, {_duration(p.elapsed_s)} elapsed. "
+            f"{p.complete} complete{gated}{pruned}, {p.failed} failed{unbooted}, {_duration(p.elapsed_s)} elapsed. "
             f"Database: {escape(db)}  (browse: optuna-dashboard {escape(db)})"
         )

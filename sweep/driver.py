@@ -1,7 +1,8 @@
 """The ask/tell loop: the only writer of the study, keeping one trial in flight per worker.
 
-Call order of ``run_study``: open (or resume) the study through the ask/tell core
-(``sweep.core``), reconcile what a dead driver left RUNNING, enqueue the baseline unless
+Call order of ``run_study``: scrub the logs of the trials an earlier driver did not see finish
+(``sweep.scrub``), open (or resume) the study through the ask/tell core (``sweep.core``),
+reconcile what a dead driver left RUNNING, enqueue the baseline unless
 measured, start the workers, then loop: fill idle workers with trials the core hands out,
 ``ray.wait`` for the next outcome, close it (store, re-queue, tell: the core's rules). The
 baseline runs alone first: the ``ppl_max_ratio`` gate and the greedy identity check both need
@@ -11,42 +12,30 @@ trials as interrupted (re-queued for the next run) and re-raises.
 
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import ray
-from optuna.trial import TrialState
 
-from engine.measurement import TrialOutcome
+from engine.secrets import Scrubber
 from errors import SweepStopped, WorkerSetupFailed
 from sweep.cluster import check_capacity
 from sweep.console import Progress, SweepConsole
 from sweep.core import PlannedTrial, StudyCore
 from sweep.judgement import front_records
 from sweep.record import TrialRecord
+from sweep.scrub import scrub_unfinished_logs
 from sweep.spec import StudySpec
 from sweep.storage import Storage, StudyRecords
-from sweep.worker import TrialWorker, actor_options
+from sweep.storage_url import shown_url
+from sweep.worker import TrialWorker, actor_options, collect, error_text
 
 __all__ = ["StudyResult", "run_study"]
 
 _WAIT_S = 0.5
 _STOP_ENGINES_S = 30.0
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
-
-
-def _error_text(exc: BaseException) -> str:
-    """A Ray error in one line: its first line and its last (where Ray puts the cause)."""
-    lines = [line.strip() for line in _ANSI.sub("", str(exc)).splitlines() if line.strip()]
-    if not lines:
-        return type(exc).__name__
-    text = lines[0] if len(lines) == 1 else f"{lines[0]} ... {lines[-1]}"
-    return text if len(text) <= 400 else text[:397] + "..."
-
-
 @dataclass
 class StudyResult:
     progress: Progress
@@ -79,22 +68,24 @@ class _Driver:
         self.slots: list[_Slot] = []
         self.began = time.monotonic()
         self.durations: list[float] = []
-        self._counted: tuple[int, int, int, int, list[TrialRecord]] | None = None
+        self._counted: tuple[int, int, int, int, int, list[TrialRecord]] | None = None
 
     # --- progress ---------------------------------------------------------------------
 
-    def _counts(self) -> tuple[int, int, int, int, list[TrialRecord]]:
-        """Budget used, complete, pruned and gate-stopped trials, the front: recomputed only after a trial closes."""
+    def _counts(self) -> tuple[int, int, int, int, int, list[TrialRecord]]:
+        """Budget used, complete, pruned, gate-stopped and unbooted trials, the front: recomputed only
+        after a trial closes. Trials closed without a boot count apart: the budget counts boots."""
         if self._counted is None:
-            complete = len(self.core.trials(TrialState.COMPLETE))
-            pruned = len(self.core.trials(TrialState.PRUNED))
             records = self.core.all_records()
+            complete = sum(1 for r in records if r.measured and r.booted)
+            pruned = sum(1 for r in records if r.status == "pruned" and r.booted)
             gated = sum(1 for r in records if r.gate_stopped)
-            self._counted = (self.core.budget_used(), complete, pruned, gated, front_records(records))
+            unbooted = sum(1 for r in records if not r.booted)
+            self._counted = (self.core.budget_used(), complete, pruned, gated, unbooted, front_records(records))
         return self._counted
 
     def progress(self) -> Progress:
-        used, complete, pruned, gated, front = self._counts()
+        used, complete, pruned, gated, unbooted, front = self._counts()
         running = sum(1 for s in self.slots if s.ref is not None)
         eta = None
         if self.durations:
@@ -107,6 +98,7 @@ class _Driver:
             failed=used - complete - pruned,
             pruned=pruned,
             gate_stopped=gated,
+            unbooted=unbooted,
             running=running,
             best_tps=max((r.tps for r in front), default=None),  # type: ignore[type-var]
             front_size=len(front),
@@ -137,7 +129,7 @@ class _Driver:
             except ray.exceptions.RayActorError as exc:
                 if exc.actor_init_failed:
                     raise WorkerSetupFailed(
-                        f"a trial worker could not start on the Ray cluster ({_error_text(exc)}); every "
+                        f"a trial worker could not start on the Ray cluster ({error_text(exc, self.spec.manifest)}); every "
                         "node needs this project importable (pip install it there, or set PYTHONPATH)"
                     ) from None
                 self._replace(slot)  # its node went away before it ran anything
@@ -164,8 +156,8 @@ class _Driver:
     def _start(self, slot: _Slot) -> None:
         """Run the next trial on ``slot``, or close it at once if it must not boot."""
         planned = self.core.ask()
-        if planned.skip_reason is not None:
-            self._close(self.core.failed(planned, kind="skipped", reason=planned.skip_reason))
+        if planned.answer is not None:  # the core's records answer it (a known failure, a copy, the PPL memo)
+            self._close(planned.answer)
             return
         folder = (self.run_dir / self.spec.name).resolve()
         slot.planned = planned
@@ -184,20 +176,14 @@ class _Driver:
     def collect(self, slot: _Slot) -> None:
         planned, node = slot.planned, slot.node or {}
         assert planned is not None
-        try:
-            outcome = TrialOutcome.from_dict(ray.get(slot.ref))
-        except ray.exceptions.RayTaskError as exc:  # the trial code itself raised: a bug, not a loss
-            record = self.core.failed(planned, kind="engine", reason=f"the worker raised: {_error_text(exc)}", node=node)
-        except ray.exceptions.RayError as exc:  # actor died, node died, object lost
-            where = f" on node {node['node_id']}" if node.get("node_id") else ""
-            record = self.core.failed(
-                planned, kind="lost", node=node,
-                reason=f"worker lost mid-trial{where}: {type(exc).__name__}: {_error_text(exc)}",
-            )  # fmt: skip
+        outcome, lost = collect(slot.ref, knobs=dict(planned.effective), manifest=self.spec.manifest, node=node)
+        if lost:  # actor died, node died, object lost: run again by the core's rules
+            record = self.core.failed(planned, kind="lost", reason=outcome.reason or "worker lost", node=node)
             self._replace(slot)
-        else:
+        else:  # a result, or the trial code raised (a bug, not a loss: a failed trial saying so)
             record = self.core.outcome_record(planned, outcome)
-            self.durations.append(time.monotonic() - slot.started)
+            if outcome.timings_s:
+                self.durations.append(time.monotonic() - slot.started)
         slot.ref, slot.planned = None, None
         self._close(record)
         if planned.is_baseline and not record.measured:
@@ -252,18 +238,26 @@ def run_study(spec: StudySpec, storage: Storage, *, console: SweepConsole, run_d
     host a worker; BaselineFailed when a ratio gate lost its baseline; WorkerSetupFailed when a
     worker cannot start.
     """
+    # Before anything else: what a stopped driver left on disk must not keep a secret while this one runs.
+    scrubbed = scrub_unfinished_logs(run_dir / spec.name, StudyRecords(storage, spec.name).all(),
+                                     Scrubber.for_stack(spec.manifest.env, spec.manifest.serve))  # fmt: skip
     check_capacity(spec.resources)
     driver = _Driver(spec, storage, console=console, run_dir=run_dir, time_limit_s=time_limit_s)
     console.begin(
         study=spec.name, manifest=spec.manifest.label, gate=spec.gate.describe(),
-        budget=spec.n_trials, workers=spec.workers, db=storage.url, fidelity=spec.fidelity.describe(),
+        budget=spec.n_trials, workers=spec.workers, db=shown_url(storage.url), fidelity=spec.fidelity.describe(),
     )  # fmt: skip
+    if scrubbed:
+        console.note(f"  scrubbed the logs of {len(scrubbed)} trial(s) an earlier driver did not see finish")
     try:
         for record in driver.core.reconcile():
             console.note(f"  trial {record.trial_number}: closed, left running by an earlier driver")
         driver.core.ensure_baseline()
         try:
             driver.loop()
+            converged = driver.core.converged()
+            if converged is not None:  # budget left, but nothing new to boot
+                console.note(f"stopped: {converged}")
         except KeyboardInterrupt:
             closed = driver.interrupt("interrupted by the user (Ctrl-C)")
             console.end()

@@ -10,7 +10,7 @@ by the rules of ``sweep.judgement``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
@@ -25,10 +25,12 @@ __all__ = [
     "FailKind",
     "Judge",
     "RecordStatus",
+    "Reuse",
     "TrialRecord",
     "failure_record",
     "identity_comparable",
     "outcome_record",
+    "reused_record",
 ]
 
 GATE_CONSTRAINT = "ppl_gate"  # ppl - gate: feasible when <= 0
@@ -45,6 +47,12 @@ RecordStatus = Literal["complete", "pruned", "failed"]
 #   interrupted  the user stopped the driver (Ctrl-C, SIGTERM): always re-run
 #   skipped      not booted: the same knobs already failed because of the stack
 FailKind = Literal["engine", "lost", "interrupted", "skipped"]
+# How a trial stands to an earlier one (``source``), by the no-double-measurement rules of ``sweep.core``:
+#   copy      not booted: the same effective knobs as ``source``, told what it was told
+#   ppl_memo  not booted: the same PPL-moving (non-lossless) knobs as ``source``, whose PPL measured
+#             over the gate; told infeasible with ``source``'s figures (its TPS is not this trial's own)
+#   repeat    booted on purpose (the study's ``repeats = "allow"``): ``source``'s knobs measured again
+Reuse = Literal["copy", "ppl_memo", "repeat"]
 
 
 @dataclass(kw_only=True)
@@ -68,6 +76,9 @@ class TrialRecord:
     gate: float | None = None  # the PPL gate the trial was judged against
     feasible: bool | None = None  # Judge's verdict; None until judged (failed trials: False)
     identity_diff_prompts: int | None = None
+    provenance: dict[str, Any] = field(default_factory=dict)  # engine.provenance; {} on rows stored before it
+    reuse: Reuse | None = None
+    source: int | None = None  # the earlier trial it copies or repeats
     id: int | None = None  # the row's id, once stored
     created_at: datetime | None = None
 
@@ -77,14 +88,25 @@ class TrialRecord:
         return self.status == "complete" and self.measurement is not None
 
     @property
+    def reused(self) -> bool:
+        """Closed without a boot, told what trial ``source`` was told: a copy or a PPL-memo hit."""
+        return self.reuse in ("copy", "ppl_memo")
+
+    @property
+    def booted(self) -> bool:
+        """Whether the trial started a stack (what the budget counts): neither reused nor skipped."""
+        return not self.reused and self.fail_kind != "skipped"
+
+    @property
     def full(self) -> bool:
-        """Measured to the end: what a front point, a verified point and the front rule's learning need."""
-        return self.measured and self.measurement.full  # type: ignore[union-attr]
+        """Measured to the end by its own boot: what a front point, a verified point and the front
+        rule's learning need (a copy would count its source twice)."""
+        return self.measured and self.measurement.full and not self.reused  # type: ignore[union-attr]
 
     @property
     def gate_stopped(self) -> bool:
-        """Stopped by the PPL gate after a TPS probe: told with the probe's values, infeasible."""
-        return self.measured and self.stopped is not None
+        """Stopped by the PPL gate after its own TPS probe: told with the probe's values, infeasible."""
+        return self.measured and self.stopped is not None and not self.reused
 
     @property
     def stopped(self) -> str | None:
@@ -120,6 +142,7 @@ class TrialRecord:
                              prompts_timed=f"{m.prompts_timed} of {m.num_prompts}")  # fmt: skip
         else:
             attrs.update(fail_reason=self.reason, fail_kind=self.fail_kind)
+        attrs.update(reuse=self.reuse, source_trial=self.source)
         return {key: value for key, value in attrs.items() if value is not None}
 
     def constraints(self, *, identity_required: bool) -> dict[str, float]:
@@ -200,7 +223,7 @@ def outcome_record(outcome: TrialOutcome, *, study_name: str, number: int, is_ba
         study_name=study_name, trial_number=number, status="complete", knobs=dict(outcome.knobs),
         is_baseline=is_baseline, argv=list(outcome.argv), env=dict(outcome.env), node=dict(outcome.node),
         profile=profile, timings=dict(outcome.timings_s), log_tail=outcome.log_tail,
-        measurement=outcome.measurement,
+        measurement=outcome.measurement, provenance=dict(outcome.provenance),
     )  # fmt: skip
     if outcome.status != "complete" or outcome.measurement is None:
         record.status, record.fail_kind, record.measurement = "failed", "engine", None
@@ -219,4 +242,18 @@ def failure_record(*, study_name: str, number: int, knobs: KnobValues | dict[str
     return TrialRecord(
         study_name=study_name, trial_number=number, status="failed", fail_kind=kind, reason=reason,
         knobs=dict(knobs), is_baseline=is_baseline, node=node or {}, profile=profile, feasible=False,
+    )  # fmt: skip
+
+
+def reused_record(source: TrialRecord, *, number: int, knobs: KnobValues | dict[str, Any],
+                  reuse: Literal["copy", "ppl_memo"], reason: str) -> TrialRecord:  # fmt: skip
+    """A trial closed without a boot, told what ``source`` (a trial that booted) was told: its status,
+    figures and judgement; a PPL-memo hit is infeasible whatever its source's identity check said."""
+    memo = reuse == "ppl_memo"
+    measurement = None if source.measurement is None else replace(source.measurement)
+    return TrialRecord(
+        study_name=source.study_name, trial_number=number, status=source.status, knobs=dict(knobs), reason=reason,
+        profile=dict(source.profile), measurement=measurement, gate=source.gate,
+        feasible=False if memo else source.feasible, identity_diff_prompts=None if memo else source.identity_diff_prompts,
+        reuse=reuse, source=source.trial_number,
     )  # fmt: skip

@@ -12,6 +12,7 @@ import argparse
 import shlex
 import signal
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +22,8 @@ from rich.markup import escape
 from errors import ConfigError, SweepStopped
 from sweep.spec import StudySpec, load_study
 from sweep.storage import DEFAULT_STORAGE_URL
+from sweep.storage_url import password_note, shown_url
+from sweep.interrupts import raise_interrupt
 
 __all__ = ["RunArgs", "main", "parse_args"]
 
@@ -41,9 +44,11 @@ class RunArgs:
     dry_run: bool
 
     def resume_command(self) -> str:
+        """The command that resumes this run, as it may be printed: a storage password as ``***``,
+        and then, on a line of its own, the note that says so (``sweep.storage_url``)."""
         parts = ["python", "-m", "sweep.run", "--study", self.study]
         for flag, value in (
-            ("--storage", None if self.storage == DEFAULT_STORAGE_URL else self.storage),
+            ("--storage", None if self.storage == DEFAULT_STORAGE_URL else shown_url(self.storage)),
             ("--trials", self.trials),
             ("--profile", self.profile),
             ("--manifest", self.manifest),
@@ -54,7 +59,8 @@ class RunArgs:
         ):
             if value is not None:
                 parts += [flag, str(value)]
-        return shlex.join(parts)
+        note = password_note(self.storage)
+        return shlex.join(parts) + ("" if note is None else f"\n{note}")
 
 
 def parse_args(argv: list[str] | None = None) -> RunArgs:
@@ -94,29 +100,34 @@ def parse_args(argv: list[str] | None = None) -> RunArgs:
     )
 
 
-def _raise_interrupt(signum: int, _frame: object) -> None:
-    raise KeyboardInterrupt(signal.Signals(signum).name)
-
 
 def _sweep(spec: StudySpec, args: RunArgs, out: Console) -> int:
     # Imported here: Ray and Optuna take seconds to import, and bad input should fail fast.
     import optuna
 
+    from sweep.claims import print_claims
     from sweep.cluster import ray_session
     from sweep.console import SweepConsole
     from sweep.driver import run_study
+    from sweep.estimate import study_noise
     from sweep.exports import export_results
+    from sweep.promotion import promote
     from sweep.storage import open_storage
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # the console reports every trial itself
     storage = open_storage(args.storage)
     console = SweepConsole(out)
+    began = time.monotonic()
+    view = None
     try:
         with ray_session(address=args.ray_address, temp_dir=RUN_DIR / "ray"):
             # After ray.init, which installs its own SIGTERM handler (a bare exit): under
             # `timeout`, systemd or a scheduler, TERM then stops as cleanly as Ctrl-C does.
-            signal.signal(signal.SIGTERM, _raise_interrupt)
+            signal.signal(signal.SIGTERM, raise_interrupt)
             result = run_study(spec, storage, console=console, run_dir=RUN_DIR, time_limit_s=args.time_limit)
+            if not result.stopped_for_time:
+                view = promote(spec, storage, out=out, run_dir=RUN_DIR,
+                               deadline=None if args.time_limit is None else began + args.time_limit)  # fmt: skip
     except KeyboardInterrupt:
         out.print(f"resume with: {args.resume_command()}", markup=False)
         return 130
@@ -126,11 +137,18 @@ def _sweep(spec: StudySpec, args: RunArgs, out: Console) -> int:
         return 1
     finally:
         storage.close()
-    console.front(result.records, knobs=list(spec.space), title=f"Pareto front of {spec.name} ({spec.gate.describe()})")
-    console.summary(result.progress, db=args.storage)
+    noise = study_noise(result.records, [] if view is None else view.boots, floor=spec.promotion.noise_floor)
+    console.front(result.records, knobs=list(spec.space), noise=noise,
+                  title=f"Pareto front of {spec.name} ({spec.gate.describe()}), from the search: one boot per trial")  # fmt: skip
+    if view is not None:
+        print_claims(out, view, knobs=list(spec.space), study=spec.name)
+    console.summary(result.progress, db=shown_url(args.storage))
     if result.stopped_for_time:
         out.print(f"time limit reached with {result.progress.budget - result.progress.done} trial(s) of the budget left; "
                   f"resume with: {args.resume_command()}", markup=False)
+    elif view is not None and not view.complete:
+        out.print(f"time limit reached with {view.planned - len(view.boots)} promotion boot(s) left; resume with: "
+                  f"{args.resume_command()}", markup=False)  # fmt: skip
     export_results(spec.name, args.storage, out=out, run_dir=RUN_DIR)
     return 0
 

@@ -12,6 +12,10 @@ is a fixed set, lists the valid choices. The layout::
     seed = 1
     workers = 1                   # trials in flight at once, one engine each
     identity_required = false     # a lossless-knob trial whose greedy output differs is infeasible
+    repeats = "copy"              # a proposal of knobs already measured: "copy" (default) tells it that
+                                  #   measurement, no boot; "allow" boots it again, recorded as a repeat
+    ppl_memo = true               # a proposal whose PPL-moving knobs measured over the gate: told
+                                  #   infeasible, no boot (sweep.core); false boots it
     objectives = { tps = "maximize", ppl = "minimize" }   # the only pair; may be left out
 
     [gate]                        # exactly one of:
@@ -37,6 +41,13 @@ is a fixed set, lists the valid choices. The layout::
     floor = 0.03                  #   the least relative noise assumed
     min_trials = 2                #   full trials needed before the front rule prunes
 
+    [promotion]                   # after the search: the best re-measured over fresh boots (sweep.promotion)
+    candidates = 3                #   the N fastest feasible configurations (0: no promotion)
+    boots = 3                     #   fresh boots each, interleaved A B C A B C ...
+    profile = "challenge"         #   what a boot measures (default: the study's profile, one run a boot)
+    target = 0.9                  #   the P(VERIFIED) a claim must reach to be recommended
+    noise_floor = 0.02            #   the least relative noise a private re-run is given
+
     [resources]                   # per trial (one engine)
     accelerator_type = "A10G"     # nodes advertising accelerator_type:A10G; none: any node
     num_gpus = 1
@@ -48,26 +59,28 @@ lie in its space (Optuna records the baseline as one of the study's points).
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from engine.files import load_toml
 from engine.knobs import KNOBS, KnobValue, KnobValues, baseline_knobs, consumed_knobs, parse_knobs
 from engine.manifest import NAME_RULE, Manifest, is_plain_name, load_manifest
 from engine.profiles import STUDIES_DIR, BenchProfile, get_profile
 from errors import ConfigError, StudySpecError
 from sweep.fidelity import FidelitySpec, front_rule_for, gate_first_unsafe, stage_counts
-from sweep.judgement import Gate
+from sweep.judgement import NOISE_FLOOR, Gate
 
-__all__ = ["DEFAULT_SAMPLER", "SAMPLERS", "KnobSpace", "Resources", "StudySpec", "load_study", "study_path"]
+__all__ = ["DEFAULT_SAMPLER", "REPEATS", "SAMPLERS", "KnobSpace", "PromotionSpec", "Resources", "StudySpec", "load_study",
+           "study_path"]
 
 SAMPLERS = ("tpe", "nsga2", "gp", "random", "grid")
 DEFAULT_SAMPLER = "tpe"
+REPEATS = ("copy", "allow")
 OBJECTIVES = {"tps": "maximize", "ppl": "minimize"}
 _TOP_FIELDS = {
     "name", "manifest", "n_trials", "sampler", "seed", "workers", "identity_required",
-    "objectives", "gate", "profile", "space", "fixed", "fidelity", "resources",
+    "objectives", "gate", "profile", "space", "fixed", "fidelity", "resources", "repeats", "ppl_memo", "promotion",
 }  # fmt: skip
 
 
@@ -100,6 +113,17 @@ class Resources:
 
 
 @dataclass(frozen=True, kw_only=True)
+class PromotionSpec:
+    """A study's ``[promotion]``: which candidates are re-measured after the search, and how."""
+
+    candidates: int = 3
+    boots: int = 3
+    profile: BenchProfile | None = None  # None: no promotion
+    target: float = 0.9
+    noise_floor: float = NOISE_FLOOR
+
+
+@dataclass(frozen=True, kw_only=True)
 class StudySpec:
     name: str
     source: Path
@@ -113,7 +137,10 @@ class StudySpec:
     seed: int | None = None
     workers: int = 1
     identity_required: bool = False
+    repeats: str = "copy"  # REPEATS: what a proposal of already measured knobs gets (sweep.core)
+    ppl_memo: bool = True  # a proposal whose PPL-moving knobs measured over the gate is told infeasible, unbooted
     fidelity: FidelitySpec = field(default_factory=lambda: FidelitySpec(mode="full"))
+    promotion: PromotionSpec = field(default_factory=PromotionSpec)
     resources: Resources = field(default_factory=Resources)
 
     def baseline(self) -> KnobValues:
@@ -155,16 +182,7 @@ def load_study(
 ) -> StudySpec:
     """Read and validate a study; the keyword arguments are the CLI's one-run overrides."""
     path = study_path(name_or_path)
-    try:
-        raw = tomllib.loads(path.read_text())
-    except OSError as exc:
-        raise StudySpecError(f"{path}: cannot read: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        raise StudySpecError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise StudySpecError(f"{path}: not valid TOML: {exc}") from None
-    except RecursionError:
-        raise StudySpecError(f"{path}: not valid TOML: nested too deeply") from None
+    raw = load_toml(path, StudySpecError)
     return _parse(raw, path, manifest=manifest, profile=profile, n_trials=n_trials, workers=workers, fidelity=fidelity)
 
 
@@ -224,9 +242,12 @@ def _parse(
         seed=seed,
         workers=_int(workers if workers is not None else raw.get("workers", 1), where, "workers", minimum=1),
         identity_required=_bool(raw.get("identity_required", False), where, "identity_required"),
+        repeats=_repeats(raw.get("repeats", "copy"), where),
+        ppl_memo=_bool(raw.get("ppl_memo", True), where, "ppl_memo"),
         fidelity=_fidelity(raw.get("fidelity"), where, manifest=loaded, profile=bench, sampler=sampler,
                            override=fidelity),  # fmt: skip
         resources=_resources(raw.get("resources", {}), where),
+        promotion=_promotion(raw.get("promotion"), where, profile=bench),
     )
 
 
@@ -256,6 +277,14 @@ def _number(value: Any, where: str, name: str, *, minimum: float, above: bool = 
 def _bool(value: Any, where: str, name: str) -> bool:
     if not isinstance(value, bool):
         raise StudySpecError(f"{where}: field {name!r} must be true or false, got {value!r}")
+    return value
+
+
+def _repeats(value: Any, where: str) -> str:
+    if value not in REPEATS:
+        raise StudySpecError(f"{where}: field 'repeats' must be \"copy\" (a proposal of knobs already measured is "
+                             "told that measurement, without a boot) or \"allow\" (booted again and recorded as a "
+                             f"repeat), got {value!r}")  # fmt: skip
     return value
 
 
@@ -306,7 +335,7 @@ def _knob_value(knob: str, value: Any, manifest: Manifest, where: str, name: str
     kind, words = _TOML_TYPES[KNOBS[knob].type]
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         raise StudySpecError(f"{where}: field {name!r}: {value!r} is not {words} (knob {knob!r} is of type "
-                             f"{KNOBS[knob].type}: {KNOBS[knob].range_text})")  # fmt: skip
+                             f"{KNOBS[knob].type}: {KNOBS[knob].for_stack(manifest.stack).range_text})")  # fmt: skip
     try:
         return parse_knobs(manifest, {knob: value})[knob]
     except ConfigError as exc:
@@ -445,6 +474,33 @@ def _fidelity(value: Any, where: str, *, manifest: Manifest, profile: BenchProfi
         raise StudySpecError(f"{where}: {named} = \"multi\" is not safe here: {unsafe}. "
                              "Set mode = \"full\", or make the PPL records disjoint from the timed prompts")  # fmt: skip
     return replace(spec, mode="full", why_full=f"multi-fidelity is not safe here: {unsafe}")
+
+
+_PROMOTION_FIELDS = ("candidates", "boots", "profile", "target", "noise_floor")
+
+
+def _promotion(value: Any, where: str, *, profile: BenchProfile) -> PromotionSpec:
+    table = _table(value if value is not None else {}, where, "promotion")
+    unknown = sorted(set(table) - set(_PROMOTION_FIELDS))
+    if unknown:
+        raise StudySpecError(f"{where}: [promotion] unknown field(s) {unknown}; valid: {list(_PROMOTION_FIELDS)}")
+    default = PromotionSpec()
+    candidates = _int(table.get("candidates", default.candidates), where, "promotion.candidates", minimum=0)
+    if not candidates:
+        return PromotionSpec(candidates=0)
+    # One boot's figures are noise: a spread needs two at least
+    boots = _int(table.get("boots", default.boots), where, "promotion.boots", minimum=2)
+    target = _number(table.get("target", default.target), where, "promotion.target", minimum=0, above=True)
+    if target >= 1:
+        raise StudySpecError(f"{where}: field 'promotion.target' must be a probability below 1, got {target!r}")
+    floor = _number(table.get("noise_floor", default.noise_floor), where, "promotion.noise_floor", minimum=0)
+    boot_profile = (_profile(table["profile"], f"{where} [promotion]", override=None) if "profile" in table
+                    else profile).for_boots(verification=False)  # fmt: skip
+    try:
+        boot_profile.load_heldout()
+    except ConfigError as exc:
+        raise StudySpecError(f"{where}: [promotion] profile {boot_profile.name!r}: {exc}") from None
+    return PromotionSpec(candidates=candidates, boots=boots, profile=boot_profile, target=target, noise_floor=floor)
 
 
 def _resources(value: Any, where: str) -> Resources:

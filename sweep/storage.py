@@ -9,10 +9,13 @@ The project's tables are defined here, the whole schema in one place:
 - ``measurements``: one row per trial attempt (a ``sweep.record.TrialRecord``), keyed by (study,
   trial number). The driver writes the row before it tells Optuna, so a crash between the two
   is healed at the next start (the row is told again) and never produces a second row.
-- ``verifications``: one row per verification re-run (``sweep.verification.Rerun``).
+- ``promotions`` and ``verifications``: one row per boot of a promotion or a verification run
+  (``sweep.boots.BootRecord``), the same columns in both.
 
-``open_storage`` creates the file and tables as needed; ``open_existing`` (for readers) refuses
-a SQLite URL that names no file, so a typo is an error and not a new empty database.
+``open_storage`` creates the file and tables as needed, and adds to a database written by an older
+version the columns it lacks (each nullable, so old rows read as "not recorded"); ``open_existing``
+(for readers) refuses a SQLite URL that names no file, so a typo is an error and not a new empty
+database.
 """
 
 from __future__ import annotations
@@ -29,8 +32,10 @@ from sqlalchemy.engine import make_url
 
 from engine.measurement import Measurement
 from errors import StorageError
+from sweep.boots import BootRecord
 from sweep.identity import pack_token_ids, unpack_token_ids
 from sweep.record import TrialRecord
+from sweep.storage_url import connect_url, shown_url
 
 __all__ = [
     "DEFAULT_STORAGE_URL",
@@ -41,6 +46,7 @@ __all__ = [
     "measurements",
     "open_existing",
     "open_storage",
+    "promotions",
     "verifications",
 ]
 
@@ -76,38 +82,54 @@ measurements = sa.Table(
     sa.Column("gate", sa.Float),
     sa.Column("feasible", sa.Boolean),
     sa.Column("identity_diff_prompts", sa.Integer),
+    sa.Column("provenance", sa.JSON),  # engine.provenance: stack, versions, GPU, driver
+    sa.Column("reuse", sa.String(16)),  # sweep.record.Reuse: a copy or PPL-memo hit (no boot), or a repeat
+    sa.Column("source", sa.Integer),  # the trial it copies or repeats
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
     sa.UniqueConstraint("study_name", "trial_number", name="uq_measurement_trial"),
 )
 
-verifications = sa.Table(
-    "verifications",
-    METADATA,
-    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("study_name", sa.String(512), nullable=False),
-    sa.Column("trial_number", sa.Integer, nullable=False),
-    sa.Column("run_id", sa.String(64), nullable=False),
-    sa.Column("repeat", sa.Integer, nullable=False),
-    sa.Column("status", sa.String(16), nullable=False),  # complete | failed
-    sa.Column("claimed_tps", sa.Float, nullable=False),
-    sa.Column("claimed_ppl", sa.Float, nullable=False),
-    sa.Column("gate", sa.Float, nullable=False),
-    sa.Column("tps", sa.Float),
-    sa.Column("ppl", sa.Float),
-    sa.Column("acceptance_rate", sa.Float),
-    sa.Column("reason", sa.Text),
-    sa.Column("prompts", sa.Text, nullable=False),
-    sa.Column("refs", sa.Text, nullable=False),
-    sa.Column("profile", sa.String(128), nullable=False),
-    sa.Column("knobs", sa.JSON, nullable=False),
-    sa.Column("node", sa.JSON, nullable=False),
-    sa.Column("log_tail", sa.Text, nullable=False),
-    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-    sa.Index("ix_verifications_trial", "study_name", "trial_number"),
-)
+
+def _boot_columns() -> list[sa.Column]:
+    """The columns of a boot's row (``sweep.boots.BootRecord``), fresh for each table."""
+    return [
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+        sa.Column("study_name", sa.String(512), nullable=False),
+        sa.Column("trial_number", sa.Integer, nullable=False),
+        sa.Column("run_id", sa.String(64), nullable=False),
+        sa.Column("repeat", sa.Integer, nullable=False),
+        sa.Column("order", sa.Integer),
+        sa.Column("status", sa.String(16), nullable=False),  # complete | failed
+        sa.Column("claimed_tps", sa.Float, nullable=False),
+        sa.Column("claimed_ppl", sa.Float, nullable=False),
+        sa.Column("gate", sa.Float),
+        sa.Column("first", sa.String(16)),
+        sa.Column("public_tps", sa.Float),
+        sa.Column("tps", sa.Float),  # the held-out run's
+        sa.Column("ppl", sa.Float),
+        sa.Column("acceptance_rate", sa.Float),
+        sa.Column("reason", sa.Text),
+        sa.Column("prompts", sa.Text, nullable=False),  # the held-out set
+        sa.Column("public_prompts", sa.Text),
+        sa.Column("refs", sa.Text, nullable=False),
+        sa.Column("profile", sa.String(128), nullable=False),
+        sa.Column("knobs", sa.JSON, nullable=False),
+        sa.Column("node", sa.JSON, nullable=False),
+        sa.Column("provenance", sa.JSON),
+        sa.Column("timings", sa.JSON),
+        sa.Column("log_tail", sa.Text, nullable=False),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    ]
+
+
+promotions = sa.Table("promotions", METADATA, *_boot_columns(), sa.Index("ix_promotions_run", "study_name", "run_id"))
+verifications = sa.Table("verifications", METADATA, *_boot_columns(),
+                         sa.Index("ix_verifications_trial", "study_name", "trial_number"))  # fmt: skip
+BOOT_TABLES = {"promotion": promotions, "verification": verifications}
 
 _MEASUREMENT_FIELDS = {f.name for f in fields(Measurement)}
 _RECORD_COLUMNS = {f.name for f in fields(TrialRecord)} - {"measurement"}
+_BOOT_FIELDS = {f.name for f in fields(BootRecord)}
 
 
 def as_utc(stamp: datetime | None) -> datetime | None:
@@ -136,7 +158,8 @@ def _record(row: sa.Row) -> TrialRecord:
         known = {k: v for k, v in metrics.items() if k in _MEASUREMENT_FIELDS}
         measurement = Measurement.from_dict({**known, "output_token_ids": unpack_token_ids(blob) if blob else []})
     kept = {k: v for k, v in data.items() if k in _RECORD_COLUMNS}
-    return TrialRecord(**{**kept, "created_at": as_utc(data["created_at"])}, measurement=measurement)
+    return TrialRecord(**{**kept, "created_at": as_utc(data["created_at"]), "provenance": data["provenance"] or {}},
+                       measurement=measurement)  # fmt: skip
 
 
 @dataclass
@@ -168,6 +191,24 @@ class Storage:
         query = sa.select(*columns).where(measurements.c.study_name == study_name).order_by(measurements.c.trial_number)
         with self.engine.connect() as conn:
             return [_record(row) for row in conn.execute(query)]
+
+    def insert_boots(self, kind: str, boots: list[BootRecord]) -> None:
+        """Rows of a promotion or verification run (``kind``: "promotion" or "verification")."""
+        if not boots:
+            return
+        rows = [{f: getattr(b, f) for f in _BOOT_FIELDS} | {"created_at": b.created_at or datetime.now(UTC)} for b in boots]
+        with self.engine.begin() as conn:
+            conn.execute(BOOT_TABLES[kind].insert(), rows)
+
+    def boots(self, kind: str, study_name: str) -> list[BootRecord]:
+        """A study's boots of that kind, in the order they were stored."""
+        table = BOOT_TABLES[kind]
+        query = table.select().where(table.c.study_name == study_name).order_by(table.c.id)
+        with self.engine.connect() as conn:
+            rows = [dict(row._mapping) for row in conn.execute(query)]
+        return [BootRecord(**{k: v for k, v in row.items() if k in _BOOT_FIELDS} | {
+            "created_at": as_utc(row["created_at"]), "node": row["node"] or {}, "provenance": row["provenance"] or {},
+            "timings": row["timings"] or {}}) for row in rows]  # fmt: skip
 
     def close(self) -> None:
         self.optuna.remove_session()
@@ -214,8 +255,8 @@ def _prepare_sqlite(url: str) -> dict[str, Any]:
 def _backend(url: str) -> str:
     try:
         return make_url(url).get_backend_name()
-    except sa.exc.ArgumentError as exc:
-        raise StorageError(f"--storage {url!r}: not a database URL ({exc})") from None
+    except (sa.exc.ArgumentError, ValueError) as exc:  # ValueError: a port that is not a number
+        raise StorageError(f"--storage {shown_url(url)!r}: not a database URL ({shown_url(str(exc))})") from None
 
 
 def open_storage(url: str = DEFAULT_STORAGE_URL) -> Storage:
@@ -223,15 +264,31 @@ def open_storage(url: str = DEFAULT_STORAGE_URL) -> Storage:
     backend = _backend(url)
     engine_kwargs = _prepare_sqlite(url) if backend == "sqlite" else {}
     try:
-        rdb = optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs)
+        rdb = optuna.storages.RDBStorage(connect_url(url), engine_kwargs=engine_kwargs)
     except (sa.exc.OperationalError, sa.exc.IntegrityError):
         # Another process (optuna-dashboard, a reader) initialised the same new file between
         # Optuna's checks and its CREATE TABLE / version row; now it exists, so this only reads.
-        rdb = optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs)
+        rdb = optuna.storages.RDBStorage(connect_url(url), engine_kwargs=engine_kwargs)
     if backend == "sqlite":
         sa.event.listen(rdb.engine, "connect", _on_sqlite_connect)
     METADATA.create_all(rdb.engine)
+    _add_missing_columns(rdb.engine)
     return Storage(url=url, optuna=rdb, engine=rdb.engine)
+
+
+def _add_missing_columns(engine: sa.Engine) -> None:
+    """Bring a database written by an older version up to this schema: the columns added since, all
+    nullable, so that its rows read back with nothing recorded there."""
+    inspector = sa.inspect(engine)
+    for table in METADATA.sorted_tables:
+        have = {c["name"] for c in inspector.get_columns(table.name)}
+        missing = [c for c in table.columns if c.name not in have]
+        if not missing:
+            continue
+        with engine.begin() as conn:
+            for column in missing:
+                kind = column.type.compile(dialect=engine.dialect)
+                conn.execute(sa.text(f'ALTER TABLE {table.name} ADD COLUMN "{column.name}" {kind}'))
 
 
 def open_existing(url: str) -> Storage:
@@ -239,5 +296,5 @@ def open_existing(url: str) -> Storage:
     if _backend(url) == "sqlite":
         database = make_url(url).database
         if not database or database == ":memory:" or not Path(database).expanduser().is_file():
-            raise StorageError(f"--storage {url!r}: no database file there (run a sweep first, or pass --storage)")
+            raise StorageError(f"--storage {shown_url(url)!r}: no database file there (run a sweep first, or pass --storage)")
     return open_storage(url)

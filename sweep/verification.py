@@ -1,64 +1,41 @@
-"""Verification re-runs: their rows, and the verdict the challenge's organisers would give.
+"""The verdict the organisers' private re-run would give, from verification boots, with its interval.
 
-A front point is re-run on a held-out prompt set, R times, each on a freshly booted stack. Every
-re-run is one row of ``verifications`` (the table is in ``sweep.storage``), linked to the trial by
-study name and trial number and carrying the claimed TPS and the gate it was judged against, so
-a verdict can be recomputed from the rows alone. Rows of one ``sweep.verify`` invocation share a ``run_id``; the latest
-run of a trial is its verdict.
+``sweep.verify`` boots each chosen point R times afresh (``sweep.booter``); every boot times the
+held-out prompts and, interleaved with them in alternating order, the public ones (a machine that
+reads slower today shows in both), then scores PPL on the held-out references. Each boot is a row
+of ``verifications`` (``sweep.boots.BootRecord``), carrying the claim it was measured against and
+the gate, so a verdict can be recomputed from the rows alone. The latest run of a trial is its
+verdict. The rule (``judge``), on the held-out level fitted as ``sweep.estimate`` fits it (a first
+run's, the second-run effect taken out; its noise pooled with the study's promotion boots):
 
-VERIFIED: the median re-run TPS is within 5% of the trial's TPS and the median re-run PPL is
-under the gate, with every re-run measured. Otherwise INVALID, with each reason.
+- VERIFIED: its 90% interval lies within 5% of the claim on both sides, the median PPL is under the
+  gate, and every boot was measured;
+- INVALID: the interval lies wholly outside the 5% band, or the PPL is over the gate, or a boot
+  failed (a private re-run of a stack that fails would fail too);
+- UNDECIDED: the interval straddles the 5% line: more boots would tell.
+
+Rows stored before boots timed the public prompts too (one held-out run each) are judged on their
+held-out runs alone, with the promotion's noise, or the floor, standing in for a spread.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
-from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
-from typing import Any, Literal
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
 
 from engine.bench import coefficient_of_variation
-from sweep.judgement import over_gate
-from sweep.storage import Storage, as_utc, verifications
+from sweep.boots import BootRecord
+from sweep.estimate import TPS_TOLERANCE, Fit, fit, interval
+from sweep.judgement import NOISE_FLOOR, over_gate, pooled_log_sd
+from sweep.storage import Storage
 
-__all__ = [
-    "TPS_TOLERANCE",
-    "Rerun",
-    "Verdict",
-    "insert_reruns",
-    "judge",
-    "latest_verdicts",
-    "load_reruns",
-]
+__all__ = ["Verdict", "VerdictName", "judge", "latest_verdicts"]
 
-TPS_TOLERANCE = 0.05  # the organisers' rule: re-run TPS within 5% of the reported TPS
-
-VerdictName = Literal["VERIFIED", "INVALID"]
-
-
-@dataclass(frozen=True, kw_only=True)
-class Rerun:
-    """One re-run of one trial: one row of the ``verifications`` table."""
-
-    study_name: str
-    trial_number: int
-    run_id: str
-    repeat: int
-    status: Literal["complete", "failed"]
-    claimed_tps: float
-    claimed_ppl: float
-    gate: float
-    prompts: str
-    refs: str
-    profile: str
-    knobs: dict[str, Any] = field(default_factory=dict)
-    tps: float | None = None
-    ppl: float | None = None
-    acceptance_rate: float | None = None
-    reason: str | None = None  # why the re-run failed (boot failure, bad answers)
-    node: dict[str, Any] = field(default_factory=dict)
-    log_tail: str = ""
-    created_at: datetime | None = None
+VerdictName = Literal["VERIFIED", "INVALID", "UNDECIDED"]
+_VERIFYING = "verification"  # the fit's key for the boots under judgement, apart from any promotion's
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,14 +44,17 @@ class Verdict:
     verdict: VerdictName
     reasons: tuple[str, ...]
     claimed_tps: float
-    gate: float
+    gate: float | None
     repeats: int
     failed: int
-    tps_min: float | None
+    tps_min: float | None  # the held-out runs' TPS over the boots
     tps_median: float | None
     tps_max: float | None
-    tps_cv: float | None  # sample stdev / mean over the measured re-runs
-    tps_gap_pct: float | None  # (median re-run TPS - claimed) / claimed, in percent
+    tps_cv: float | None  # sample stdev / mean over the measured boots
+    tps_gap_pct: float | None  # (fitted held-out level - claim) / claim, in percent
+    gap_low_pct: float | None  # its 90% interval
+    gap_high_pct: float | None
+    public_gap_pct: float | None  # the public runs' median against the claim: the machine's drift
     ppl_median: float | None
     run_id: str
 
@@ -83,80 +63,81 @@ class Verdict:
         return "; ".join(self.reasons)
 
 
-def judge(reruns: list[Rerun]) -> Verdict:
-    """The verdict over the re-runs of one trial in one verification run."""
-    if not reruns:
-        raise ValueError("judge() needs at least one re-run")
-    first = reruns[0]
-    if any((r.trial_number, r.run_id) != (first.trial_number, first.run_id) for r in reruns):
-        raise ValueError("judge() takes the re-runs of one trial in one verification run")
-    measured = [r for r in reruns if r.status == "complete" and r.tps is not None and r.ppl is not None]
-    failed = [r for r in reruns if r not in measured]
-    tps = sorted(r.tps for r in measured)
-    ppl = [r.ppl for r in measured]
+def _level(boots: Sequence[BootRecord], promoted: Sequence[BootRecord], floor: float) -> tuple[float, float, float]:
+    """The held-out level and its 90% interval, as TPS."""
+    if all(b.public_tps is not None and b.first is not None for b in boots):
+        mine = {id(b) for b in boots}
+        fitted = fit([*promoted, *boots], floor=floor, key=lambda b: _VERIFYING if id(b) in mine else (b.run_id, b.trial_number))
+        return interval(fitted, _VERIFYING)
+    # Held-out runs alone: their mean, the spread of the promotion's boots (or of these) or the floor
+    logs = [math.log(b.tps) for b in boots]  # type: ignore[arg-type]
+    sd, df = pooled_log_sd([[b.tps for b in boots], *_groups(promoted)])  # type: ignore[list-item]
+    spread = Fit(levels={}, gamma=0.0, s_y=sd, s_d=0.0, df=df, ppl_sd=0.0, ppl_df=0, floor=floor)
+    center = statistics.fmean(logs)
+    low, high = spread.level_interval(center, len(logs))
+    return math.exp(center), math.exp(low), math.exp(high)
 
-    reasons: list[str] = []
-    for r in failed:
-        reasons.append(f"re-run {r.repeat + 1} failed: {r.reason or 'no measurement'}")
-    tps_median = statistics.median(tps) if tps else None
-    gap_pct = None
-    if tps_median is not None and first.claimed_tps > 0:
-        gap_pct = (tps_median - first.claimed_tps) / first.claimed_tps * 100.0
-        if abs(gap_pct) > TPS_TOLERANCE * 100.0:
-            reasons.append(
-                f"TPS gap {gap_pct:+.1f}%: re-run median {tps_median:.2f} vs claimed "
-                f"{first.claimed_tps:.2f} tokens/s (tolerance {TPS_TOLERANCE:.0%})"
-            )
-    ppl_median = statistics.median(ppl) if ppl else None
-    if ppl_median is not None and over_gate(ppl_median, first.gate):
-        reasons.append(f"PPL {ppl_median:.4f} over the gate {first.gate:.4f}")
-    if not measured:
-        reasons.append("no re-run produced a measurement")
 
-    cv = coefficient_of_variation(tps)
+def _groups(promoted: Sequence[BootRecord]) -> list[list[float]]:
+    by: dict[tuple[str, int], list[float]] = {}
+    for b in promoted:
+        if b.measured:
+            by.setdefault((b.run_id, b.trial_number), []).append(b.tps)  # type: ignore[arg-type]
+    return list(by.values())
+
+
+def judge(boots: Sequence[BootRecord], *, promoted: Sequence[BootRecord] = (), floor: float = NOISE_FLOOR) -> Verdict:
+    """The verdict over the boots of one trial in one verification run; ``promoted``: the study's
+    promotion boots, whose noise the interval pools."""
+    if not boots:
+        raise ValueError("judge() needs at least one boot")
+    first = boots[0]
+    if any((b.trial_number, b.run_id) != (first.trial_number, first.run_id) for b in boots):
+        raise ValueError("judge() takes the boots of one trial in one verification run")
+    measured = [b for b in boots if b.status == "complete" and b.tps is not None and b.ppl is not None]
+    failed = [b for b in boots if b not in measured]
+    claim, gate = first.claimed_tps, first.gate
+    reasons = [f"boot {b.repeat + 1} failed: {b.reason or 'no measurement'}" for b in failed]
+    tps = sorted(b.tps for b in measured)  # type: ignore[type-var]
+    ppl_median = statistics.median(b.ppl for b in measured) if measured else None  # type: ignore[type-var]
+    gap = low = high = public_gap = None
+    verdict: VerdictName = "INVALID"
+    if measured:
+        level, lo, hi = _level(measured, promoted, floor)
+        gap, low, high = ((x - claim) / claim * 100.0 for x in (level, lo, hi))
+        public = [b.public_tps for b in measured if b.public_tps is not None]
+        public_gap = (statistics.median(public) - claim) / claim * 100.0 if public else None
+        band = TPS_TOLERANCE * 100.0
+        if high < -band or low > band:
+            reasons.append(f"TPS gap {gap:+.1f}% (90% interval {low:+.1f}%..{high:+.1f}%) is outside {TPS_TOLERANCE:.0%} "
+                           f"of the claimed {claim:.2f} tokens/s")  # fmt: skip
+        elif low < -band or high > band:
+            verdict = "UNDECIDED"
+        if gate is None:
+            reasons.append("no gate to judge the PPL against")
+        elif over_gate(ppl_median, gate):  # type: ignore[arg-type]
+            reasons.append(f"PPL {ppl_median:.4f} over the gate {gate:.4f}")
+    else:
+        reasons.append("no boot produced a measurement")
+    if reasons:
+        verdict = "INVALID"
+    elif verdict != "UNDECIDED":
+        verdict = "VERIFIED"
     return Verdict(
-        trial_number=first.trial_number,
-        verdict="INVALID" if reasons else "VERIFIED",
-        reasons=tuple(reasons),
-        claimed_tps=first.claimed_tps,
-        gate=first.gate,
-        repeats=len(reruns),
-        failed=len(failed),
-        tps_min=tps[0] if tps else None,
-        tps_median=tps_median,
-        tps_max=tps[-1] if tps else None,
-        tps_cv=cv,
-        tps_gap_pct=gap_pct,
-        ppl_median=ppl_median,
-        run_id=first.run_id,
-    )
+        trial_number=first.trial_number, verdict=verdict, reasons=tuple(reasons), claimed_tps=claim, gate=gate,
+        repeats=len(boots), failed=len(failed), tps_min=tps[0] if tps else None,
+        tps_median=statistics.median(tps) if tps else None, tps_max=tps[-1] if tps else None,
+        tps_cv=coefficient_of_variation(tps), tps_gap_pct=gap, gap_low_pct=low, gap_high_pct=high,
+        public_gap_pct=public_gap, ppl_median=ppl_median, run_id=first.run_id,
+    )  # fmt: skip
 
 
-def insert_reruns(storage: Storage, reruns: list[Rerun]) -> None:
-    rows = [{**asdict(r), "created_at": r.created_at or datetime.now(UTC)} for r in reruns]
-    with storage.engine.begin() as conn:
-        conn.execute(verifications.insert(), rows)
-
-
-def load_reruns(storage: Storage, study_name: str) -> list[Rerun]:
-    query = (
-        verifications.select()
-        .where(verifications.c.study_name == study_name)
-        .order_by(verifications.c.id)
-    )
-    with storage.engine.connect() as conn:
-        rows = [dict(row._mapping) for row in conn.execute(query)]
-    for row in rows:
-        del row["id"]
-        row["created_at"] = as_utc(row["created_at"])
-    return [Rerun(**row) for row in rows]
-
-
-def latest_verdicts(storage: Storage, study_name: str) -> dict[int, Verdict]:
+def latest_verdicts(storage: Storage, study_name: str, *, floor: float = NOISE_FLOOR) -> dict[int, Verdict]:
     """Trial number -> the verdict of its most recent verification run."""
-    by_run: dict[tuple[int, str], list[Rerun]] = {}
+    by_run: dict[tuple[int, str], list[BootRecord]] = {}
     latest: dict[int, str] = {}
-    for rerun in load_reruns(storage, study_name):  # in insertion order: later runs win
-        by_run.setdefault((rerun.trial_number, rerun.run_id), []).append(rerun)
-        latest[rerun.trial_number] = rerun.run_id
-    return {number: judge(by_run[(number, run_id)]) for number, run_id in latest.items()}
+    for boot in storage.boots("verification", study_name):  # in insertion order: later runs win
+        by_run.setdefault((boot.trial_number, boot.run_id), []).append(boot)
+        latest[boot.trial_number] = boot.run_id
+    promoted = storage.boots("promotion", study_name) if latest else []
+    return {n: judge(by_run[(n, run_id)], promoted=promoted, floor=floor) for n, run_id in latest.items()}

@@ -1,29 +1,33 @@
-"""``python -m sweep.verify --study ctk``: re-run the front on held-out prompts, as organisers would.
+"""``python -m sweep.verify --study ctk``: re-run points as the organisers' private re-run would, and judge them.
 
-Each selected trial (every feasible front point; or with ``--top N`` the N fastest feasible
-trials, front or not, which is what a submission would pick; or the ``--trials`` named) is
-booted fresh ``--repeats`` times on a Ray worker pinned like the sweep's own, and measured the
-way the organisers' private re-run measures a submission: a fresh boot, the harness's warm-up,
-one timed run, on prompts the sweep never timed (the trial's profile's ``heldout_prompts`` and
-``heldout_refs``, or ``--prompts`` / ``--refs``). The verdict compares the median over the fresh
-boots with the claimed TPS. A relative gate (``ppl_max_ratio``) is re-resolved on the held-out
-references, so the baseline is re-run first; an absolute gate is used as it is. Every re-run is a row of
-``verifications``; the verdict rule is ``sweep.verification.judge``. The console shows each
-re-run and then one row per trial: verdict, TPS gap, re-run TPS spread (min / median / max,
-CV) and PPL against the gate.
+Each selected trial (the ``--trials`` named; or with ``--top N`` the N best: by claim where the study
+was promoted, the recommended point first, else the N fastest feasible trials; by default every
+feasible front point) is booted fresh ``--repeats`` times (default 3) on a Ray worker pinned like the
+sweep's own, the boots of the trials interleaved (A B A B ...). Every boot times one run of the
+held-out prompts (the profile's ``heldout_prompts``, or ``--prompts``) and, in alternating order,
+one of the public prompts, then scores PPL on the held-out references (``heldout_refs``, or
+``--refs``). A trial is held to its promotion claim (``sweep.claims``) and measured at the
+promotion's profile, or, never promoted, to its sweep TPS at its own profile (``--profile``
+overrides the sizes). A relative gate (``ppl_max_ratio``) is re-resolved on the held-out
+references from the baseline's boots, run first, unless those references are the sweep's own.
+Every boot is a row of ``verifications``; the verdict (VERIFIED, INVALID or UNDECIDED, with its 90%
+interval) is ``sweep.verification.judge``. ``--dry-run`` prints the plan and each boot's argv and
+env, and boots nothing.
 
-Exit status: 0 every trial VERIFIED, 1 at least one INVALID, 2 bad input (one line on stderr,
-nothing booted), 130 interrupted (the trials finished so far are stored).
+Exit status: 0 every trial VERIFIED, 1 at least one INVALID or UNDECIDED, 2 bad input (one line on
+stderr, nothing booted), 130 interrupted (the boots finished so far are stored).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import signal
+import statistics
 import sys
 import uuid
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,10 +36,11 @@ from rich.table import Table
 
 from engine.profiles import BenchProfile, get_profile
 from errors import ConfigError, NoCompletedTrialsError, StudyMismatchError, StudyNotFoundError, UsageError
-from sweep.verification import Rerun, Verdict, judge
+from sweep.verification import Verdict, judge
+from sweep.interrupts import raise_interrupt
 
 if TYPE_CHECKING:
-    from engine.measurement import TrialOutcome
+    from sweep.boots import BootRecord
     from sweep.record import TrialRecord
     from sweep.spec import StudySpec
 
@@ -55,6 +60,7 @@ class VerifyArgs:
     profile: str | None
     manifest: str | None
     ray_address: str | None
+    dry_run: bool = False
 
 
 def _absolute(value: str | None) -> str | None:
@@ -70,12 +76,13 @@ def parse_args(argv: list[str] | None = None) -> VerifyArgs:
     parser.add_argument("--storage", default=DEFAULT_STORAGE_URL, help=f"database URL (default {DEFAULT_STORAGE_URL})")
     parser.add_argument("--prompts", help="held-out prompt set, ShareGPT JSON (default: the profile's heldout_prompts)")
     parser.add_argument("--refs", help="held-out PPL reference set, JSONL (default: the profile's heldout_refs)")
-    parser.add_argument("--top", type=int, help="the N fastest feasible trials instead of the front")
+    parser.add_argument("--top", type=int, help="the N best (by claim where promoted, else by TPS) instead of the front")
     parser.add_argument("--trials", help="comma-separated trial numbers to verify instead of the front")
     parser.add_argument("--repeats", type=int, default=3, help="fresh boots per trial (default 3)")
-    parser.add_argument("--profile", help="measure with this profile's sizes (default: the trial's own profile)")
+    parser.add_argument("--profile", help="measure with this profile's sizes (default: the claim's profile)")
     parser.add_argument("--manifest", help="the study's manifest, if sweep.run was given --manifest")
     parser.add_argument("--ray-address", help="join this Ray cluster (default: start a local one)")
+    parser.add_argument("--dry-run", action="store_true", help="print what would boot; boot nothing")
     ns = parser.parse_args(argv)
     if ns.repeats < 1:
         parser.error(f"--repeats must be at least 1, got {ns.repeats}")
@@ -90,33 +97,19 @@ def parse_args(argv: list[str] | None = None) -> VerifyArgs:
         if ns.top is not None:
             parser.error("--top and --trials exclude each other")
     return VerifyArgs(
-        study=ns.study, storage=ns.storage, prompts=_absolute(ns.prompts),
-        refs=_absolute(ns.refs), top=ns.top, trials=trials, repeats=ns.repeats,
-        profile=ns.profile, manifest=ns.manifest, ray_address=ns.ray_address,
+        study=ns.study, storage=ns.storage, prompts=_absolute(ns.prompts), refs=_absolute(ns.refs), top=ns.top,
+        trials=trials, repeats=ns.repeats, profile=ns.profile, manifest=ns.manifest, ray_address=ns.ray_address,
+        dry_run=ns.dry_run,
     )  # fmt: skip
 
 
-def _profile(args: VerifyArgs, measured_with: dict[str, Any]) -> BenchProfile:
-    """The trial's own profile (or ``--profile``) as a private re-run measures: held-out sets, one
-    timed run per boot. The data sets load here, so a missing or short file is bad input before
-    anything boots.
-    """
-    if args.profile is not None:
-        base = get_profile(args.profile)
-    else:
-        known = {f.name for f in fields(BenchProfile)}
-        base = BenchProfile(**{k: v for k, v in measured_with.items() if k in known})
-    profile = base.for_verification(prompts=args.prompts, refs=args.refs)
-    profile.load_data()
-    return profile
-
-
-def select_trials(
-    records: list[TrialRecord], *, study_name: str, top: int | None = None, trials: tuple[int, ...] = ()
-) -> list[TrialRecord]:
-    """The rows to verify: ``trials`` by number, else the ``top`` fastest feasible, else the front."""
+def select_trials(records: list[TrialRecord], *, study_name: str, top: int | None = None, trials: tuple[int, ...] = (),
+                  claims: dict[int, float] | None = None) -> list[TrialRecord]:  # fmt: skip
+    """The rows to verify: ``trials`` by number, else the ``top`` best (by ``claims`` where given, which
+    then rank first, else by TPS; feasible trials measured to the end), else the front."""
     from sweep.judgement import front_records
 
+    claims = claims or {}
     if trials:
         # A trial multi-fidelity stopped early has no full-fidelity figure to verify a claim against.
         complete = {r.trial_number: r for r in records if r.full}
@@ -129,133 +122,121 @@ def select_trials(
         chosen = [complete[n] for n in trials]
     elif top:
         # A lossless knob (ctk) leaves every trial at one PPL, so its front is a single point:
-        # "the N fastest" means the feasible trials, not only the non-dominated ones.
+        # "the N best" means the feasible trials, not only the non-dominated ones.
         feasible = [r for r in records if r.full and r.feasible]
-        chosen = sorted(feasible, key=lambda r: (-r.tps, r.trial_number))[:top]
+        chosen = sorted(feasible, key=lambda r: (r.trial_number not in claims, -claims.get(r.trial_number, r.tps),  # type: ignore[arg-type]
+                                                 r.trial_number))[:top]  # fmt: skip
     else:
         chosen = front_records(records)
     if not chosen:
         raise NoCompletedTrialsError(f"study {study_name!r} has no feasible measured trial to verify")
-    ungated = [r.trial_number for r in chosen if r.gate is None]
-    if ungated:
-        raise NoCompletedTrialsError(f"trial(s) {ungated} of study {study_name!r} have no gate to verify against")
     return chosen
 
 
-def print_verdicts(
-    out: Console, verdicts: list[Verdict], *, knobs: dict[int, dict[str, Any]], swept: list[str], title: str
-) -> None:
+def print_verdicts(out: Console, verdicts: list[Verdict], *, knobs: dict[int, dict[str, Any]], swept: list[str],
+                   title: str) -> None:  # fmt: skip
     """One row per trial, then each INVALID verdict's reasons in full (they are long)."""
     table = Table(title=title, title_justify="left")
-    columns = ["trial", *swept, "claimed TPS", "re-run TPS min/med/max", "CV", "TPS gap", "PPL", "gate", "verdict"]
+    columns = ["trial", *swept, "claimed TPS", "held-out TPS min/med/max", "gap (90% interval)", "public gap", "PPL",
+               "gate", "verdict"]  # fmt: skip
     for column in columns:
         table.add_column(column, justify="left" if column == "verdict" else "right")
+    colour = {"VERIFIED": "green", "INVALID": "red", "UNDECIDED": "yellow"}
     for v in verdicts:
         spread = "-" if v.tps_median is None else f"{v.tps_min:.2f}/{v.tps_median:.2f}/{v.tps_max:.2f}"
+        gap = "-" if v.tps_gap_pct is None else f"{v.tps_gap_pct:+.1f}% ({v.gap_low_pct:+.1f}..{v.gap_high_pct:+.1f})"
         table.add_row(
-            str(v.trial_number),
-            *(str(knobs[v.trial_number].get(k, "")) for k in swept),
-            f"{v.claimed_tps:.2f}",
-            spread,
-            "-" if v.tps_cv is None else f"{v.tps_cv:.1%}",
-            "-" if v.tps_gap_pct is None else f"{v.tps_gap_pct:+.1f}%",
-            "-" if v.ppl_median is None else f"{v.ppl_median:.4f}",
-            f"{v.gate:.4f}",
-            f"[{'green' if v.verdict == 'VERIFIED' else 'red'}]{v.verdict}[/]",
-        )
+            str(v.trial_number), *(str(knobs[v.trial_number].get(k, "")) for k in swept), f"{v.claimed_tps:.2f}", spread,
+            gap, "-" if v.public_gap_pct is None else f"{v.public_gap_pct:+.1f}%",
+            "-" if v.ppl_median is None else f"{v.ppl_median:.4f}", "-" if v.gate is None else f"{v.gate:.4f}",
+            f"[{colour[v.verdict]}]{v.verdict}[/]",
+        )  # fmt: skip
     out.print(table)
     for v in verdicts:
         if v.reasons:
             out.print(f"  trial {v.trial_number} [red]INVALID[/]: {v.reason}")
+        elif v.verdict == "UNDECIDED":
+            out.print(f"  trial {v.trial_number} [yellow]UNDECIDED[/]: its interval straddles the 5% line; more boots "
+                      "(--repeats) would tell")  # fmt: skip
 
 
-def _raise_interrupt(signum: int, _frame: object) -> None:
-    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+@dataclass(frozen=True, kw_only=True)
+class _Plan:
+    """What a verification boots: the trials in order (the baseline first when it resolves the gate),
+    each one's profile and claim, and the gate where it is known before a boot."""
+
+    targets: list[TrialRecord]
+    profiles: dict[int, BenchProfile]
+    claims: dict[int, float]
+    baseline: TrialRecord | None  # booted first: its boots resolve a relative gate on the held-out references
+    gates: dict[int, float | None]
 
 
-def _needs_baseline(spec: StudySpec, targets: list[TrialRecord], profiles: dict[int, BenchProfile]) -> bool:
-    """Whether the gate must be re-resolved from the baseline's re-runs.
+def _plan(spec: StudySpec, args: VerifyArgs, records: list[TrialRecord], promotion: dict[str, Any] | None,
+          claims: dict[int, float]) -> _Plan:  # fmt: skip
+    targets = select_trials(records, study_name=spec.name, top=args.top, trials=args.trials, claims=claims)
+    measured = {r.trial_number: r for r in records if r.full}
 
-    PPL moves with the text it is measured on, so the baseline's PPL on the public references
-    says nothing about a relative gate on held-out ones; ratio x the baseline's held-out PPL does.
-    Where the re-runs score the very references the sweep scored (a profile whose PPL set is the
-    organisers' own), each trial's stored gate stands and the baseline is not booted again.
-    """
-    return spec.gate.ppl_max_ratio is not None and not all(_same_refs(t, profiles[t.trial_number]) for t in targets)
+    def profile_of(record: TrialRecord) -> BenchProfile:
+        if args.profile is not None:
+            base = get_profile(args.profile)
+        elif record.trial_number in claims and promotion is not None:
+            base = BenchProfile.from_record(promotion["profile"])
+        else:
+            base = BenchProfile.from_record(record.profile)
+        profile = base.for_boots(verification=True, prompts=args.prompts, refs=args.refs)
+        profile.load_data()  # a missing or short file is bad input before anything boots
+        profile.load_heldout()
+        return profile
+
+    profiles = {r.trial_number: profile_of(r) for r in targets}
+    baseline = None
+    gates: dict[int, float | None] = {}
+    for r in targets:
+        sweep_refs = BenchProfile.from_record(r.profile)
+        same = (sweep_refs.path(sweep_refs.refs), sweep_refs.ppl_records) == (profiles[r.trial_number].path(
+            profiles[r.trial_number].refs), profiles[r.trial_number].ppl_records)  # fmt: skip
+        gates[r.trial_number] = spec.gate.ppl_max if spec.gate.ppl_max is not None else (r.gate if same else None)
+    if any(g is None for g in gates.values()):
+        baseline = next((r for r in measured.values() if r.is_baseline), None)
+        if baseline is None:
+            raise NoCompletedTrialsError(f"study {spec.name!r} has a relative gate ({spec.gate.describe()}) but no "
+                                         "measured baseline to resolve it on the held-out references")  # fmt: skip
+        profiles.setdefault(baseline.trial_number, profile_of(baseline))
+        targets = [t for t in targets if t.trial_number != baseline.trial_number]
+    return _Plan(targets=targets, profiles=profiles, claims=claims, baseline=baseline, gates=gates)
 
 
-def _with_baseline(spec: StudySpec, records: list[TrialRecord], targets: list[TrialRecord]) -> list[TrialRecord]:
-    """The baseline first, then the targets: its re-runs resolve the relative gate."""
-    baseline = next((r for r in records if r.is_baseline and r.measured), None)
-    if baseline is None:
-        raise NoCompletedTrialsError(f"study {spec.name!r} has a relative gate ({spec.gate.describe()}) but no measured baseline")
-    return [baseline, *(t for t in targets if t.trial_number != baseline.trial_number)]
+def _dry_run(spec: StudySpec, args: VerifyArgs, plan: _Plan, out: Console) -> int:
+    from engine.knobs import parse_knobs
+    from engine.launch import build_launch
+    from engine.secrets import redact_argv, redact_env
 
-
-def _same_refs(record: TrialRecord, profile: BenchProfile) -> bool:
-    measured = BenchProfile(**{k: v for k, v in record.profile.items() if k in {f.name for f in fields(BenchProfile)}})
-    return (measured.path(measured.refs), measured.ppl_records) == (profile.path(profile.refs), profile.ppl_records)
-
-
-class _Rerunner:
-    """One Ray worker pinned like the sweep's; boots a trial's knobs fresh for every re-run."""
-
-    def __init__(self, spec: StudySpec, args: VerifyArgs, *, run_id: str, out: Console) -> None:
-        import ray
-
-        from sweep.worker import TrialWorker, actor_options
-
-        self.ray, self.spec, self.args, self.run_id, self.out = ray, spec, args, run_id, out
-        self._new = lambda: TrialWorker.options(**actor_options(spec.resources)).remote()
-        self.worker = self._new()
-
-    def outcomes(self, record: TrialRecord, profile: BenchProfile) -> list[TrialOutcome]:
-        from engine.knobs import parse_knobs
-        from engine.measurement import TrialOutcome
-        from sweep.fidelity import full_plan
-
-        knobs = parse_knobs(self.spec.manifest, record.knobs, where=f"trial {record.trial_number}'s stored knobs: ")
-        results = []
-        for repeat in range(self.args.repeats):
-            folder = RUN_DIR / "verify" / self.spec.name / self.run_id / f"trial-{record.trial_number:04d}-r{repeat}"
-            ref = self.worker.run.remote(self.spec.manifest, knobs, profile, workdir=str(folder.resolve()),
-                                         cache_dir=str((RUN_DIR / self.spec.name / "cache").resolve()),  # the sweep's
-                                         plan=full_plan("a verification re-run: measured to the end"))
-            try:
-                outcome = TrialOutcome.from_dict(self.ray.get(ref))
-            except self.ray.exceptions.RayTaskError as exc:  # the trial code raised: say what
-                last = str(exc).strip().splitlines()[-1]
-                outcome = TrialOutcome(status="failed", knobs=record.knobs, argv=[], env={},
-                                       reason=f"the worker raised: {last}")  # fmt: skip
-            except self.ray.exceptions.RayError as exc:  # worker or node lost: a failed re-run
-                outcome = TrialOutcome(status="failed", knobs=record.knobs, argv=[], env={},
-                                       reason=f"worker lost: {type(exc).__name__}")  # fmt: skip
-                self.ray.kill(self.worker, no_restart=True)
-                self.worker = self._new()
-            m = outcome.measurement
-            head = f"  trial {record.trial_number} re-run {repeat + 1}/{self.args.repeats}: "
-            if outcome.status == "complete" and m is not None:
-                self.out.print(f"{head}TPS {m.tps:.2f} (claimed {record.tps:.2f})  PPL {m.ppl:.4f}")
-            else:
-                self.out.print(f"{head}[red]FAILED[/]: {outcome.reason}")
-            results.append(outcome)
-        return results
-
-    def stop(self) -> None:
-        try:
-            self.ray.get(self.worker.stop_engines.remote(), timeout=30)
-        finally:
-            self.ray.kill(self.worker, no_restart=True)
+    order = [*([plan.baseline] if plan.baseline else []), *plan.targets]
+    out.print(f"dry run of verify {spec.name}: {len(order)} trial(s) x {args.repeats} fresh boot(s); nothing is booted",
+              markup=False)  # fmt: skip
+    for r in order:
+        p = plan.profiles[r.trial_number]
+        claim = plan.claims.get(r.trial_number, r.tps)
+        role = f"claim {claim:.2f} tok/s" + ("; the baseline, booted first: its PPL resolves the gate" if r is plan.baseline else "")
+        launch = build_launch(spec.manifest, parse_knobs(spec.manifest, r.knobs))
+        out.print(f"\ntrial {r.trial_number} ({role}); profile {p.name}: {p.num_prompts} held-out prompts ({p.heldout_prompts}) "
+                  f"and {p.num_prompts} public ({p.prompts}) x {p.output_len} tokens a boot, PPL on {p.refs}", markup=False)  # fmt: skip
+        out.print(f"  argv: {shlex.join(redact_argv(launch.argv))}", markup=False, soft_wrap=True)
+        for key, value in redact_env(launch.env).items():
+            out.print(f"  env:  {key}={value}", markup=False, soft_wrap=True)
+    return 0
 
 
 def _verify(args: VerifyArgs, out: Console) -> int:
     # Imported here: Ray and Optuna take seconds to import, and bad input should fail fast.
     import optuna
 
-    from sweep.cluster import check_capacity, ray_session
+    from sweep.claims import PROMOTION_ATTR, claims_of
     from sweep.spec import load_study
     from sweep.storage import open_existing
-    from sweep.verification import insert_reruns
+    from sweep.storage_url import shown_url
 
     spec = load_study(args.study, manifest=args.manifest)
     storage = open_existing(args.storage)
@@ -263,7 +244,7 @@ def _verify(args: VerifyArgs, out: Console) -> int:
         try:
             study = optuna.load_study(study_name=spec.name, storage=storage.optuna)
         except KeyError:
-            raise StudyNotFoundError(f"study {spec.name!r} not found in {args.storage}: run the sweep first") from None
+            raise StudyNotFoundError(f"study {spec.name!r} not found in {shown_url(args.storage)}: run the sweep first") from None
         stored = study.user_attrs.get("manifest")
         if stored is not None and stored != spec.manifest.name:
             raise StudyMismatchError(
@@ -271,79 +252,71 @@ def _verify(args: VerifyArgs, out: Console) -> int:
                 "pass the sweep's --manifest"
             )
         records = storage.records(spec.name, token_ids=False)
-        chosen = select_trials(records, study_name=spec.name, top=args.top, trials=args.trials)
-        profiles = {r.trial_number: _profile(args, r.profile) for r in records if r.measured}
-        from_baseline = _needs_baseline(spec, chosen, profiles)
-        targets = _with_baseline(spec, records, chosen) if from_baseline else chosen
-        run_id = uuid.uuid4().hex[:12]
-        sets = sorted({f"{p.prompts} / {p.refs}" for p in profiles.values()})
-        out.print(
-            f"[bold]verify {spec.name}[/]: {len(targets)} trial(s) x {args.repeats} fresh boot(s), one timed run "
-            f"each, on {', '.join(sets)}; run {run_id}"
-        )
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the engines it starts must not reach a hub
-        previous_handler = signal.signal(signal.SIGTERM, _raise_interrupt)
-        verdicts: list[Verdict] = []
-        gate = None  # the gate the re-runs are held to, once known: absolute, or the baseline's re-runs'
-        if not from_baseline and spec.gate.ppl_max is not None:
-            gate = spec.gate.ppl_max
-        with ray_session(address=args.ray_address, temp_dir=RUN_DIR / "ray"):
-            check_capacity(spec.resources)
-            rerunner = _Rerunner(spec, args, run_id=run_id, out=out)
-            try:
-                for record in targets:
-                    profile = profiles[record.trial_number]
-                    outcomes = rerunner.outcomes(record, profile)
-                    if from_baseline and gate is None:  # the baseline of a relative gate, measured first
-                        ppls = sorted(o.measurement.ppl for o in outcomes if o.measurement is not None)
-                        gate = spec.gate.resolve(ppls[len(ppls) // 2] if ppls else None)
-                    reruns = [
-                        _rerun(record, o, run_id=run_id, repeat=i, args=args, profile=profile,
-                               gate=gate if gate is not None else record.gate)  # fmt: skip
-                        for i, o in enumerate(outcomes)
-                    ]
-                    insert_reruns(storage, reruns)
-                    verdicts.append(judge(reruns))
-                    if from_baseline and gate is None:
-                        out.print("[red]the baseline failed on the held-out set: the relative gate cannot be resolved[/]")
-                        break
-            except KeyboardInterrupt:
-                out.print(f"interrupted: {len(verdicts)} trial(s) verified and stored")
-                return 130
-            finally:
-                rerunner.stop()
-                signal.signal(signal.SIGTERM, previous_handler)
+        promotion = study.user_attrs.get(PROMOTION_ATTR)
+        promoted = storage.boots("promotion", spec.name)
+        claims = {c.trial_number: c.claim for c in claims_of(promotion, promoted).claims} if promotion else {}
+        plan = _plan(spec, args, records, promotion, claims)
+        if args.dry_run:
+            return _dry_run(spec, args, plan, out)
+        return _boot_and_judge(spec, args, plan, storage, promoted, out)
     finally:
         storage.close()
-    title = (
-        f"Verification of {spec.name}, run {run_id} (VERIFIED: median re-run TPS within 5% of the "
-        f"claimed, median PPL under the gate {spec.gate.describe()} on the held-out references)"
-    )
-    knobs = {r.trial_number: r.knobs for r in targets}
-    print_verdicts(out, verdicts, knobs=knobs, swept=list(spec.space), title=title)
+
+
+def _boot_and_judge(spec: StudySpec, args: VerifyArgs, plan: _Plan, storage: Any, promoted: list[BootRecord],
+                    out: Console) -> int:  # fmt: skip
+    from sweep.booter import BootRunner, interleave, run_boots
+    from sweep.cluster import check_capacity, ray_session
+
+    run_id = uuid.uuid4().hex[:12]
+    order = [*([plan.baseline] if plan.baseline else []), *plan.targets]
+    out.print(f"[bold]verify {spec.name}[/]: {len(order)} trial(s) x {args.repeats} fresh boot(s), each timing the held-out "
+              f"and the public prompts; run {run_id}")  # fmt: skip
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the engines it starts must not reach a hub
+    previous_handler = signal.signal(signal.SIGTERM, raise_interrupt)
+    boots: list[BootRecord] = []
+    gates = dict(plan.gates)
+
+    def profile(record: TrialRecord) -> BenchProfile:
+        return plan.profiles[record.trial_number]
+    try:
+        with ray_session(address=args.ray_address, temp_dir=RUN_DIR / "ray"):
+            check_capacity(spec.resources)
+            runner = BootRunner(spec, run_dir=RUN_DIR)
+            try:
+                if plan.baseline is not None:
+                    first = interleave([plan.baseline], boots=args.repeats, profile=profile, claims=plan.claims,
+                                       gate=lambda _: None)  # fmt: skip
+                    boots += run_boots(first, runner=runner, storage=storage, kind="verification", run_id=run_id, out=out)[0]
+                    ppls = [b.ppl for b in boots if b.measured]
+                    resolved = spec.gate.resolve(statistics.median(ppls) if ppls else None)  # type: ignore[type-var]
+                    if resolved is None:
+                        out.print("[red]the baseline failed on the held-out set: the relative gate cannot be resolved[/]")
+                        return 1
+                    gates = {n: resolved if g is None else g for n, g in gates.items()}
+                laid = interleave(plan.targets, boots=args.repeats, profile=profile, claims=plan.claims,
+                                  gate=lambda r: gates[r.trial_number], start=len(boots))  # fmt: skip
+                boots += run_boots(laid, runner=runner, storage=storage, kind="verification", run_id=run_id, out=out)[0]
+            finally:
+                runner.stop()
+    except KeyboardInterrupt:
+        out.print(f"interrupted: {len(boots)} boot(s) stored (run {run_id})")
+        return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous_handler)
+    verdicts = [judge([b for b in boots if b.trial_number == r.trial_number], promoted=promoted) for r in order]
+    title = (f"Verification of {spec.name}, run {run_id}: VERIFIED when the 90% interval of the held-out TPS lies within 5% "
+             f"of the claim and the PPL is under the gate ({spec.gate.describe()} on the held-out references); INVALID when "
+             "it lies outside, UNDECIDED when it straddles")  # fmt: skip
+    print_verdicts(out, verdicts, knobs={r.trial_number: r.knobs for r in order}, swept=list(spec.space), title=title)
     return 0 if all(v.verdict == "VERIFIED" for v in verdicts) else 1
-
-
-def _rerun(
-    record: TrialRecord, outcome: TrialOutcome, *, run_id: str, repeat: int, args: VerifyArgs,
-    profile: BenchProfile, gate: float,
-) -> Rerun:  # fmt: skip
-    m = outcome.measurement
-    return Rerun(
-        study_name=record.study_name, trial_number=record.trial_number, run_id=run_id, repeat=repeat,
-        status="complete" if outcome.status == "complete" and m is not None else "failed",
-        claimed_tps=record.tps, claimed_ppl=record.ppl, gate=gate,
-        prompts=profile.prompts, refs=profile.refs, profile=profile.name, knobs=dict(record.knobs),
-        tps=m.tps if m else None, ppl=m.ppl if m else None, acceptance_rate=m.acceptance_rate if m else None,
-        reason=outcome.reason, node=dict(outcome.node), log_tail=outcome.log_tail,
-    )  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     out = Console(highlight=False)
     if not out.is_terminal:
-        out.width = max(out.width, 132)  # a log file has no width to fit: keep the table's rows whole
+        out.width = max(out.width, 160)  # a log file has no width to fit: keep the table's rows whole
     try:
         return _verify(args, out)
     except ConfigError as exc:

@@ -11,6 +11,7 @@ database (one writer: docs/ARCHITECTURE.md).
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -22,17 +23,50 @@ import ray
 
 from engine.knobs import KnobValues
 from engine.manifest import Manifest
+from engine.measurement import TrialOutcome
 from engine.profiles import BenchProfile
+from engine.secrets import Scrubber
 from sweep.fidelity import FidelityPlan, stages_for
 from sweep.reaper import engine_groups, stop_engine_groups
 from sweep.spec import Resources
 
-__all__ = ["ACCELERATOR_PREFIX", "TrialWorker", "actor_options"]
+__all__ = ["ACCELERATOR_PREFIX", "TrialWorker", "actor_options", "collect", "error_text"]
 
 ACCELERATOR_PREFIX = "accelerator_type:"
 # A share of the accelerator resource that any node advertising it can satisfy many times over:
 # it only selects nodes, the GPU itself is counted by num_gpus.
 _ACCELERATOR_SHARE = 0.001
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def error_text(exc: BaseException, manifest: Manifest) -> str:
+    """A Ray error in one line: its first line and its last (where Ray puts the cause), with no secret
+    that a stack of ``manifest`` or this process's environment holds (scrubbed before it is cut)."""
+    scrub = Scrubber.for_stack(manifest.env, manifest.serve)
+    lines = [line.strip() for line in scrub(_ANSI.sub("", str(exc))).splitlines() if line.strip()]
+    if not lines:
+        return type(exc).__name__
+    text = lines[0] if len(lines) == 1 else f"{lines[0]} ... {lines[-1]}"
+    return text if len(text) <= 400 else text[:397] + "..."
+
+
+def collect(ref: ray.ObjectRef, *, knobs: dict[str, Any], manifest: Manifest,
+            node: dict[str, Any] | None = None) -> tuple[TrialOutcome, bool]:  # fmt: skip
+    """A trial's outcome from its Ray reference, and whether the worker was lost on the way.
+
+    The trial code raising is a bug in this project, not a lost worker: a failed outcome that says so.
+    An actor, node or object lost (any other Ray error) is a failed outcome marked lost, whose worker
+    the caller replaces."""
+    try:
+        return TrialOutcome.from_dict(ray.get(ref)), False
+    except ray.exceptions.RayTaskError as exc:
+        reason, lost = f"the worker raised: {error_text(exc, manifest)}", False
+    except ray.exceptions.RayError as exc:
+        where = f" on node {node['node_id']}" if node and node.get("node_id") else ""
+        reason, lost = f"worker lost mid-trial{where}: {type(exc).__name__}: {error_text(exc, manifest)}", True
+    return TrialOutcome(status="failed", knobs=knobs, argv=[], env={}, reason=reason), lost
 
 
 def actor_options(resources: Resources) -> dict[str, Any]:
@@ -87,11 +121,13 @@ class TrialWorker:
         }
 
     def run(self, manifest: Manifest, knobs: KnobValues, profile: BenchProfile, *, workdir: str, cache_dir: str,
-            plan: FidelityPlan | None = None) -> dict[str, Any]:  # fmt: skip
-        """One trial; without a plan (multi-fidelity's rule for it) it is measured to the end."""
+            plan: FidelityPlan | None = None, heldout_first: bool | None = None) -> dict[str, Any]:  # fmt: skip
+        """One trial; without a plan (multi-fidelity's rule for it) it is measured to the end. With
+        ``heldout_first`` (True or False) a promotion or verification boot: the profile's held-out run too."""
         Path(workdir).mkdir(parents=True, exist_ok=True)
         outcome = self._run_trial(manifest, knobs, profile, workdir=Path(workdir), host="127.0.0.1",
-                                  cache_dir=Path(cache_dir), stages=stages_for(plan) if plan else None)  # fmt: skip
+                                  cache_dir=Path(cache_dir), stages=stages_for(plan) if plan else None,
+                                  heldout_first=heldout_first)  # fmt: skip
         outcome.node = {**outcome.node, **self.node()}
         if outcome.measurement is not None and plan is not None:
             outcome.measurement.fidelity = plan.record()

@@ -11,6 +11,11 @@ first run's prompts, so a stack's prefix cache may shorten its TTFT) -> PPL (one
 request per reference record). Every misbehaviour of the stack (HTTP error, timeout, malformed
 or incomplete JSON) raises ``BenchmarkError`` naming the request.
 
+With ``heldout`` prompts (a promotion or verification boot), the boot also times one run of them,
+before the public runs (``heldout_first``) or after, with its own warm-up: the organisers' private
+re-run in the same boot as the public measurement, so that the two can be compared boot by boot.
+It is ``Measurement.heldout_tps``; ``run_order`` records which ran first.
+
 With ``stages`` (multi-fidelity, decided by ``sweep.fidelity``), the first run is timed in
 consecutive stages; after each stage but the last, ``stages.checkpoint`` sees what was measured so
 far (``engine.stages.Partial``: the PPL too, measured right after the first stage when
@@ -98,18 +103,27 @@ def measure(
     records: list[PplRecord],
     timings: dict[str, float] | None = None,
     stages: Stages | None = None,
+    heldout: list[Prompt] | None = None,
+    heldout_first: bool = False,
 ) -> Measurement:
     """One full measurement of a running stack; ``timings`` (if given) gets seconds per phase.
 
     ``prompts`` holds every run's slice in order (``BenchProfile.load_data``): ``num_prompts``
-    per run, ``tps_repeats`` runs.
+    per run, ``tps_repeats`` runs; ``heldout`` (``BenchProfile.load_heldout``), one more run's.
     """
     timings = {} if timings is None else timings
     per_run = profile.num_prompts
     if len(prompts) < per_run * profile.tps_repeats:
         raise ValueError(f"{profile.tps_repeats} runs of {per_run} prompts need {per_run * profile.tps_repeats}, got {len(prompts)}")
+    if heldout is not None and (stages is not None or len(heldout) < per_run):
+        raise ValueError(f"a held-out run needs {per_run} prompts and a measurement without stages")
     slices = [prompts[i * per_run:(i + 1) * per_run] for i in range(profile.tps_repeats)]
+    order = ["public"] * len(slices)
+    if heldout is not None:
+        order = ["heldout", *order] if heldout_first else [*order, "heldout"]
+    public = iter(slices)
     results: list[TpsResult] = []
+    held: TpsResult | None = None
     ppl: PplResult | None = None
     stopped: Stop | None = None
 
@@ -122,11 +136,16 @@ def measure(
             return measure_ppl(client, model=model, records=records)
 
     with open_client(base_url, timeout_s=profile.request_timeout_s) as client:
-        for number, run in enumerate(slices):
+        for label in order:
+            run = heldout[:per_run] if label == "heldout" else next(public)  # type: ignore[index]
             with _phase(timings, "warmup"):
                 warm_up(client, model=model, prompt=run[0], requests=profile.warmup_requests,
                         output_len=profile.warmup_output_len, pause_s=profile.warmup_pause_s)
-            if number > 0 or stages is None:
+            if label == "heldout":
+                with _phase(timings, "heldout"):
+                    held = measure_tps(client, model=model, prompts=run, output_len=profile.output_len)
+                continue
+            if results or stages is None:
                 results.append(timed(client, run))
                 continue
             bounds = [*sorted({b for b in stages.after if 0 < b < len(run)}), len(run)]
@@ -181,4 +200,6 @@ def measure(
         stopped=stopped.kind if stopped else None,
         stop_reason=stopped.reason if stopped else None,
         prompts_timed=sum(len(r.latencies_s) for r in results),
+        heldout_tps=held.tps if held else None,
+        run_order=order if held else [],
     )

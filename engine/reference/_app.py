@@ -3,14 +3,26 @@ and invalid fields answer 400 with the project's error shape instead of FastAPI'
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 from typing import Any
 
+import torch
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 
 from engine.reference._protocol import APIError, ChatRequest, CompletionRequest, parse_request
 from engine.reference._service import Service
+
+
+def _project_version() -> str:
+    try:
+        return importlib.metadata.version("gemma-sweep")
+    except importlib.metadata.PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown"
+
+
+_VERSION = _project_version()
 
 
 async def _payload(request: Request) -> Any:
@@ -64,6 +76,12 @@ def build_app(service: Service) -> FastAPI:
                 }
             ],
         }
+
+    @app.get("/version")
+    async def version() -> dict[str, Any]:
+        # vLLM's route, with what a measurement's provenance needs to tell this stack's builds apart
+        return {"version": _VERSION, "stack": "gemma-sweep reference", "torch": torch.__version__,
+                "device": str(service.runtime.model.device)}  # fmt: skip
 
     @app.get("/metrics")
     async def metrics() -> PlainTextResponse:

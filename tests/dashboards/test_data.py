@@ -7,7 +7,8 @@ import pytest
 from dashboards.data import NoCompletedTrialsError, TrialRow, require_measured, study_data
 from dashboards.figures import PPL_TITLE, TPS_TITLE, history_figure, hover_text, knob_figure, pareto_figure
 from dashboards.table import trials_frame
-from sweep.verification import Rerun, judge
+from sweep.boots import BootRecord
+from sweep.verification import judge
 from tests.sweep.kit import measured_record
 
 GATE = 2.40
@@ -27,9 +28,9 @@ def row(number: int, tps: float | None, ppl: float | None, **kw) -> TrialRow:
 
 
 def verdict(number: int, claimed: float, rerun: float):
-    return judge([Rerun(study_name="s", trial_number=number, run_id="r", repeat=0, status="complete",
-                        claimed_tps=claimed, claimed_ppl=2.3, gate=GATE, tps=rerun, ppl=2.3,
-                        prompts="p", refs="r", profile="quick")])  # fmt: skip
+    return judge([BootRecord(study_name="s", trial_number=number, run_id="r", repeat=0, status="complete",
+                             claimed_tps=claimed, claimed_ppl=2.3, gate=GATE, tps=rerun, ppl=2.3,
+                             prompts="p", refs="r", profile="quick")])  # fmt: skip
 
 
 @pytest.fixture

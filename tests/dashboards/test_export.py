@@ -11,14 +11,12 @@ import optuna
 import pandas as pd
 import pytest
 
-from engine.knobs import baseline_knobs
-from engine.manifest import load_manifest
 from sweep.storage import open_storage
 from tests.dashboards.browser import offline_chromium
 from tests.dashboards.kit import child_env, python_m
 
-FILES = ["pareto.html", "pareto.png", "pareto.svg", "trials.csv", "importances.csv", "best/manifest.json",
-         "best/README.md"]
+# No best/manifest.json: the sweep promoted its candidates, but nothing verified them yet
+FILES = ["pareto.html", "pareto.png", "pareto.svg", "trials.csv", "importances.csv", "best/README.md"]
 
 
 def _trials(url: str, study: str) -> list[optuna.trial.FrozenTrial]:
@@ -68,7 +66,7 @@ def test_export_writes_its_files_and_the_html_works_offline(swept, tmp_path):
         assert browser.execute_script("return performance.getEntriesByType('resource').length") == 0
         points = browser.execute_script(
             "return document.getElementById('figure-0').data"
-            ".filter(t => !t.name.startsWith('greedy') && !t.name.startsWith('baseline'))"
+            ".filter(t => !['greedy', 'baseline', 'claim'].some(n => t.name.startsWith(n)))"
             ".flatMap(t => t.x.map((x, i) => [x, t.y[i]]))"
         )
         n_figures = browser.execute_script("return document.querySelectorAll('.plotly-graph-div').length")
@@ -130,23 +128,24 @@ def test_a_missing_or_broken_browser_is_one_clear_line(swept, tmp_path, browser,
     assert (out / "pareto.html").is_file() and (out / "trials.csv").is_file()  # written before the images
 
 
-def test_best_holds_the_manifest_to_submit_with_the_best_points_knobs(swept, tmp_path):
+def test_best_offers_no_unverified_point_and_lists_the_promotions_claims(swept, tmp_path):
     out = tmp_path / "out"
     assert python_m("dashboards.export", "--study", swept.name, "--storage", swept.url, "--out", str(out),
                     cwd=swept.folder, timeout=180).returncode == 0  # fmt: skip
     storage = open_storage(swept.url)
     try:
-        records = [r for r in storage.records(swept.name, token_ids=False) if r.measured and r.feasible]
+        promoted = storage.boots("promotion", swept.name)
     finally:
         storage.close()
-    best = max(records, key=lambda r: (r.tps, -r.trial_number))
-    manifest = load_manifest(out / "best" / "manifest.json")  # this project's own loader takes it
-    assert {k: v for k, v in baseline_knobs(manifest).items()} == best.knobs
-    note = manifest.model_extra["gemma_sweep"]
-    assert note["trial"] == best.trial_number and note["verification"].startswith("UNVERIFIED")
+    assert len(promoted) == 9 and all(b.measured for b in promoted)  # 3 candidates x 3 boots, the study's default
+    assert not (out / "best" / "manifest.json").exists()
     readme = (out / "best" / "README.md").read_text()
-    assert "Verification: **UNVERIFIED** (not verified)" in readme
-    assert f"python -m sweep.verify --study {swept.name} --storage {swept.url} --trials {best.trial_number}" in readme
+    assert "no point to submit yet" in readme and "## Claims (promotion" in readme
+    assert f"python -m sweep.verify --study {swept.name} --storage {swept.url}" in readme
+    frame = pd.read_csv(out / "trials.csv").set_index("number")
+    promoted_trials = sorted({b.trial_number for b in promoted})
+    assert frame.loc[promoted_trials, "claim_tps"].notna().all() and frame.loc[promoted_trials, "claim_boots"].eq(3).all()
+    assert frame["provenance.stack"].dropna().eq("stub").all()
 
 
 def test_the_importances_say_which_knob_moved_ppl(swept, tmp_path):

@@ -44,7 +44,12 @@ Other env
     stack without writing it anywhere), STUB_ECHO_ALL=1 (print the whole env and argv, values and
     all, as a careless stack would: what the sweep keeps of its log must hold none of it),
     STUB_IPC_SOCKET=1 (bind a UNIX socket named by a uuid in
-    TMPDIR at boot, as vLLM does, and exit 1 if its path is too long).
+    TMPDIR at boot, as vLLM does, and exit 1 if its path is too long), STUB_BOOT_NOISE=sd (noise from
+    boot to boot: every request of a boot takes its time / exp(N(0, sd)), drawn at boot; STUB_BOOT_SEED
+    fixes the draw), STUB_DRIFT=r (a server that warms up: the n-th chat request since boot runs
+    (1 + r)^n times faster), STUB_HELDOUT_FACTOR=f (prompts whose text starts "Held-out" run f times
+    faster: a held-out set that drafts better or worse than the public one).
+    GET /version answers {"version": "stub-1", "stack": "stub"}.
 
 Faults: STUB_FAULT, comma-separated
     boot_exit         exit 1 at once, with a message on stderr
@@ -84,9 +89,10 @@ def stub_manifest(**env: str) -> Manifest:
     return patched
 
 
-def write_prompt_set(path: Path, count: int) -> Path:
-    records = [{"id": f"p{i}", "conversations": [
-        {"from": "human", "value": f"Question {i}: what is {i} plus {i + 1}? Explain briefly."},
+def write_prompt_set(path: Path, count: int, *, heldout: bool = False) -> Path:
+    head, key = ("Held-out question", "h") if heldout else ("Question", "p")
+    records = [{"id": f"{key}{i}", "conversations": [
+        {"from": "human", "value": f"{head} {i}: what is {i} plus {i + 1}? Explain briefly."},
         {"from": "gpt", "value": ""}]} for i in range(count)]
     path.write_text(json.dumps(records))
     return path
@@ -108,7 +114,10 @@ def stub_profile(folder: Path, **overrides: Any) -> BenchProfile:
     enough for repeated runs that never time a prompt twice)."""
     prompts = write_prompt_set(folder / "prompts.json", 32)
     refs = write_ppl_refs(folder / "refs.jsonl", 6)
-    base = {"prompts": str(prompts), "refs": str(refs), "num_prompts": 4, "output_len": 32,
+    heldout = write_prompt_set(folder / "heldout.json", 8, heldout=True)
+    heldout_refs = write_ppl_refs(folder / "heldout_refs.jsonl", 6, seed=1)
+    base = {"prompts": str(prompts), "refs": str(refs), "heldout_prompts": str(heldout),
+            "heldout_refs": str(heldout_refs), "num_prompts": 4, "output_len": 32,
             "ppl_records": 4, "warmup_requests": 2, "warmup_output_len": 4, "warmup_pause_s": 0.2,
             "boot_timeout_s": 20.0, "request_timeout_s": 20.0}
     return get_profile("quick").with_overrides({**base, **overrides}, source="stub_profile")

@@ -11,6 +11,7 @@ import hashlib
 import json
 import math
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -119,6 +120,9 @@ class StubState:
     request_log: str | None
     lock: threading.Lock
     prefill_s: float = 0.0  # a prompt not served before in this boot costs this much more
+    boot_factor: float = 1.0  # this boot's speed: every request's time is divided by it
+    drift: float = 0.0  # each chat request served makes the next this much faster (a warming server)
+    heldout_factor: float = 1.0  # prompts whose text starts "Held-out" run this much faster
     chat_requests: int = 0
     drafted: int = 0
     accepted: int = 0
@@ -173,6 +177,8 @@ class Handler(BaseHTTPRequestHandler):
             return self._send(200, self._metrics().encode(), "text/plain; version=0.0.4")
         if self.path == "/health":
             return self._send(200, b"")
+        if self.path == "/version":
+            return self._json(200, {"version": "stub-1", "stack": "stub"})
         return self._error(404, f"no route {self.path}")
 
     def _metrics(self) -> str:
@@ -212,8 +218,12 @@ class Handler(BaseHTTPRequestHandler):
     def _generate(self, prompt_key: str, max_tokens: int) -> tuple[list[int], float, float]:
         state = self.state
         start = time.time()
+        with state.lock:
+            served = state.chat_requests
+        speed = state.boot_factor * (1 + state.drift) ** served * (
+            state.heldout_factor if prompt_key.startswith("Held-out") else 1.0)
         time.sleep(state.prefill(prompt_key)
-                   + request_time(state.knobs, tokens=max_tokens, base_s=state.base_s, overhead_s=state.overhead_s))
+                   + request_time(state.knobs, tokens=max_tokens, base_s=state.base_s, overhead_s=state.overhead_s) / speed)
         shift = 1 if "wrong_tokens" in state.faults else 0
         ids = generated_tokens(prompt_key, max_tokens, state.vocab, shift=shift)
         drafted, accepted = spec_counts(state.knobs, max_tokens)
@@ -361,6 +371,18 @@ def _bind_ipc_socket(folder: str) -> socket.socket:
     return sock
 
 
+def _boot_factor(env: dict[str, str]) -> float:
+    """This boot's speed: exp(N(0, STUB_BOOT_NOISE)), drawn afresh at every boot (STUB_BOOT_SEED fixes it)."""
+    sd = float(env.get("STUB_BOOT_NOISE", 0.0))
+    if not sd:
+        return 1.0
+    seed = env.get("STUB_BOOT_SEED")
+    rng = random.Random(int(seed) if seed else int.from_bytes(os.urandom(8), "little"))
+    factor = math.exp(rng.gauss(0.0, sd))
+    print(f"stub: boot speed factor {factor:.4f}", file=sys.stderr, flush=True)
+    return factor
+
+
 def main() -> None:
     env = dict(os.environ)
     _echo_env(env)
@@ -392,6 +414,9 @@ def main() -> None:
         request_log=env.get("STUB_REQUEST_LOG"),
         lock=threading.Lock(),
         prefill_s=float(env.get("STUB_PREFILL_S", 0.0)),
+        boot_factor=_boot_factor(env),
+        drift=float(env.get("STUB_DRIFT", 0.0)),
+        heldout_factor=float(env.get("STUB_HELDOUT_FACTOR", 1.0)),
     )
     host, port = env.get("HOST", "127.0.0.1"), int(env["PORT"])
     server = ThreadingHTTPServer((host, port), Handler)

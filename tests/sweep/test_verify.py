@@ -16,7 +16,7 @@ from engine.knobs import parse_knobs
 from engine.manifest import load_manifest
 from engine.trial import run_trial
 from sweep.storage import measurements, open_storage
-from sweep.verification import latest_verdicts, load_reruns
+from sweep.verification import latest_verdicts
 from sweep.verify import main, parse_args
 from tests.stacks import stub_profile, write_ppl_refs
 from tests.sweep.kit import run_in_process, write_manifest, write_study
@@ -62,7 +62,7 @@ def test_an_inflated_point_is_invalid_on_tps_and_an_honest_one_verified(ray_conn
                         space={"centroid_top_k": {"choices": [32, 48, 64]}}, sampler="grid")  # fmt: skip
     url = f"sqlite:///{tmp_path / 's.db'}"
     result, _ = run_in_process(study, url, tmp_path / "runs")
-    honest, inflated = [r.trial_number for r in result.records if not r.is_baseline][:2]
+    honest, inflated = [r.trial_number for r in result.records if not r.is_baseline and r.booted][:2]  # 32: a copy
     claimed = {r.trial_number: r.tps for r in result.records}
     _inflate(url, "verifyme", inflated, INFLATION)
     prompts, refs = _held_out(tmp_path)
@@ -76,22 +76,25 @@ def test_an_inflated_point_is_invalid_on_tps_and_an_honest_one_verified(ray_conn
     storage = open_storage(url)
     try:
         verdicts = latest_verdicts(storage, "verifyme")
-        reruns = load_reruns(storage, "verifyme")
+        reruns = storage.boots("verification", "verifyme")
         data = load_study_data(storage, "verifyme")
     finally:
         storage.close()
     baseline = next(r.trial_number for r in result.records if r.is_baseline)
     # the relative gate is re-resolved on the held-out references: the baseline is re-run first
-    assert [r.trial_number for r in reruns] == [baseline] * 2 + [honest] * 2 + [inflated] * 2
+    # the baseline's boots first (they resolve the gate), then the two points' interleaved: A B A B
+    assert [r.trial_number for r in reruns] == [baseline] * 2 + [honest, inflated] * 2
     assert all(r.status == "complete" and r.prompts == prompts and r.refs == refs for r in reruns)
-    assert len({r.run_id for r in reruns}) == 1 and [r.repeat for r in reruns] == [0, 1] * 3
+    assert len({r.run_id for r in reruns}) == 1 and [r.repeat for r in reruns] == [0, 1, 0, 0, 1, 1]
+    assert [r.order for r in reruns] == list(range(6)) and [r.first for r in reruns[2:]] == ["public"] * 2 + ["heldout"] * 2
+    assert all(r.public_tps is not None for r in reruns)  # every boot timed the public prompts too
     assert verdicts[honest].verdict == "VERIFIED", verdicts[honest]
     assert abs(verdicts[honest].tps_gap_pct) <= 5.0
     bad = verdicts[inflated]
     assert bad.verdict == "INVALID" and bad.claimed_tps == pytest.approx(claimed[inflated] * INFLATION)
     expected_gap = (1 / INFLATION - 1) * 100  # -33.3%: the re-run runs at the real speed
     assert bad.tps_gap_pct == pytest.approx(expected_gap, abs=5.0)
-    assert bad.reasons[0].startswith(f"TPS gap {bad.tps_gap_pct:+.1f}%") and len(bad.reasons) == 1
+    assert bad.reasons[0].startswith(f"TPS gap {bad.tps_gap_pct:+.1f}% (90% interval") and len(bad.reasons) == 1
     assert bad.gate == verdicts[honest].gate == pytest.approx(1.05 * verdicts[baseline].ppl_median)
     assert f"trial {inflated} INVALID: TPS gap" in out and "VERIFIED" in out
 
@@ -133,7 +136,7 @@ def test_verify_names_trials_that_are_not_measured(ray_connected, tmp_path, caps
     assert "no trial measured to the end numbered [9]" in capsys.readouterr().err
     storage = open_storage(url)
     try:
-        assert load_reruns(storage, "few") == []
+        assert storage.boots("verification", "few") == []
         assert len(optuna.load_study(study_name="few", storage=storage.optuna).trials) == 3  # baseline + grid
     finally:
         storage.close()
@@ -148,7 +151,7 @@ def test_a_missing_held_out_set_is_bad_input_not_a_failed_re_run(ray_connected, 
     assert "missing.jsonl" in capsys.readouterr().err
     storage = open_storage(url)
     try:
-        assert load_reruns(storage, "nodata") == []
+        assert storage.boots("verification", "nodata") == []
     finally:
         storage.close()
 
@@ -166,7 +169,7 @@ def test_a_caching_stack_is_verified_at_the_speed_a_fresh_boot_sees(ray_connecte
     result, _ = run_in_process(study, url, tmp_path / "runs")
     claimed = result.records[0]
     # every trial of the study gets one {cache}: what a stack caches (vLLM's compiled graphs) is reused
-    assert {r.env["SHARED_CACHE"] for r in result.records} == {str((tmp_path / "runs" / "cached" / "cache").resolve())}
+    assert {r.env["SHARED_CACHE"] for r in result.records if r.booted} == {str((tmp_path / "runs" / "cached" / "cache").resolve())}
     assert len(claimed.measurement.tps_runs) == 3 and "no prompt timed twice" in claimed.measurement.tps_rule
     prompts, refs = _held_out(tmp_path)
     monkeypatch.chdir(tmp_path)
@@ -194,14 +197,14 @@ def test_re_runs_scoring_the_sweeps_own_references_keep_its_gate_and_boot_no_bas
                         space={"centroid_top_k": {"choices": [32, 48]}}, sampler="grid")  # fmt: skip
     url = f"sqlite:///{tmp_path / 's.db'}"
     result, _ = run_in_process(study, url, tmp_path / "runs")
-    trial = next(r for r in result.records if not r.is_baseline)
+    trial = next(r for r in result.records if not r.is_baseline and r.booted)  # 32 is the baseline's: a copy
     prompts, _ = _held_out(tmp_path)
     monkeypatch.chdir(tmp_path)
     assert main(["--study", str(study), "--storage", url, "--prompts", prompts, "--refs", profile.refs,
                  "--trials", str(trial.trial_number), "--repeats", "1"]) == 0, capsys.readouterr().out  # fmt: skip
     storage = open_storage(url)
     try:
-        reruns = load_reruns(storage, "samerefs")
+        reruns = storage.boots("verification", "samerefs")
     finally:
         storage.close()
     assert [r.trial_number for r in reruns] == [trial.trial_number]  # no baseline re-run

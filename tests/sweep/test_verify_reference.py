@@ -1,15 +1,20 @@
-"""``sweep.verify`` on the real reference stack: a ctk sweep, then its fastest point re-run held-out."""
+"""The real reference stack end to end: a ctk sweep, its promotion, a point re-run held-out by ``sweep.verify``,
+then its submission folder booted from an empty folder and timed with the organisers' own client."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
+from rich.console import Console
 
 from engine.profiles import STUDIES_DIR, get_profile
 from engine.reference.prepare import prepare_model
 from sweep.storage import open_storage
-from sweep.verification import latest_verdicts, load_reruns
+from sweep.verification import latest_verdicts
+from sweep.promotion import promote
+from sweep.spec import load_study
+from sweep.submit import main as submit
 from sweep.verify import main
 from tests.sweep.kit import run_in_process, write_study
 
@@ -48,7 +53,7 @@ def test_a_ctk_point_re_run_on_held_out_data_keeps_the_baselines_ppl(ray_connect
     )  # fmt: skip
     study = write_study(tmp_path, manifest=STUDIES_DIR / "manifests" / "reference.json", profile=profile,
                         name="refctk", space={"centroid_top_k": {"choices": [8, 32]}}, sampler="grid",
-                        n_trials=2, seed=1, identity_required=True)  # fmt: skip
+                        n_trials=2, seed=1, identity_required=True, promotion={"candidates": 2, "boots": 2})  # fmt: skip
     # n_trials=2, seed=1: the grid runs K=8 after the baseline (K=32); four boots in all
     url = f"sqlite:///{tmp_path / 's.db'}"
     result, log = run_in_process(study, url, tmp_path / "runs")
@@ -65,7 +70,7 @@ def test_a_ctk_point_re_run_on_held_out_data_keeps_the_baselines_ppl(ray_connect
     assert rc in (0, 1), out
     storage = open_storage(url)
     try:
-        reruns = load_reruns(storage, "refctk")
+        reruns = storage.boots("verification", "refctk")
         verdicts = latest_verdicts(storage, "refctk")
     finally:
         storage.close()
@@ -82,3 +87,23 @@ def test_a_ctk_point_re_run_on_held_out_data_keeps_the_baselines_ppl(ray_connect
         assert all(reason.startswith("TPS gap") for reason in v.reasons), v
         if v.reasons:
             assert f"trial {v.trial_number} INVALID: TPS gap" in out
+        assert v.verdict in ("VERIFIED", "UNDECIDED") or v.reasons
+
+    # the promotion: both configurations, two fresh boots each, on this real stack
+    storage = open_storage(url)
+    try:
+        view = promote(load_study(study), storage, out=Console(quiet=True), run_dir=tmp_path / "runs")
+    finally:
+        storage.close()
+    assert view.complete and not view.failed and {c.trial_number for c in view.claims} == {baseline.trial_number, other.trial_number}
+    assert all(b.provenance["stack"] == "gemma-sweep reference" and b.provenance["torch"] for b in view.boots)
+    # its submission, booted from a copy in an empty folder as the organisers' harness would
+    assert submit(["--study", str(study), "--storage", url, "--allow-unverified", "--out", str(tmp_path / "sub")]) == 0
+    manifest = json.loads((tmp_path / "sub" / "manifest.json").read_text())
+    assert manifest["model_id"] == "google/gemma-3-270m" and any(d.startswith("torch==") for d in manifest["dependencies"])
+    assert {"CENTROID_TOP_K", "SPECULATIVE_CONFIG", "HF_OVERRIDES"} <= set(manifest["env"])
+    capsys.readouterr()
+    code = submit(["--check", str(tmp_path / "sub"), "--port", "18923"])
+    printed = capsys.readouterr().out
+    assert "TPS, held-out prompts (the organisers' bench_serving" in printed and "audit (/v1/completions" in printed
+    assert "expected verdict:" in printed and code in (0, 1)

@@ -1,0 +1,85 @@
+"""A boot of one configuration measured as the organisers would measure it: ``BootRecord``.
+
+Promotion (``sweep.promotion``) and verification (``sweep.verify``) judge a configuration over
+several fresh boots, never one: on a GPU one configuration's TPS moves about 10% from boot to boot
+and 3-4% from run to run. Each boot times one run of the public prompts and one of the held-out
+prompts (a set the sweep never timed, standing in for the organisers' private one), in an order
+that alternates from boot to boot, then scores PPL; it is one ``BootRecord``, one row of the
+``promotions`` or ``verifications`` table (``sweep.storage``). Rows of one invocation share a
+``run_id``; ``order`` is a boot's place in the run's interleave (A B C A B C ...: drift and
+machine state hit every configuration alike), ``repeat`` its place among its configuration's boots.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from engine.measurement import TrialOutcome
+from engine.profiles import BenchProfile
+
+__all__ = ["BootRecord", "BootStatus", "boot_record", "heldout_first"]
+
+BootStatus = Literal["complete", "failed"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class BootRecord:
+    study_name: str
+    trial_number: int  # the configuration's trial in the study
+    run_id: str
+    repeat: int
+    status: BootStatus
+    claimed_tps: float  # what this boot is measured against: the trial's TPS, or the claim verified
+    claimed_ppl: float
+    gate: float | None  # the gate on this boot's references, where known when it ran
+    prompts: str  # the held-out prompt set
+    refs: str
+    profile: str
+    knobs: dict[str, Any] = field(default_factory=dict)
+    order: int | None = None  # None: a re-run stored before boots were interleaved
+    first: str | None = None  # "public" or "heldout": which timed run came first in the boot
+    public_prompts: str | None = None
+    public_tps: float | None = None
+    tps: float | None = None  # the held-out run's TPS: what a private re-run would read
+    ppl: float | None = None
+    acceptance_rate: float | None = None
+    reason: str | None = None  # why the boot failed (boot failure, bad answers, a lost worker)
+    node: dict[str, Any] = field(default_factory=dict)
+    provenance: dict[str, Any] = field(default_factory=dict)  # engine.provenance
+    timings: dict[str, float] = field(default_factory=dict)
+    log_tail: str = ""
+    created_at: datetime | None = None
+
+    @property
+    def measured(self) -> bool:
+        """Both runs and the PPL measured: what the claims and the verdicts are made of."""
+        return self.status == "complete" and None not in (self.public_tps, self.tps, self.ppl)
+
+
+def heldout_first(repeat: int) -> bool:
+    """Which run a configuration's ``repeat``-th boot times first: public, held-out, public, ...
+
+    A server's later runs read a little faster (seen on the H200: four successive runs 1,713 ->
+    1,903 tok/s), so neither set may always go second; alternating lets the claim's estimator
+    measure that effect and take it out (``sweep.estimate``)."""
+    return repeat % 2 == 1
+
+
+def boot_record(outcome: TrialOutcome, *, study_name: str, trial_number: int, run_id: str, repeat: int, order: int,
+                claimed_tps: float, claimed_ppl: float, gate: float | None, profile: BenchProfile) -> BootRecord:  # fmt: skip
+    """A worker's outcome of one boot as its row."""
+    m = outcome.measurement
+    measured = outcome.status == "complete" and m is not None
+    return BootRecord(
+        study_name=study_name, trial_number=trial_number, run_id=run_id, repeat=repeat, order=order,
+        status="complete" if measured else "failed", claimed_tps=claimed_tps, claimed_ppl=claimed_ppl, gate=gate,
+        prompts=profile.heldout_prompts, public_prompts=profile.prompts, refs=profile.refs, profile=profile.name,
+        knobs=dict(outcome.knobs), first=(m.run_order[0] if m.run_order else None) if m else None,
+        public_tps=m.tps if m else None, tps=m.heldout_tps if m else None, ppl=m.ppl if m else None,
+        acceptance_rate=m.acceptance_rate if m else None,
+        reason=None if measured else (outcome.reason or "the boot returned no measurement"),
+        node=dict(outcome.node), provenance=dict(outcome.provenance), timings=dict(outcome.timings_s),
+        log_tail=outcome.log_tail,
+    )  # fmt: skip

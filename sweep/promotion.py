@@ -1,0 +1,121 @@
+"""After the search: the best configurations re-measured as the organisers measure, over fresh boots.
+
+A sweep ranks trials by one run of one boot, which on a GPU is noise (one configuration's TPS
+moves about 10% from boot to boot). So when a study's search ends, ``promote`` takes its
+``[promotion] candidates`` fastest distinct feasible configurations measured to the end (a
+configuration measured twice counts once, by its fastest trial) and boots each ``boots`` times at
+the promotion profile (for challenge studies the organisers' own: 128 prompts x 512 tokens and
+their 128 PPL records), interleaved A B C A B C ..., each boot timing the public prompts and the
+held-out ones (``sweep.booter``). Where the gate is a ratio of the baseline's PPL and the promotion
+scores other references than the sweep did, the baseline is promoted with them: its boots resolve
+the gate on those references.
+
+The plan (candidates, boots, profile, gate, target) is the study's user attribute ``promotion``
+(``sweep.claims.PROMOTION_ATTR``) and every boot is stored as it ends (table ``promotions``), so an
+interrupted promotion goes on with the same command from the next boot, and a new search result
+(other candidates, another profile) starts a new promotion run. The claims are then
+``sweep.claims.claims_of``; a summary of them is the study's user attribute ``claims``, which
+optuna-dashboard lists.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import optuna
+from rich.console import Console
+
+from engine.profiles import BenchProfile
+from sweep.booter import BootRunner, interleave, run_boots
+from sweep.claims import PROMOTION_ATTR, StudyClaims, claims_of
+from sweep.record import TrialRecord
+from sweep.spec import StudySpec
+from sweep.storage import Storage
+
+__all__ = ["CLAIMS_ATTR", "promote", "select"]
+
+CLAIMS_ATTR = "claims"
+
+
+def select(spec: StudySpec, records: list[TrialRecord]) -> list[TrialRecord]:
+    """The candidates: the fastest trial of each of the N fastest distinct feasible configurations
+    measured to the end, then the baseline if the gate must be re-resolved from it."""
+    best: dict[str, TrialRecord] = {}
+    for r in records:
+        if r.full and r.feasible:
+            key = repr(sorted(r.knobs.items()))
+            if key not in best or r.tps > best[key].tps:  # type: ignore[operator]
+                best[key] = r
+    chosen = sorted(best.values(), key=lambda r: (-r.tps, r.trial_number))[: spec.promotion.candidates]  # type: ignore[operator]
+    if _gate(spec, records)["kind"] == "baseline":
+        baseline = next((r for r in records if r.is_baseline and r.full), None)
+        if baseline is not None and not any(r.knobs == baseline.knobs for r in chosen):
+            chosen.append(baseline)
+    return chosen
+
+
+def _scores_like(record: TrialRecord, profile: BenchProfile) -> bool:
+    measured = BenchProfile.from_record(record.profile)
+    return (measured.path(measured.refs), measured.ppl_records) == (profile.path(profile.refs), profile.ppl_records)
+
+
+def _gate(spec: StudySpec, records: list[TrialRecord]) -> dict[str, Any]:
+    gate, profile = spec.gate, spec.promotion.profile
+    if gate.ppl_max is not None:
+        return {"kind": "absolute", "ppl": gate.ppl_max}
+    baseline = next((r for r in records if r.is_baseline and r.full), None)
+    if baseline is not None and profile is not None and _scores_like(baseline, profile):
+        return {"kind": "sweep", "ppl": baseline.gate}
+    return {"kind": "baseline", "ratio": gate.ppl_max_ratio, "trial": baseline.trial_number if baseline else None}
+
+
+def _summary(view: StudyClaims) -> list[dict[str, Any]]:
+    return [{"trial": c.trial_number, "claim": round(c.claim, 3), "p_verified": round(c.p_verified, 4), "boots": c.boots,
+             "rerun_90": [round(c.rerun_low, 3), round(c.rerun_high, 3)], "ppl": c.ppl, "ppl_tol": c.ppl_tol,
+             "recommended": view.recommended is c} for c in view.claims]  # fmt: skip
+
+
+def promote(spec: StudySpec, storage: Storage, *, out: Console, run_dir: Path,
+            deadline: float | None = None) -> StudyClaims | None:  # fmt: skip
+    """Run (or go on with) the study's promotion; None when it has nothing to promote. Boots that the
+    deadline (``time.monotonic()``) leaves unrun are run by the next call."""
+    promotion = spec.promotion
+    profile = promotion.profile
+    if not promotion.candidates or profile is None:
+        return None
+    records = storage.records(spec.name, token_ids=False)
+    chosen = select(spec, records)
+    if not chosen:
+        out.print(f"promotion: study {spec.name} has no feasible trial measured to the end; nothing promoted", markup=False)
+        return None
+    study = optuna.load_study(study_name=spec.name, storage=storage.optuna)
+    wanted = {"trials": [r.trial_number for r in chosen], "boots": promotion.boots, "profile": asdict(profile),
+              "target": promotion.target, "noise_floor": promotion.noise_floor, "gate": _gate(spec, records)}  # fmt: skip
+    plan = study.user_attrs.get(PROMOTION_ATTR)
+    if plan is None or {k: plan.get(k) for k in wanted} != wanted:
+        plan = {"run_id": uuid.uuid4().hex[:12], **wanted}
+        study.set_user_attr(PROMOTION_ATTR, plan)
+    boots = interleave(chosen, boots=promotion.boots, profile=lambda _: profile, gate=lambda _: plan["gate"].get("ppl"))
+    stored = [b for b in storage.boots("promotion", spec.name) if b.run_id == plan["run_id"]]
+    done = len(stored)
+    if done < len(boots):
+        began = "starts" if done == 0 else f"goes on after {done} boot(s)"
+        out.print(f"promotion {plan['run_id']} {began}: trials {plan['trials']} x {promotion.boots} fresh boots, interleaved, "
+                  f"profile {profile.name} ({profile.num_prompts} public + {profile.num_prompts} held-out prompts x "
+                  f"{profile.output_len} tokens a boot, PPL over {profile.ppl_records} records)", markup=False)  # fmt: skip
+        runner = BootRunner(spec, run_dir=run_dir)
+        try:
+            _, stopped = run_boots(boots, runner=runner, storage=storage, kind="promotion", run_id=plan["run_id"], out=out,
+                                   done=done, deadline=deadline,
+                                   earlier=[b.timings["total"] for b in stored if "total" in b.timings])  # fmt: skip
+        finally:
+            runner.stop()
+        if stopped:
+            out.print("promotion: the time limit left boots unrun; the same command goes on with them", markup=False)
+    view = claims_of(plan, storage.boots("promotion", spec.name))
+    if view.complete:
+        study.set_user_attr(CLAIMS_ATTR, _summary(view))
+    return view

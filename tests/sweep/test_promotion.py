@@ -1,0 +1,91 @@
+"""Promotion over a real Ray cluster, real SQLite and the stub stack with injected boot-to-boot noise,
+a warming server and a held-out set that reads slower: interleaved boots, alternating runs, a resume
+that loses and repeats nothing, provenance on every record, and the claims as ``sweep.claims`` prints them."""
+
+from __future__ import annotations
+
+import io
+import math
+
+import optuna
+import pytest
+from rich.console import Console
+
+from engine.provenance import KEYS
+from sweep.booter import BootRunner
+from sweep.claims import PROMOTION_ATTR, claims_of
+from sweep.claims import main as claims_main
+from sweep.promotion import CLAIMS_ATTR, promote, select
+from sweep.spec import load_study
+from sweep.storage import open_storage
+from tests.stacks import stub_profile
+from tests.sweep.kit import run_in_process, write_manifest, write_study
+
+HELD_OUT = 0.90  # the stub serves prompts starting "Held-out" at 90% of the speed
+
+
+def _study(tmp_path):
+    manifest = write_manifest(tmp_path, STUB_DECODE_STEP_S="0.006", STUB_BOOT_NOISE="0.02", STUB_DRIFT="0.002",
+                              STUB_HELDOUT_FACTOR=str(HELD_OUT))  # fmt: skip
+    return write_study(tmp_path, manifest=manifest, profile=stub_profile(tmp_path, output_len=40), name="promo",
+                       space={"centroid_top_k": {"choices": [8, 32, 64]}}, sampler="grid",
+                       promotion={"candidates": 2, "boots": 3})  # fmt: skip
+
+
+def test_promotion_interleaves_alternates_resumes_and_claims(ray_connected, tmp_path, monkeypatch, capsys):
+    study = _study(tmp_path)
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    run_in_process(study, url, tmp_path / "runs")
+    spec = load_study(study)
+    storage = open_storage(url)
+    out = Console(file=io.StringIO(), width=200)
+    try:
+        chosen = [r.trial_number for r in select(spec, storage.records("promo"))]
+        # the gate is a ratio, but the promotion scores the sweep's own references: no baseline is added
+        assert len(chosen) == 2
+        # an interrupted promotion (the third boot is interrupted) keeps the boots it finished ...
+        real_boot, calls = BootRunner.boot, []
+
+        def interrupting(self, planned, *, folder):
+            calls.append(planned.order)
+            if len(calls) == 3:
+                raise KeyboardInterrupt
+            return real_boot(self, planned, folder=folder)
+
+        monkeypatch.setattr(BootRunner, "boot", interrupting)
+        with pytest.raises(KeyboardInterrupt):
+            promote(spec, storage, out=out, run_dir=tmp_path / "runs")
+        assert [b.order for b in storage.boots("promotion", "promo")] == [0, 1]
+        monkeypatch.setattr(BootRunner, "boot", real_boot)
+        # ... and the same call goes on from the next boot, repeating none
+        view = promote(spec, storage, out=out, run_dir=tmp_path / "runs")
+        boots = storage.boots("promotion", "promo")
+        study_attrs = optuna.load_study(study_name="promo", storage=storage.optuna).user_attrs
+        records = storage.records("promo")
+    finally:
+        storage.close()
+    assert len({b.run_id for b in boots}) == 1 and view.complete and not view.failed
+    # A B A B A B, never A A A B B B; each configuration's boots alternate which run comes first
+    assert [b.order for b in boots] == list(range(6)) and [b.trial_number for b in boots] == chosen * 3
+    assert [b.first for b in boots] == ["public"] * 2 + ["heldout"] * 2 + ["public"] * 2
+    assert [b.repeat for b in boots] == [0, 0, 1, 1, 2, 2]
+    # the estimator sees through the noise: the held-out set's 10% and a later run's warming
+    for level in view.fit.levels.values():
+        assert math.exp(level.heldout - level.public) == pytest.approx(HELD_OUT, abs=0.04)
+    assert view.fit.gamma > 0  # the warming stub reads its second run faster
+    # every record says what it ran on
+    for thing in [*boots, *(r for r in records if r.booted)]:
+        assert set(thing.provenance) == set(KEYS), thing
+        assert thing.provenance["stack"] == "stub" and thing.provenance["stack_version"] == "stub-1"
+        assert thing.provenance["gpu"] == [] and thing.provenance["cuda_driver"] is None
+    # optuna-dashboard lists the claims among the study's attributes
+    assert study_attrs[PROMOTION_ATTR]["trials"] == chosen
+    assert [c["trial"] for c in study_attrs[CLAIMS_ATTR]] == [c.trial_number for c in view.claims]
+    assert claims_of(study_attrs[PROMOTION_ATTR], boots).claims == view.claims
+    # the command prints the table: knobs, boots, claim, interval, P(VERIFIED), PPL with its tolerance
+    rc = claims_main(["--study", "promo", "--storage", url])
+    printed = capsys.readouterr().out
+    assert rc == (0 if view.recommended else 1)
+    assert "P(VERIFIED)" in printed and "re-run 90%" in printed and "PPL ± tol" in printed
+    for claim in view.claims:
+        assert f"{claim.claim:.2f}" in printed and f"{claim.p_verified:.2f}" in printed
