@@ -35,7 +35,10 @@ _PIN = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)")
 def project_requirements(pyproject_text: str) -> list[Requirement]:
     """The dependencies ``pyproject.toml`` declares, the installed extras' included."""
     project = tomllib.loads(pyproject_text)["project"]
-    texts = [*project.get("dependencies", []), *(r for e in EXTRAS for r in project.get("optional-dependencies", {}).get(e, []))]
+    texts = [
+        *project.get("dependencies", []),
+        *(r for e in EXTRAS for r in project.get("optional-dependencies", {}).get(e, [])),
+    ]
     return [Requirement(t) for t in texts]
 
 
@@ -66,8 +69,10 @@ def disagreements(pyproject_text: str, lock_text: str) -> list[str]:
         if pinned is None:
             problems.append(f"pyproject.toml requires {requirement}, which requirements.lock does not pin")
         elif not requirement.specifier.contains(pinned, prereleases=True):
-            problems.append(f"requirements.lock pins {requirement.name}=={pinned}, which pyproject.toml's "
-                            f"{requirement} does not allow")
+            problems.append(
+                f"requirements.lock pins {requirement.name}=={pinned}, which pyproject.toml's "
+                f"{requirement} does not allow"
+            )
     return problems
 
 
@@ -115,7 +120,10 @@ def main(argv: list[str]) -> int:
         found = resolved(project_requirements(PYPROJECT.read_text()))
         missing = sorted(n for n, v in found.items() if v is None)
         if missing:
-            print(f"lock: not installed here: {missing}; install the project first (docs/dependencies.md)", file=sys.stderr)
+            print(
+                f"lock: not installed here: {missing}; install the project first (docs/dependencies.md)",
+                file=sys.stderr,
+            )
             return 1
         LOCK.write_text(HEADER + "".join(f"{name}=={found[name]}\n" for name in sorted(found)))
         print(f"lock: {LOCK} pins {len(found)} distributions")

@@ -36,11 +36,18 @@ def curve_data(runs: dict[str, list[list[float]]]) -> list[Curve]:
     for sampler, per_seed in runs.items():
         length = max(len(c) for c in per_seed)
         columns = [[c[min(i, len(c) - 1)] for c in per_seed] for i in range(length)]
-        quartiles = [statistics.quantiles(col, n=4, method="inclusive") if len(col) > 1 else [col[0]] * 3 for col in columns]
-        curves.append(Curve(
-            sampler=sampler, trials=list(range(1, length + 1)),
-            median=[q[1] for q in quartiles], q1=[q[0] for q in quartiles], q3=[q[2] for q in quartiles],
-        ))  # fmt: skip
+        quartiles = [
+            statistics.quantiles(col, n=4, method="inclusive") if len(col) > 1 else [col[0]] * 3 for col in columns
+        ]
+        curves.append(
+            Curve(
+                sampler=sampler,
+                trials=list(range(1, length + 1)),
+                median=[q[1] for q in quartiles],
+                q1=[q[0] for q in quartiles],
+                q3=[q[2] for q in quartiles],
+            )
+        )
     return curves
 
 
@@ -53,14 +60,28 @@ def curve_figure(curves: list[Curve], *, title: str) -> go.Figure:
     fig = go.Figure()
     for c in curves:
         colour = _COLOURS.get(c.sampler, "#111111")
-        fig.add_trace(go.Scatter(
-            x=c.trials + c.trials[::-1], y=c.q3 + c.q1[::-1], fill="toself", fillcolor=_rgba(colour, 0.12),
-            line={"width": 0}, hoverinfo="skip", showlegend=False, legendgroup=c.sampler,
-        ))  # fmt: skip
-        fig.add_trace(go.Scatter(
-            x=c.trials, y=c.median, mode="lines", name=c.sampler, legendgroup=c.sampler,
-            line={"color": colour, "width": 2.5, "dash": _DASHES.get(c.sampler, "solid")},
-        ))  # fmt: skip
+        fig.add_trace(
+            go.Scatter(
+                x=c.trials + c.trials[::-1],
+                y=c.q3 + c.q1[::-1],
+                fill="toself",
+                fillcolor=_rgba(colour, 0.12),
+                line={"width": 0},
+                hoverinfo="skip",
+                showlegend=False,
+                legendgroup=c.sampler,
+            )
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=c.trials,
+                y=c.median,
+                mode="lines",
+                name=c.sampler,
+                legendgroup=c.sampler,
+                line={"color": colour, "width": 2.5, "dash": _DASHES.get(c.sampler, "solid")},
+            )
+        )
     fig.update_layout(
         title=title,
         template="plotly_white",

@@ -58,7 +58,9 @@ def surface_spec(spec: StudySpec, surface: Surface) -> StudySpec:
     """``spec`` with its space narrowed to the recorded grid (the knobs must match) and, on a grid
     with traces, the grid's profile; at full fidelity on a grid without, which cannot stop a trial."""
     if set(surface.knobs) != set(spec.space):
-        raise ValueError(f"the grid records knobs {sorted(surface.knobs)}, study {spec.name!r} sweeps {sorted(spec.space)}")
+        raise ValueError(
+            f"the grid records knobs {sorted(surface.knobs)}, study {spec.name!r} sweeps {sorted(spec.space)}"
+        )
     space = {}
     for knob, knob_space in spec.space.items():
         values = surface.values(knob)
@@ -67,16 +69,28 @@ def surface_spec(spec: StudySpec, surface: Surface) -> StudySpec:
             raise ValueError(f"the grid's {knob} values {outside} are outside study {spec.name!r}'s space")
         space[knob] = _space_like(knob_space, values)
     if not surface.traces:
-        return replace(spec, space=space, fidelity=FidelitySpec(mode="full", why_full="the grid records no prompt timings"))
+        return replace(
+            spec, space=space, fidelity=FidelitySpec(mode="full", why_full="the grid records no prompt timings")
+        )
     # The trials' own profile: the stages are counted in its prompts
-    profile = BenchProfile(**{f.name: surface.profile[f.name] for f in fields(BenchProfile) if f.name in (surface.profile or {})})
+    profile = BenchProfile(
+        **{f.name: surface.profile[f.name] for f in fields(BenchProfile) if f.name in (surface.profile or {})}
+    )
     return replace(spec, space=space, profile=profile)
 
 
 def _measured(tps: float, ppl: float) -> Measurement:
     """A replayed measurement: the sampled TPS and PPL, nothing else observed."""
-    return Measurement(tps=tps, ppl=ppl, ppl_mean_record=ppl, completion_tokens=0, tps_wall_s=0.0,
-                       ppl_target_tokens=0, num_prompts=0, num_ppl_records=0)  # fmt: skip
+    return Measurement(
+        tps=tps,
+        ppl=ppl,
+        ppl_mean_record=ppl,
+        completion_tokens=0,
+        tps_wall_s=0.0,
+        ppl_target_tokens=0,
+        num_prompts=0,
+        num_ppl_records=0,
+    )
 
 
 def _factors(noise: RunNoise, prompts: int, rng: random.Random) -> list[float]:
@@ -96,9 +110,16 @@ def _traced(trace: Trace, *, factors: list[float], ppl: float, plan: FidelityPla
     stop: Stop | None = None
     timed = planned
     for n in stages.after if stages else ():
-        stop = stages.checkpoint(Partial(prompts_timed=n, prompts_planned=planned,  # type: ignore[union-attr]
-                                         tps=sum(tokens[:n]) / sum(latencies[:n]), latencies_s=tuple(latencies[:n]),
-                                         tokens=tuple(tokens[:n]), ppl=ppl))  # fmt: skip
+        stop = stages.checkpoint(
+            Partial(
+                prompts_timed=n,
+                prompts_planned=planned,  # type: ignore[union-attr]
+                tps=sum(tokens[:n]) / sum(latencies[:n]),
+                latencies_s=tuple(latencies[:n]),
+                tokens=tuple(tokens[:n]),
+                ppl=ppl,
+            )
+        )
         if stop is not None:
             timed = n
             break
@@ -110,11 +131,21 @@ def _traced(trace: Trace, *, factors: list[float], ppl: float, plan: FidelityPla
         wall = sum(latencies[:timed])
         tps, cost = sum(tokens[:timed]) / wall, fixed + wall
     measurement = Measurement(
-        tps=tps, ppl=ppl, ppl_mean_record=ppl, completion_tokens=sum(tokens[:timed]), tps_wall_s=wall,
-        ppl_target_tokens=0, num_prompts=planned, num_ppl_records=0, prompt_latencies_s=latencies[:timed],
-        prompt_tokens=tokens[:timed], fidelity=plan.record(), stopped=stop.kind if stop else None,
-        stop_reason=stop.reason if stop else None, prompts_timed=timed,
-    )  # fmt: skip
+        tps=tps,
+        ppl=ppl,
+        ppl_mean_record=ppl,
+        completion_tokens=sum(tokens[:timed]),
+        tps_wall_s=wall,
+        ppl_target_tokens=0,
+        num_prompts=planned,
+        num_ppl_records=0,
+        prompt_latencies_s=latencies[:timed],
+        prompt_tokens=tokens[:timed],
+        fidelity=plan.record(),
+        stopped=stop.kind if stop else None,
+        stop_reason=stop.reason if stop else None,
+        prompts_timed=timed,
+    )
     return measurement, cost
 
 
@@ -124,8 +155,9 @@ def _record(core: StudyCore, planned: PlannedTrial, measurement: Measurement) ->
     return core.outcome_record(planned, outcome)
 
 
-def replay(spec: StudySpec, surface: Surface, *, seed: int, n_trials: int,
-           cuts: tuple[int, ...] | None = None) -> list[Replayed]:  # fmt: skip
+def replay(
+    spec: StudySpec, surface: Surface, *, seed: int, n_trials: int, cuts: tuple[int, ...] | None = None
+) -> list[Replayed]:
     """Run ``spec`` (its sampler, fidelity and rules, this seed) for ``n_trials`` booted trials against
     ``surface``; ``cuts`` (default: the spec's own stages) are where a traced run's noise is drawn
     apart: give two replays that are compared the same ones."""
@@ -155,6 +187,14 @@ def replay(spec: StudySpec, surface: Surface, *, seed: int, n_trials: int,
                 measurement, cost = _traced(trace, factors=factors, ppl=ppl, plan=core.plan(planned))
             record = _record(core, planned, measurement)
         core.close(record)
-        out.append(Replayed(knobs=dict(planned.effective), tps=point.tps, ppl=point.ppl, record=record, cost_s=cost,
-                            feasible=point.ppl is not None and not over_gate(point.ppl, true_gate)))  # fmt: skip
+        out.append(
+            Replayed(
+                knobs=dict(planned.effective),
+                tps=point.tps,
+                ppl=point.ppl,
+                record=record,
+                cost_s=cost,
+                feasible=point.ppl is not None and not over_gate(point.ppl, true_gate),
+            )
+        )
     return out

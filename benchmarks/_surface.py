@@ -67,8 +67,10 @@ class RunNoise:
 
     def describe(self) -> str:
         segments = "; ".join(f"from prompt {a + 1}: {sd:.2%}" for a, sd in zip((0, *self.cuts), self.segment_sds))
-        return (f"TPS x exp(N(0, {self.boot_sd:.4f})) per trial, and each segment's prompts x exp(N(0, sd)) of their "
-                f"own ({segments}; {self.df} degrees of freedom, from the repeated configurations' prompt timings)")
+        return (
+            f"TPS x exp(N(0, {self.boot_sd:.4f})) per trial, and each segment's prompts x exp(N(0, sd)) of their "
+            f"own ({segments}; {self.df} degrees of freedom, from the repeated configurations' prompt timings)"
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -151,9 +153,16 @@ def load_surface(path: Path) -> Surface:
     missing = [c for c in (*COLUMNS, "tps", "ppl") if c not in header]
     if missing or not knobs:
         raise DataError(f"{path}: not a recorded grid: missing column(s) {missing or 'for the knobs'}")
-    rows = [{**row, "is_baseline": row["is_baseline"] == "True", "knobs": {k: row[k] for k in knobs},
-             "tps": float(row["tps"]) if row["status"] == "complete" else None,
-             "ppl": float(row["ppl"]) if row["status"] == "complete" else None} for row in reader]  # fmt: skip
+    rows = [
+        {
+            **row,
+            "is_baseline": row["is_baseline"] == "True",
+            "knobs": {k: row[k] for k in knobs},
+            "tps": float(row["tps"]) if row["status"] == "complete" else None,
+            "ppl": float(row["ppl"]) if row["status"] == "complete" else None,
+        }
+        for row in reader
+    ]
     return _surface(rows, knobs=knobs, notes=notes, path=path)
 
 
@@ -162,8 +171,13 @@ def _from_json(text: str, path: Path) -> Surface:
         data = json.loads(text)
         rows, notes, profile = data["rows"], tuple(data.get("notes", ())), dict(data["profile"])
         # every consumed knob is in a row; the grid's are those it varies
-        knobs = tuple(sorted(k for k in {k for row in rows for k in row["knobs"]}
-                             if len({repr(row["knobs"].get(k)) for row in rows}) > 1))  # fmt: skip
+        knobs = tuple(
+            sorted(
+                k
+                for k in {k for row in rows for k in row["knobs"]}
+                if len({repr(row["knobs"].get(k)) for row in rows}) > 1
+            )
+        )
     except (ValueError, KeyError, TypeError) as exc:
         raise DataError(f"{path}: not a recorded grid: {exc}") from None
     if not knobs or any(k not in KNOBS for k in knobs):
@@ -186,9 +200,14 @@ def _surface(rows: Iterable[dict[str, Any]], *, knobs: tuple[str, ...], notes: t
             tps[key].append(float(row["tps"]))
             ppl[key].append(float(row["ppl"]))
             if row.get("latencies_s"):
-                traces.setdefault(key, []).append(Trace(
-                    tps=float(row["tps"]), latencies_s=tuple(row["latencies_s"]), tokens=tuple(row["tokens"]),
-                    timings_s=dict(row["timings_s"])))  # fmt: skip
+                traces.setdefault(key, []).append(
+                    Trace(
+                        tps=float(row["tps"]),
+                        latencies_s=tuple(row["latencies_s"]),
+                        tokens=tuple(row["tokens"]),
+                        timings_s=dict(row["timings_s"]),
+                    )
+                )
     if len(baselines) != 1:
         raise DataError(f"{path}: expected rows of one baseline configuration, found {sorted(baselines)}")
     points = {

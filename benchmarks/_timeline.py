@@ -74,7 +74,9 @@ def load_timeline(storage_url: str, study_name: str) -> list[TrialTiming]:
             study = optuna.load_study(study_name=study_name, storage=storage.optuna)
         except KeyError:
             names = sorted(s.study_name for s in optuna.get_all_study_summaries(storage.optuna))
-            raise StudyNotFoundError(f"study {study_name!r} not found in {storage_url}; studies there: {names or 'none'}") from None
+            raise StudyNotFoundError(
+                f"study {study_name!r} not found in {storage_url}; studies there: {names or 'none'}"
+            ) from None
         rows = {r.trial_number: r for r in storage.records(study_name)}
         trials = study.get_trials(deepcopy=False)
     finally:

@@ -105,14 +105,20 @@ def verdict(rounds: list[Round]) -> Verdict:
     noise, _ = pooled_log_sd([alone, overlapped])
     paired = statistics.stdev(logs) / math.sqrt(len(logs)) if len(logs) >= 2 else math.inf
     stderr = max(paired, noise * math.sqrt(2 / len(logs)))
-    return Verdict(alone=statistics.median(alone), overlapped=statistics.median(overlapped),
-                   difference=statistics.median(b / a for a, b in pairs) - 1, noise=noise,
-                   mean_log=statistics.fmean(logs), stderr=stderr)  # fmt: skip
+    return Verdict(
+        alone=statistics.median(alone),
+        overlapped=statistics.median(overlapped),
+        difference=statistics.median(b / a for a, b in pairs) - 1,
+        noise=noise,
+        mean_log=statistics.fmean(logs),
+        stderr=stderr,
+    )
 
 
 def _profile(args: Args) -> BenchProfile:
     return get_profile(args.profile).with_overrides(
-        {"num_prompts": args.num_prompts, "output_len": args.output_len, "tps_repeats": 1}, source="boot_overlap")
+        {"num_prompts": args.num_prompts, "output_len": args.output_len, "tps_repeats": 1}, source="boot_overlap"
+    )
 
 
 def _launch(args: Args, work: Path, name: str) -> tuple[LaunchConfig, Path]:
@@ -184,16 +190,23 @@ def _rounds(args: Args, profile: BenchProfile, launch: LaunchConfig, prompts: li
     model = launch.served_model_name
     rounds = []
     with open_client(launch.base_url, timeout_s=profile.request_timeout_s) as client:
-        warm_up(client, model=model, prompt=prompts[0], requests=profile.warmup_requests,
-                output_len=profile.warmup_output_len, pause_s=profile.warmup_pause_s)  # fmt: skip
+        warm_up(
+            client,
+            model=model,
+            prompt=prompts[0],
+            requests=profile.warmup_requests,
+            output_len=profile.warmup_output_len,
+            pause_s=profile.warmup_pause_s,
+        )
         measure_tps(client, model=model, prompts=prompts, output_len=profile.output_len)  # untimed: caches alike
         base_mib = _used_mib(gpus)
         for i in range(2 * args.rounds):
             booting = None
             if i % 2:
                 launch_b, folder_b = _launch(args, work, f"b{i}")
-                booting = _Booting(EngineProcess(launch_b, log_path=folder_b / "engine.log",
-                                                 boot_timeout_s=profile.boot_timeout_s))  # fmt: skip
+                booting = _Booting(
+                    EngineProcess(launch_b, log_path=folder_b / "engine.log", boot_timeout_s=profile.boot_timeout_s)
+                )
             try:
                 result = measure_tps(client, model=model, prompts=prompts, output_len=profile.output_len)
             finally:
@@ -201,26 +214,44 @@ def _rounds(args: Args, profile: BenchProfile, launch: LaunchConfig, prompts: li
                     booting.stop()
             if booting is not None and booting.error is not None:
                 raise booting.error
-            rounds.append(Round(number=i + 1, overlapped=booting is not None, tps=result.tps, run_s=result.wall_s,
-                                boot_s=booting.boot_s if booting else None, load=os.getloadavg()[0]))  # fmt: skip
+            rounds.append(
+                Round(
+                    number=i + 1,
+                    overlapped=booting is not None,
+                    tps=result.tps,
+                    run_s=result.wall_s,
+                    boot_s=booting.boot_s if booting else None,
+                    load=os.getloadavg()[0],
+                )
+            )
             _released(gpus, base_mib)
     return rounds
 
 
-def report(rounds: list[Round], *, args: Args, launch: LaunchConfig, profile: BenchProfile, boot_a: float,
-           load_before: str) -> str:  # fmt: skip
+def report(
+    rounds: list[Round], *, args: Args, launch: LaunchConfig, profile: BenchProfile, boot_a: float, load_before: str
+) -> str:
     v = verdict(rounds)
-    rows = [[r.number, "with a boot" if r.overlapped else "alone", f"{r.tps:.3f}", f"{r.run_s:.1f}",
-             "-" if not r.overlapped else ("not ready" if r.boot_s is None else f"{r.boot_s:.1f}"),
-             f"{r.load:.2f}"] for r in rounds]  # fmt: skip
+    rows = [
+        [
+            r.number,
+            "with a boot" if r.overlapped else "alone",
+            f"{r.tps:.3f}",
+            f"{r.run_s:.1f}",
+            "-" if not r.overlapped else ("not ready" if r.boot_s is None else f"{r.boot_s:.1f}"),
+            f"{r.load:.2f}",
+        ]
+        for r in rounds
+    ]
     boots = [r.boot_s for r in rounds if r.boot_s is not None]
     covered = [r for r in rounds if r.overlapped and r.boot_s is not None and r.boot_s <= r.run_s]
     lines = [
         f"stack {args.manifest} ({' '.join(launch.argv[1:4])}); profile {profile.name}: {profile.num_prompts} prompts x "
         f"{profile.output_len} tokens a timed run, one at a time; OMP_NUM_THREADS={args.threads} for both stacks",
         f"stack A booted in {boot_a:.1f} s (alone); B booted during {len(covered)} of {args.rounds} overlapped runs "
-        f"(B's boot median {statistics.median(boots):.1f} s)" if boots else
-        f"stack A booted in {boot_a:.1f} s (alone); B was never ready before an overlapped run ended",
+        f"(B's boot median {statistics.median(boots):.1f} s)"
+        if boots
+        else f"stack A booted in {boot_a:.1f} s (alone); B was never ready before an overlapped run ended",
         "",
         table(["round", "condition", "A's TPS", "run s", "B ready after s", "load (1 min)"], rows),
         "",
@@ -238,19 +269,37 @@ def report(rounds: list[Round], *, args: Args, launch: LaunchConfig, profile: Be
 def parse_args(argv: list[str] | None = None) -> Args:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.boot_overlap", description=__doc__.splitlines()[0])
     parser.add_argument("--manifest", default="reference", help="the stack (default reference; vllm-gpu on a GPU)")
-    parser.add_argument("--profile", default="quick", help="the prompts' profile (default quick: the project's own set)")
-    parser.add_argument("--num-prompts", type=int, default=4, help="prompts per timed run (default 4: about a "
-                        "reference boot's length on a CPU, so the boot overlaps the whole run)")  # fmt: skip
+    parser.add_argument(
+        "--profile", default="quick", help="the prompts' profile (default quick: the project's own set)"
+    )
+    parser.add_argument(
+        "--num-prompts",
+        type=int,
+        default=4,
+        help="prompts per timed run (default 4: about a "
+        "reference boot's length on a CPU, so the boot overlaps the whole run)",
+    )
     parser.add_argument("--output-len", type=int, default=64, help="tokens per prompt (default 64)")
     parser.add_argument("--rounds", type=int, default=8, help="pairs of runs, alone then with a boot (default 8)")
-    parser.add_argument("--threads", type=int, default=1, help="OMP_NUM_THREADS of each stack (default 1, as a "
-                        "study's num_cpus = 1 gives a trial's engine under Ray)")  # fmt: skip
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="OMP_NUM_THREADS of each stack (default 1, as a study's num_cpus = 1 gives a trial's engine under Ray)",
+    )
     parser.add_argument("--out", type=Path, help="also write the report there, under its command line")
     ns = parser.parse_args(argv)
     if min(ns.num_prompts, ns.output_len, ns.threads) < 1 or ns.rounds < 2:
         parser.error("--num-prompts, --output-len and --threads must be at least 1, --rounds at least 2")
-    return Args(manifest=ns.manifest, profile=ns.profile, num_prompts=ns.num_prompts, output_len=ns.output_len,
-                rounds=ns.rounds, threads=ns.threads, out=ns.out)  # fmt: skip
+    return Args(
+        manifest=ns.manifest,
+        profile=ns.profile,
+        num_prompts=ns.num_prompts,
+        output_len=ns.output_len,
+        rounds=ns.rounds,
+        threads=ns.threads,
+        out=ns.out,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

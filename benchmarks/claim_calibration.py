@@ -53,14 +53,18 @@ def _calibrate(args: argparse.Namespace, out: Console) -> str:
             raise StudyNotFoundError(f"study {spec.name!r} not found in {args.storage}") from None
         plan = study.user_attrs.get(PROMOTION_ATTR)
         if plan is None:
-            raise NoCompletedTrialsError(f"study {spec.name!r} has no promotion: run `python -m sweep.run --study {args.study}`")
+            raise NoCompletedTrialsError(
+                f"study {spec.name!r} has no promotion: run `python -m sweep.run --study {args.study}`"
+            )
         view = claims_of(plan, storage.boots("promotion", spec.name))
         if not view.claims:
             raise NoCompletedTrialsError(f"study {spec.name!r}: its promotion measured no boot")
         if args.trial is not None:
             claim = next((c for c in view.claims if c.trial_number == args.trial), None)
             if claim is None:
-                raise NoCompletedTrialsError(f"--trial {args.trial} was not promoted; promoted: {[c.trial_number for c in view.claims]}")
+                raise NoCompletedTrialsError(
+                    f"--trial {args.trial} was not promoted; promoted: {[c.trial_number for c in view.claims]}"
+                )
         else:
             claim = view.recommended or max(view.claims, key=lambda c: c.p_verified)
         record = storage.record(spec.name, claim.trial_number)
@@ -68,12 +72,21 @@ def _calibrate(args: argparse.Namespace, out: Console) -> str:
 
         profile = BenchProfile.from_record(plan["profile"])
         run_id = uuid.uuid4().hex[:12]
-        laid = [replace(b, heldout_first=True) for b in interleave(
-            [record], boots=args.reruns, profile=lambda _: profile, gate=lambda _: view.gate,  # type: ignore[list-item]
-            claims={claim.trial_number: claim.claim})]  # fmt: skip
-        out.print(f"calibrating trial {claim.trial_number} of {spec.name}: claim {claim.claim:.2f} tok/s, predicted "
-                  f"P(VERIFIED) {claim.p_verified:.3f}; {args.reruns} fresh boots, the held-out run first; run {run_id}",
-                  markup=False)  # fmt: skip
+        laid = [
+            replace(b, heldout_first=True)
+            for b in interleave(
+                [record],
+                boots=args.reruns,
+                profile=lambda _: profile,
+                gate=lambda _: view.gate,  # type: ignore[list-item]
+                claims={claim.trial_number: claim.claim},
+            )
+        ]
+        out.print(
+            f"calibrating trial {claim.trial_number} of {spec.name}: claim {claim.claim:.2f} tok/s, predicted "
+            f"P(VERIFIED) {claim.p_verified:.3f}; {args.reruns} fresh boots, the held-out run first; run {run_id}",
+            markup=False,
+        )
         began = time.monotonic()
         with ray_session(address=args.ray_address, temp_dir=RUN_DIR / "ray"):
             check_capacity(spec.resources)
@@ -88,22 +101,30 @@ def _calibrate(args: argparse.Namespace, out: Console) -> str:
     for b in reruns:
         ok = b.measured and abs(b.tps / claim.claim - 1) <= TPS_TOLERANCE and not over_gate(b.ppl, view.gate)  # type: ignore[operator,arg-type]
         hits += ok
-        rows.append([b.repeat + 1, "-" if b.tps is None else f"{b.tps:.2f}",
-                     "-" if b.tps is None else f"{(b.tps / claim.claim - 1) * 100:+.1f}%",
-                     "-" if b.ppl is None else f"{b.ppl:.4f}", "yes" if ok else "no"])  # fmt: skip
+        rows.append(
+            [
+                b.repeat + 1,
+                "-" if b.tps is None else f"{b.tps:.2f}",
+                "-" if b.tps is None else f"{(b.tps / claim.claim - 1) * 100:+.1f}%",
+                "-" if b.ppl is None else f"{b.ppl:.4f}",
+                "yes" if ok else "no",
+            ]
+        )
     observed = hits / len(reruns)
     agree = abs(observed - claim.p_verified) <= WITHIN
-    return "\n".join([
-        f"study {spec.name}, trial {claim.trial_number} ({' '.join(f'{k}={v}' for k, v in sorted(record.knobs.items()))})",
-        f"claim {claim.claim:.2f} tok/s from promotion {view.run_id} ({claim.boots} boots of each of {len(view.claims)} "
-        f"candidates, profile {view.profile}); gate {view.gate:.4f}",
-        "",
-        table(["re-run", "held-out TPS", "against the claim", "PPL", "within 5%, under the gate"], rows),
-        "",
-        f"predicted P(VERIFIED) {claim.p_verified:.2f}, observed {observed:.2f} over {len(reruns)} re-runs",
-        f"{'within' if agree else 'NOT within'} {WITHIN:.0%} points of each other; re-runs took {time.monotonic() - began:.0f} s; "
-        f"{load_note()}",
-    ])  # fmt: skip
+    return "\n".join(
+        [
+            f"study {spec.name}, trial {claim.trial_number} ({' '.join(f'{k}={v}' for k, v in sorted(record.knobs.items()))})",
+            f"claim {claim.claim:.2f} tok/s from promotion {view.run_id} ({claim.boots} boots of each of {len(view.claims)} "
+            f"candidates, profile {view.profile}); gate {view.gate:.4f}",
+            "",
+            table(["re-run", "held-out TPS", "against the claim", "PPL", "within 5%, under the gate"], rows),
+            "",
+            f"predicted P(VERIFIED) {claim.p_verified:.2f}, observed {observed:.2f} over {len(reruns)} re-runs",
+            f"{'within' if agree else 'NOT within'} {WITHIN:.0%} points of each other; re-runs took {time.monotonic() - began:.0f} s; "
+            f"{load_note()}",
+        ]
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -46,9 +46,15 @@ class Args:
 
 def _profile(args: Args) -> BenchProfile:
     """The harness's sequence (4 warm-up requests of min(32, output) tokens, a 1 s pause) on these sizes."""
-    overrides: dict[str, object] = {"num_prompts": args.num_prompts, "output_len": args.output_len,
-                                    "warmup_requests": 4, "warmup_output_len": min(32, args.output_len),
-                                    "warmup_pause_s": 1.0, "tps_repeats": 1, "shuffle_seed": 1}  # fmt: skip
+    overrides: dict[str, object] = {
+        "num_prompts": args.num_prompts,
+        "output_len": args.output_len,
+        "warmup_requests": 4,
+        "warmup_output_len": min(32, args.output_len),
+        "warmup_pause_s": 1.0,
+        "tps_repeats": 1,
+        "shuffle_seed": 1,
+    }
     if args.prompts:
         overrides["prompts"] = str(Path(args.prompts).resolve())
     return get_profile("challenge-quick").with_overrides(overrides, source="harness_agreement")
@@ -57,8 +63,14 @@ def _profile(args: Args) -> BenchProfile:
 def _ours(base_url: str, *, model: str, profile: BenchProfile) -> float:
     prompts, _ = profile.load_data()
     with open_client(base_url, timeout_s=profile.request_timeout_s) as client:
-        warm_up(client, model=model, prompt=prompts[0], requests=profile.warmup_requests,
-                output_len=profile.warmup_output_len, pause_s=profile.warmup_pause_s)
+        warm_up(
+            client,
+            model=model,
+            prompt=prompts[0],
+            requests=profile.warmup_requests,
+            output_len=profile.warmup_output_len,
+            pause_s=profile.warmup_pause_s,
+        )
         return measure_tps(client, model=model, prompts=prompts, output_len=profile.output_len).tps
 
 
@@ -74,21 +86,38 @@ def run(args: Args) -> str:
     launch = build_launch(manifest, parse_knobs(manifest, {}))
     tokenizer = prepare_model().checkpoint_dir
     rows, theirs, ours = [], [], []
-    with tempfile.TemporaryDirectory(prefix="harness-") as tmp, \
-            EngineProcess(launch, log_path=Path(tmp) / "engine.log", boot_timeout_s=profile.boot_timeout_s):  # fmt: skip
+    with (
+        tempfile.TemporaryDirectory(prefix="harness-") as tmp,
+        EngineProcess(launch, log_path=Path(tmp) / "engine.log", boot_timeout_s=profile.boot_timeout_s),
+    ):
         for i in range(args.rounds):
             first, second = ("sglang", "ours") if i % 2 == 0 else ("ours", "sglang")
             got = {}
             for who in (first, second):
                 if who == "sglang":
-                    got[who] = bench_serving(sglang.python, script, base_url=launch.base_url, model=launch.served_model_name,
-                                       tokenizer=tokenizer, prompts=prompts, profile=profile, work=Path(tmp))  # fmt: skip
+                    got[who] = bench_serving(
+                        sglang.python,
+                        script,
+                        base_url=launch.base_url,
+                        model=launch.served_model_name,
+                        tokenizer=tokenizer,
+                        prompts=prompts,
+                        profile=profile,
+                        work=Path(tmp),
+                    )
                 else:
                     got[who] = _ours(launch.base_url, model=launch.served_model_name, profile=profile)
             theirs.append(got["sglang"])
             ours.append(got["ours"])
-            rows.append([str(i + 1), f"{first} first", f"{got['sglang']:.3f}", f"{got['ours']:.3f}",
-                         f"{(got['ours'] / got['sglang'] - 1) * 100:+.2f}%"])  # fmt: skip
+            rows.append(
+                [
+                    str(i + 1),
+                    f"{first} first",
+                    f"{got['sglang']:.3f}",
+                    f"{got['ours']:.3f}",
+                    f"{(got['ours'] / got['sglang'] - 1) * 100:+.2f}%",
+                ]
+            )
     med_theirs, med_ours = statistics.median(theirs), statistics.median(ours)
     # The stack's own speed drifts from run to run; a round times both clients back to back, so the
     # median of the rounds' ratios cancels the drift that a ratio of medians keeps.
@@ -112,16 +141,26 @@ def run(args: Args) -> str:
 def parse_args(argv: list[str] | None = None) -> Args:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.harness_agreement", description=__doc__.splitlines()[0])
     parser.add_argument("--manifest", default="reference-plain", help="the stack to time (default reference-plain)")
-    parser.add_argument("--prompts", help="ShareGPT prompt file (default: the organisers' own, from GEMMA_SWEEP_CHALLENGE_DATA)")
+    parser.add_argument(
+        "--prompts", help="ShareGPT prompt file (default: the organisers' own, from GEMMA_SWEEP_CHALLENGE_DATA)"
+    )
     parser.add_argument("--num-prompts", type=int, default=8, help="prompts per run (default 8)")
-    parser.add_argument("--output-len", type=int, default=64, help="tokens per prompt (default 64; the challenge's is 512)")
+    parser.add_argument(
+        "--output-len", type=int, default=64, help="tokens per prompt (default 64; the challenge's is 512)"
+    )
     parser.add_argument("--rounds", type=int, default=8, help="rounds, each timing both clients (default 8)")
     parser.add_argument("--out", type=Path, help="also write the table there, under its command line")
     ns = parser.parse_args(argv)
     if min(ns.num_prompts, ns.output_len, ns.rounds) < 1:
         parser.error("--num-prompts, --output-len and --rounds must be at least 1")
-    return Args(manifest=ns.manifest, prompts=ns.prompts, num_prompts=ns.num_prompts, output_len=ns.output_len,
-                rounds=ns.rounds, out=ns.out)  # fmt: skip
+    return Args(
+        manifest=ns.manifest,
+        prompts=ns.prompts,
+        num_prompts=ns.num_prompts,
+        output_len=ns.output_len,
+        rounds=ns.rounds,
+        out=ns.out,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -53,9 +53,13 @@ class Share:
     @property
     def phases(self) -> dict[str, float]:
         p = self.timing.phases
-        return {"boot": p.get("boot", 0.0), "warmup": p.get("warmup", 0.0),
-                "tps": p.get("tps", 0.0) + p.get("stream", 0.0), "ppl": p.get("ppl", 0.0),
-                "stop": p.get("stop", 0.0)}  # fmt: skip
+        return {
+            "boot": p.get("boot", 0.0),
+            "warmup": p.get("warmup", 0.0),
+            "tps": p.get("tps", 0.0) + p.get("stream", 0.0),
+            "ppl": p.get("ppl", 0.0),
+            "stop": p.get("stop", 0.0),
+        }
 
     @property
     def other_s(self) -> float:
@@ -79,13 +83,29 @@ def report(items: list[Share], *, sequential: bool, study: str, run: SweepRun | 
         t = s.timing
         knobs = " ".join(f"{k[:1]}{v}" for k, v in sorted(t.knobs.items()))
         label = f"{t.number}{' (baseline)' if t.is_baseline else ''}{'' if t.status == 'complete' else ' FAILED'}"
-        rows.append([label, knobs, f"{s.span_s:.1f}", *(_pct(s.phases[p], s.span_s) for p in SHOWN),
-                     _pct(s.other_s, s.span_s), f"{s.other_s:.2f}"])  # fmt: skip
+        rows.append(
+            [
+                label,
+                knobs,
+                f"{s.span_s:.1f}",
+                *(_pct(s.phases[p], s.span_s) for p in SHOWN),
+                _pct(s.other_s, s.span_s),
+                f"{s.other_s:.2f}",
+            ]
+        )
     total = sum(s.span_s for s in items)
     phase_total = {p: sum(s.phases[p] for s in items) for p in SHOWN}
     other_total = sum(s.other_s for s in items)
-    rows.append(["all", "", f"{total:.1f}", *(_pct(phase_total[p], total) for p in SHOWN),
-                 _pct(other_total, total), f"{other_total:.2f}"])  # fmt: skip
+    rows.append(
+        [
+            "all",
+            "",
+            f"{total:.1f}",
+            *(_pct(phase_total[p], total) for p in SHOWN),
+            _pct(other_total, total),
+            f"{other_total:.2f}",
+        ]
+    )
     headers = ["trial", "knobs (c=CTK n=spec s=window)", "span s", *SHOWN, "other", "other s"]
     worst = max(s.other_s / s.span_s for s in items)
     lines = [
@@ -116,8 +136,12 @@ def report(items: list[Share], *, sequential: bool, study: str, run: SweepRun | 
 
 def parse_args(argv: list[str] | None = None) -> Args:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.overhead", description=__doc__.splitlines()[0])
-    parser.add_argument("--study", default="joint", help="study to run (a name in studies/ or a .toml), or to read "
-                        "with --storage (its name in the database); default joint")  # fmt: skip
+    parser.add_argument(
+        "--study",
+        default="joint",
+        help="study to run (a name in studies/ or a .toml), or to read "
+        "with --storage (its name in the database); default joint",
+    )
     parser.add_argument("--trials", type=int, default=4, help="trials to run, the baseline included (default 4)")
     parser.add_argument("--profile", help="benchmark profile (default: the study's)")
     parser.add_argument("--storage", help="read this database's study instead of running one")
@@ -141,7 +165,9 @@ def main(argv: list[str] | None = None) -> int:
             url = f"sqlite:///{folder / 'overhead.db'}"
             extra = ["--profile", args.profile] if args.profile else []
             loads = [f"before: {load_note()}"]
-            run = run_sweep("--study", str(study), "--trials", str(args.trials), "--storage", url, *extra, folder=folder)
+            run = run_sweep(
+                "--study", str(study), "--trials", str(args.trials), "--storage", url, *extra, folder=folder
+            )
             loads.append(f"after: {load_note()}")
         timeline = load_timeline(url, name)
         if not timeline:

@@ -50,9 +50,10 @@ class Grid:
 
 GRIDS = {
     "joint": Grid(studies=("joint_grid", "joint_grid_repeats"), out=RESULTS_DIR / "joint_grid.csv", traces=False),
-    "fidelity": Grid(studies=("fidelity_grid", "fidelity_grid_repeats"), out=RESULTS_DIR / "fidelity_grid.json",
-                     traces=True),
-}  # fmt: skip
+    "fidelity": Grid(
+        studies=("fidelity_grid", "fidelity_grid_repeats"), out=RESULTS_DIR / "fidelity_grid.json", traces=True
+    ),
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -91,10 +92,17 @@ def _rows(records: list[TrialRecord]) -> tuple[list[str], list[dict[str, object]
     """The CSV's header and rows, and a line naming the profile they were measured with."""
     knobs = sorted({k for r in records for k in r.knobs})
     rows = [
-        {"study": r.study_name, "trial": r.trial_number, "is_baseline": r.is_baseline, "status": r.status,
-         **{k: r.knobs[k] for k in knobs}, "tps": r.tps, "ppl": r.ppl}
+        {
+            "study": r.study_name,
+            "trial": r.trial_number,
+            "is_baseline": r.is_baseline,
+            "status": r.status,
+            **{k: r.knobs[k] for k in knobs},
+            "tps": r.tps,
+            "ppl": r.ppl,
+        }
         for r in records
-    ]  # fmt: skip
+    ]
     profiles = {json.dumps(r.profile, sort_keys=True) for r in records}
     fields = ("name", "num_prompts", "output_len", "ppl_records", "warmup_requests", "refs")
     profile = "; ".join(
@@ -106,12 +114,20 @@ def _rows(records: list[TrialRecord]) -> tuple[list[str], list[dict[str, object]
 def _traced_rows(records: list[TrialRecord]) -> list[dict[str, object]]:
     """The JSON's rows: the CSV's fields, the knobs as a table, and each trial's trace."""
     return [
-        {"study": r.study_name, "trial": r.trial_number, "is_baseline": r.is_baseline, "status": r.status,
-         "knobs": r.knobs, "tps": r.tps, "ppl": r.ppl, "timings_s": r.timings,
-         "latencies_s": r.measurement.prompt_latencies_s if r.measurement else [],
-         "tokens": r.measurement.prompt_tokens if r.measurement else []}
+        {
+            "study": r.study_name,
+            "trial": r.trial_number,
+            "is_baseline": r.is_baseline,
+            "status": r.status,
+            "knobs": r.knobs,
+            "tps": r.tps,
+            "ppl": r.ppl,
+            "timings_s": r.timings,
+            "latencies_s": r.measurement.prompt_latencies_s if r.measurement else [],
+            "tokens": r.measurement.prompt_tokens if r.measurement else [],
+        }
         for r in records
-    ]  # fmt: skip
+    ]
 
 
 def _notes(storage_url: str, grid: Grid, *, profile: str, walls: dict[str, float], loads: list[str]) -> list[str]:
@@ -121,8 +137,10 @@ def _notes(storage_url: str, grid: Grid, *, profile: str, walls: dict[str, float
         busy = sum(t.wall_s for t in timeline)
         span = (max(t.told for t in timeline) - min(t.asked for t in timeline)).total_seconds()
         boot = sum(t.phases.get("boot", 0.0) for t in timeline)
-        line = (f"{study}: {len(timeline)} trials, {busy / 60:.1f} min of trials (ask to tell; {boot / 60:.1f} of it "
-                f"boot), first ask to last tell {span / 60:.1f} min, from {timeline[0].asked:%Y-%m-%d %H:%M} local time")  # fmt: skip
+        line = (
+            f"{study}: {len(timeline)} trials, {busy / 60:.1f} min of trials (ask to tell; {boot / 60:.1f} of it "
+            f"boot), first ask to last tell {span / 60:.1f} min, from {timeline[0].asked:%Y-%m-%d %H:%M} local time"
+        )
         if study in walls:
             line += f"; this command's sweep.run took {walls[study] / 60:.1f} min"
         notes.append(line)
@@ -154,11 +172,16 @@ def parse_args(argv: list[str] | None = None) -> Args:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.record_grid", description=__doc__.splitlines()[0])
     parser.add_argument("--grid", choices=sorted(GRIDS), default="joint", help="which grid (default joint)")
     parser.add_argument("--storage", help=f"database of the two studies (default {RUN_FOLDER}/<grid>.db)")
-    parser.add_argument("--out", type=Path, help="the file to write (default benchmarks/results/joint_grid.csv, "
-                        "fidelity_grid.json)")  # fmt: skip
+    parser.add_argument(
+        "--out", type=Path, help="the file to write (default benchmarks/results/joint_grid.csv, fidelity_grid.json)"
+    )
     parser.add_argument("--csv-only", action="store_true", help="measure nothing: write the file from the database")
-    parser.add_argument("--refs", type=Path, help="PPL reference set (JSONL) in place of the profile's, e.g. the first "
-                        "complete batch of a set datagen.refset is still writing")  # fmt: skip
+    parser.add_argument(
+        "--refs",
+        type=Path,
+        help="PPL reference set (JSONL) in place of the profile's, e.g. the first "
+        "complete batch of a set datagen.refset is still writing",
+    )
     ns = parser.parse_args(argv)
     if ns.refs is not None and not ns.refs.is_file():
         parser.error(f"--refs {ns.refs}: no such file")
@@ -175,8 +198,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.record:
             for study in args.grid.studies:
-                run = run_sweep("--study", str(_study_file(study, args.refs)), "--storage", args.storage,
-                                folder=RUN_FOLDER, log_name=f"{study}.log")  # fmt: skip
+                run = run_sweep(
+                    "--study",
+                    str(_study_file(study, args.refs)),
+                    "--storage",
+                    args.storage,
+                    folder=RUN_FOLDER,
+                    log_name=f"{study}.log",
+                )
                 walls[study] = run.wall_s
                 loads.append(f"after {study}: {load_note()}")
         records = _records(args.storage, args.grid)
@@ -186,7 +215,9 @@ def main(argv: list[str] | None = None) -> int:
             args.out.parent.mkdir(parents=True, exist_ok=True)
             profiles = {json.dumps(r.profile, sort_keys=True) for r in records}
             if len(profiles) != 1:
-                raise ConfigError(f"the grid's trials were measured with {len(profiles)} different profiles: {sorted(profiles)}")
+                raise ConfigError(
+                    f"the grid's trials were measured with {len(profiles)} different profiles: {sorted(profiles)}"
+                )
             grid = {"notes": notes, "profile": json.loads(profiles.pop()), "rows": _traced_rows(records)}
             args.out.write_text(json.dumps(grid, indent=1) + "\n")
         else:

@@ -143,14 +143,18 @@ def main(argv: list[str] | None = None) -> int:
     for row in rows:
         acc = f"{row.acceptance:.3f}" if row.acceptance is not None else "-"
         steps = f"{1 + row.accepted / row.cycles:.2f}" if row.cycles else "-"
-        print(f"{row.label:<26} {row.tps:8.2f} {row.tps / plain_tps:8.2f} {acc:>8} {steps:>9} {'yes' if row.same else 'NO':>5}")
+        print(
+            f"{row.label:<26} {row.tps:8.2f} {row.tps / plain_tps:8.2f} {acc:>8} {steps:>9} {'yes' if row.same else 'NO':>5}"
+        )
     if device.type == "cuda":  # the graph path's ceiling (issue 10): benchmarks/_floor.py
         from benchmarks._floor import weight_floor
 
         floor = weight_floor(runtime.model)
-        print(f"\nweight-read floor: {floor.step_bytes / 1e9:.3f} GB per plain step at {floor.bandwidth / 1e12:.2f} TB/s "
-              f"(copy, measured in this run) = {floor.floor_s * 1e3:.3f} ms; plain greedy reaches "
-              f"{floor.fraction(plain_tps):.1%} of it (step compiled: {runtime.graph_engine.compile or 'no'})")
+        print(
+            f"\nweight-read floor: {floor.step_bytes / 1e9:.3f} GB per plain step at {floor.bandwidth / 1e12:.2f} TB/s "
+            f"(copy, measured in this run) = {floor.floor_s * 1e3:.3f} ms; plain greedy reaches "
+            f"{floor.fraction(plain_tps):.1%} of it (step compiled: {runtime.graph_engine.compile or 'no'})"
+        )
     best = max(rows[1:], key=lambda r: r.tps, default=None)
     if best is not None:
         print(f"\nbest: {best.label} at {best.tps / plain_tps:.2f}x plain")

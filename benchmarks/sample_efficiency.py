@@ -69,12 +69,17 @@ class SamplerResult:
         return [curve[min(n, len(curve)) - 1] for curve in self.curves]
 
 
-def _replay_one(spec: StudySpec, surface: Surface, seed: int, trials: int, best_tps: float,
-                ref: Reference) -> tuple[int | None, list[float], float]:  # fmt: skip
+def _replay_one(
+    spec: StudySpec, surface: Surface, seed: int, trials: int, best_tps: float, ref: Reference
+) -> tuple[int | None, list[float], float]:
     """One seed of one sampler (a process pool task): trials to reach, curve, CPU seconds."""
     began = time.process_time()
     run = replay(spec, surface, seed=seed, n_trials=trials)
-    return trials_to_reach(run, best_tps=best_tps, share=SHARE), hypervolume_curve(run, ref), time.process_time() - began
+    return (
+        trials_to_reach(run, best_tps=best_tps, share=SHARE),
+        hypervolume_curve(run, ref),
+        time.process_time() - began,
+    )
 
 
 def _init_worker() -> None:
@@ -86,11 +91,24 @@ def _init_worker() -> None:
     optuna.logging.set_verbosity(optuna.logging.ERROR)  # thousands of trials: the table says it all
 
 
-def run_samplers(spec: StudySpec, surface: Surface, *, samplers: tuple[str, ...], seeds: int, trials: int,
-                 best_tps: float, ref: Reference, processes: int) -> list[SamplerResult]:  # fmt: skip
+def run_samplers(
+    spec: StudySpec,
+    surface: Surface,
+    *,
+    samplers: tuple[str, ...],
+    seeds: int,
+    trials: int,
+    best_tps: float,
+    ref: Reference,
+    processes: int,
+) -> list[SamplerResult]:
     """Every (sampler, seed) replay, spread over ``processes``; each replay is seeded, so the
     result does not depend on how they are spread."""
-    tasks = {(s, seed): (replace(spec, sampler=s), surface, seed, trials, best_tps, ref) for s in samplers for seed in range(seeds)}
+    tasks = {
+        (s, seed): (replace(spec, sampler=s), surface, seed, trials, best_tps, ref)
+        for s in samplers
+        for seed in range(seeds)
+    }
     with ProcessPoolExecutor(max_workers=processes, initializer=_init_worker) as pool:
         futures = {key: pool.submit(_replay_one, *task) for key, task in tasks.items()}
         done = {key: future.result() for key, future in futures.items()}
@@ -112,8 +130,16 @@ def _roles(spec: StudySpec) -> dict[str, str]:
     return roles
 
 
-def report(results: list[SamplerResult], *, spec: StudySpec, surface: Surface, best_tps: float, ref: Reference,
-           args: Args, total_s: float) -> str:  # fmt: skip
+def report(
+    results: list[SamplerResult],
+    *,
+    spec: StudySpec,
+    surface: Surface,
+    best_tps: float,
+    ref: Reference,
+    args: Args,
+    total_s: float,
+) -> str:
     roles = _roles(spec)
     rows = []
     for r in results:
@@ -122,9 +148,22 @@ def report(results: list[SamplerResult], *, spec: StudySpec, surface: Surface, b
         role = roles.get(r.sampler)
         label = f"{r.sampler} ({role})" if role else r.sampler
         hv = [f"{statistics.median(r.hv_at(n)):.3f}" for n in CHECKPOINTS if n <= args.trials]
-        rows.append([label, f">{args.trials}" if median is None else f"{median:g}", f"{hit}/{len(r.reached)}", *hv,
-                     f"{r.cpu_s:.1f}"])  # fmt: skip
-    headers = ["sampler", f"median trials to {SHARE:.0%}", "reached", *(f"HV@{n}" for n in CHECKPOINTS if n <= args.trials), "CPU s"]
+        rows.append(
+            [
+                label,
+                f">{args.trials}" if median is None else f"{median:g}",
+                f"{hit}/{len(r.reached)}",
+                *hv,
+                f"{r.cpu_s:.1f}",
+            ]
+        )
+    headers = [
+        "sampler",
+        f"median trials to {SHARE:.0%}",
+        "reached",
+        *(f"HV@{n}" for n in CHECKPOINTS if n <= args.trials),
+        "CPU s",
+    ]
     sizes = " x ".join(f"{k} {surface.values(k)}" for k in surface.knobs)
     lines = [
         f"study {spec.name!r} ({spec.gate.describe()}) replayed on {args.grid.name}: {len(surface.points)} configurations "
@@ -182,8 +221,9 @@ def parse_args(argv: list[str] | None = None) -> Args:
     parser.add_argument("--samplers", default=",".join(SAMPLERS), help="comma-separated (default all five)")
     parser.add_argument("--seeds", type=int, default=20, help="seeds per sampler (default 20)")
     parser.add_argument("--trials", type=int, default=max(CHECKPOINTS), help="trials per run (default 40)")
-    parser.add_argument("--processes", type=int, default=os.cpu_count() or 1,
-                        help="replays run in parallel (default: one per CPU)")
+    parser.add_argument(
+        "--processes", type=int, default=os.cpu_count() or 1, help="replays run in parallel (default: one per CPU)"
+    )
     parser.add_argument("--out", type=Path, help="also write the table there, under its command line")
     parser.add_argument("--chart", type=Path, help="write the chart there (.html, and .png beside it)")
     ns = parser.parse_args(argv)
@@ -193,8 +233,16 @@ def parse_args(argv: list[str] | None = None) -> Args:
         parser.error(f"--samplers: unknown {unknown}; valid: {list(SAMPLERS)}")
     if ns.seeds < 1 or ns.trials < 1 or ns.processes < 1:
         parser.error("--seeds, --trials and --processes must be at least 1")
-    return Args(study=ns.study, grid=ns.grid, samplers=samplers, seeds=ns.seeds, trials=ns.trials,
-                processes=ns.processes, out=ns.out, chart=ns.chart)  # fmt: skip
+    return Args(
+        study=ns.study,
+        grid=ns.grid,
+        samplers=samplers,
+        seeds=ns.seeds,
+        trials=ns.trials,
+        processes=ns.processes,
+        out=ns.out,
+        chart=ns.chart,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -212,13 +260,24 @@ def main(argv: list[str] | None = None) -> int:
     gate = spec.gate.resolve(surface.point(dict(zip(surface.knobs, surface.baseline))).ppl)
     best_tps = best_feasible_tps(surface, gate)
     ref = reference_point(surface, gate)
-    results = run_samplers(spec, surface, samplers=args.samplers, seeds=args.seeds, trials=args.trials,
-                           best_tps=best_tps, ref=ref, processes=args.processes)  # fmt: skip
-    text = report(results, spec=spec, surface=surface, best_tps=best_tps, ref=ref, args=args,
-                  total_s=time.monotonic() - began)  # fmt: skip
+    results = run_samplers(
+        spec,
+        surface,
+        samplers=args.samplers,
+        seeds=args.seeds,
+        trials=args.trials,
+        best_tps=best_tps,
+        ref=ref,
+        processes=args.processes,
+    )
+    text = report(
+        results, spec=spec, surface=surface, best_tps=best_tps, ref=ref, args=args, total_s=time.monotonic() - began
+    )
     emit(text, out=args.out)
     if args.chart is not None:
-        for path in chart(results, path=args.chart, title=f"{spec.name}: feasible hypervolume vs trials ({args.seeds} seeds)"):
+        for path in chart(
+            results, path=args.chart, title=f"{spec.name}: feasible hypervolume vs trials ({args.seeds} seeds)"
+        ):
             print(f"written: {path}")
     return 0
 

@@ -142,21 +142,45 @@ def report(points: list[Point], *, args: ScalingArgs) -> str:
     for p in points:
         cmd_eff = "-" if c1 is None else f"{c1 / (p.workers * p.run.wall_s):.1%}"
         e = eff(p)
-        rows.append([
-            p.workers, f"{p.run.wall_s:.1f}", cmd_eff, f"{p.loop_span_s:.1f}", f"{p.parallel_span_s:.1f}",
-            f"{math.ceil(len(p.parallel) / p.workers) * sleep_s:.1f}", "-" if e is None else f"{e:.1%}",
-            f"{p.mean('wall_s'):.2f}", f"{p.mean('engine_s'):.2f}", f"{p.mean('orchestration_s'):.3f}",
-            f"{p.mean('before_row_s'):.3f}", f"{p.mean('row_to_tell_s'):.3f}", f"{p.idle_share:.1%}",
-        ])  # fmt: skip
+        rows.append(
+            [
+                p.workers,
+                f"{p.run.wall_s:.1f}",
+                cmd_eff,
+                f"{p.loop_span_s:.1f}",
+                f"{p.parallel_span_s:.1f}",
+                f"{math.ceil(len(p.parallel) / p.workers) * sleep_s:.1f}",
+                "-" if e is None else f"{e:.1%}",
+                f"{p.mean('wall_s'):.2f}",
+                f"{p.mean('engine_s'):.2f}",
+                f"{p.mean('orchestration_s'):.3f}",
+                f"{p.mean('before_row_s'):.3f}",
+                f"{p.mean('row_to_tell_s'):.3f}",
+                f"{p.idle_share:.1%}",
+            ]
+        )
     summary = []
     if t1 is not None:
         for n in args.workers:
             runs = [e for p in points if p.workers == n and (e := eff(p)) is not None]
-            summary.append(f"{n} worker(s): parallel efficiency {_mean(runs):.1%} (runs: {', '.join(f'{e:.1%}' for e in runs)})")
+            summary.append(
+                f"{n} worker(s): parallel efficiency {_mean(runs):.1%} (runs: {', '.join(f'{e:.1%}' for e in runs)})"
+            )
     headers = [
-        "workers", "command s", "cmd eff", "loop s", "parallel s", "ideal par. s", "efficiency",
-        "trial wall s", "engine s", "orch. s", "to row s", "row-tell s", "idle",
-    ]  # fmt: skip
+        "workers",
+        "command s",
+        "cmd eff",
+        "loop s",
+        "parallel s",
+        "ideal par. s",
+        "efficiency",
+        "trial wall s",
+        "engine s",
+        "orch. s",
+        "to row s",
+        "row-tell s",
+        "idle",
+    ]
     lines = [
         f"study: 1 baseline + {args.trials - 1} trials on the sleeping stub stack (random sampler, seed 1); "
         f"known sleep per trial {sleep_s:.2f} s (boot {args.boot_s:g} s, {args.request_s:g} s per request)",
@@ -176,8 +200,10 @@ def report(points: list[Point], *, args: ScalingArgs) -> str:
         "              the driver closes other trials); row-tell s: the driver's database work after the row",
         "idle          share of worker time in the parallel part with no trial in flight",
         "",
-        *(f"load, run {i + 1} ({p.workers} worker(s)): before {p.load_before}; after {p.load_after}"
-          for i, p in enumerate(points)),
+        *(
+            f"load, run {i + 1} ({p.workers} worker(s)): before {p.load_before}; after {p.load_after}"
+            for i, p in enumerate(points)
+        ),
     ]
     return "\n".join(lines)
 
@@ -188,8 +214,12 @@ def parse_args(argv: list[str] | None = None) -> ScalingArgs:
     parser.add_argument("--trials", type=int, default=13, help="trials per study, the baseline included (default 13)")
     parser.add_argument("--boot-s", type=float, default=2.0, help="the stub's boot sleep (default 2)")
     parser.add_argument("--request-s", type=float, default=0.5, help="the stub's sleep per request (default 0.5)")
-    parser.add_argument("--repeats", type=int, default=1,
-                        help="passes over the worker counts, alternately forwards and backwards (default 1)")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="passes over the worker counts, alternately forwards and backwards (default 1)",
+    )
     parser.add_argument("--out", type=Path, help="also write the result there, under its command line")
     parser.add_argument("--keep", action="store_true", help="keep the run folders (databases, logs)")
     ns = parser.parse_args(argv)
@@ -199,8 +229,15 @@ def parse_args(argv: list[str] | None = None) -> ScalingArgs:
         parser.error(f"--workers must be integers separated by commas, got {ns.workers!r}")
     if any(w < 1 for w in workers) or ns.trials < 2 or ns.repeats < 1 or ns.boot_s < 0 or ns.request_s < 0:
         parser.error("--workers and --repeats must be >= 1, --trials >= 2, --boot-s and --request-s >= 0")
-    return ScalingArgs(workers=workers, trials=ns.trials, boot_s=ns.boot_s, request_s=ns.request_s,
-                       repeats=ns.repeats, out=ns.out, keep=ns.keep)  # fmt: skip
+    return ScalingArgs(
+        workers=workers,
+        trials=ns.trials,
+        boot_s=ns.boot_s,
+        request_s=ns.request_s,
+        repeats=ns.repeats,
+        out=ns.out,
+        keep=ns.keep,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -97,12 +97,15 @@ def time_to_best(run: list[Replayed], *, best_tps: float, share: float = SHARE) 
     feasible = [r for r in records if r.full and r.feasible]
     best = max(feasible, key=lambda r: (r.tps, -r.trial_number), default=None)
     return Outcome(
-        time_to_best_s=found[0] if found else None, boots_to_best=found[1] if found else None,
-        final_best=tuple(sorted(best.knobs.items())) if best else None, total_s=spent,
+        time_to_best_s=found[0] if found else None,
+        boots_to_best=found[1] if found else None,
+        final_best=tuple(sorted(best.knobs.items())) if best else None,
+        total_s=spent,
         pruned=sum(1 for r in records if r.status == "pruned" and r.booted),
         gate_stopped=sum(1 for r in records if r.gate_stopped),
-        copies=sum(1 for r in records if r.reuse == "copy"), memo_hits=sum(1 for r in records if r.reuse == "ppl_memo"),
-    )  # fmt: skip
+        copies=sum(1 for r in records if r.reuse == "copy"),
+        memo_hits=sum(1 for r in records if r.reuse == "ppl_memo"),
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -126,15 +129,18 @@ class Paired:
 def paired_ratio(old: Sequence[Outcome], new: Sequence[Outcome]) -> Paired:
     """The per-seed ratios old / new of the time to the best; a seed where either never found it has no ratio."""
     pairs = [(o.time_to_best_s, n.time_to_best_s) for o, n in zip(old, new, strict=True)]
-    return Paired(ratios=tuple(o / n for o, n in pairs if o is not None and n),  # type: ignore[operator]
-                  only_old=sum(o is not None and n is None for o, n in pairs),
-                  only_new=sum(o is None and n is not None for o, n in pairs),
-                  neither=sum(o is None and n is None for o, n in pairs))  # fmt: skip
+    return Paired(
+        ratios=tuple(o / n for o, n in pairs if o is not None and n),  # type: ignore[operator]
+        only_old=sum(o is not None and n is None for o, n in pairs),
+        only_new=sum(o is None and n is not None for o, n in pairs),
+        neither=sum(o is None and n is None for o, n in pairs),
+    )
 
 
 def slower_seeds(old: Sequence[Outcome], new: Sequence[Outcome], surface: Surface, *, share: float = SHARE) -> int:
     """Seeds whose new final best is more than 1 - ``share`` slower than the old one's, by the recorded
     means (ending on none where the old sweep ended on one counts as slower)."""
+
     def truth(o: Outcome) -> float | None:
         return None if o.final_best is None else surface.point(dict(o.final_best)).tps
 
@@ -182,24 +188,42 @@ def report(r: Replays, *, args: Args) -> str:
     surface, spec, old, new = r.surface, r.new, r.old_runs, r.new_runs
     varying = tuple(k for k in surface.knobs if len(surface.values(k)) > 1)
     gate = spec.gate.resolve(surface.point(dict(zip(surface.knobs, surface.baseline))).ppl)
-    best = [dict(zip(surface.knobs, key)) for key, p in surface.points.items()
-            if p.tps is not None and p.ppl is not None and not over_gate(p.ppl, gate) and p.tps >= SHARE * r.best_tps]  # type: ignore[operator]
-    rows = [[seed, _minutes(o.time_to_best_s), _minutes(n.time_to_best_s), o.boots_to_best or "-", n.boots_to_best or "-",
-             "-" if not (o.time_to_best_s and n.time_to_best_s) else f"{o.time_to_best_s / n.time_to_best_s:.2f}",
-             f"{n.pruned}/{n.gate_stopped}/{n.copies}/{n.memo_hits}", _knobs(o.final_best, varying),
-             "same" if n.final_best == o.final_best else _knobs(n.final_best, varying)]
-            for seed, (o, n) in enumerate(zip(old, new))]  # fmt: skip
+    best = [
+        dict(zip(surface.knobs, key))
+        for key, p in surface.points.items()
+        if p.tps is not None and p.ppl is not None and not over_gate(p.ppl, gate) and p.tps >= SHARE * r.best_tps
+    ]  # type: ignore[operator]
+    rows = [
+        [
+            seed,
+            _minutes(o.time_to_best_s),
+            _minutes(n.time_to_best_s),
+            o.boots_to_best or "-",
+            n.boots_to_best or "-",
+            "-" if not (o.time_to_best_s and n.time_to_best_s) else f"{o.time_to_best_s / n.time_to_best_s:.2f}",
+            f"{n.pruned}/{n.gate_stopped}/{n.copies}/{n.memo_hits}",
+            _knobs(o.final_best, varying),
+            "same" if n.final_best == o.final_best else _knobs(n.final_best, varying),
+        ]
+        for seed, (o, n) in enumerate(zip(old, new))
+    ]
     med_old, med_new = _median([o.time_to_best_s for o in old]), _median([o.time_to_best_s for o in new])
     ratio = None if med_old is None or not med_new else med_old / med_new
     paired = paired_ratio(old, new)
     slower, faster = slower_seeds(old, new, surface), slower_seeds(new, old, surface)
-    under = [sum(o.final_best is None or surface.point(dict(o.final_best)).tps < SHARE * r.best_tps for o in runs)  # type: ignore[operator]
-             for runs in (old, new)]  # fmt: skip
+    under = [
+        sum(o.final_best is None or surface.point(dict(o.final_best)).tps < SHARE * r.best_tps for o in runs)  # type: ignore[operator]
+        for runs in (old, new)
+    ]
     differ = sum(1 for o, n in zip(old, new) if o.final_best != n.final_best)
     trace = next(iter(surface.traces.values()))
-    phases = ", ".join(f"{k} {v:.1f} s" for k, v in trace.timings_s.items() if k in ("boot", "warmup", "tps", "ppl", "stop"))
-    excluded = (f"{paired.only_old} found it in the old sweep only, {paired.only_new} in the new only, "
-                f"{paired.neither} in neither")  # fmt: skip
+    phases = ", ".join(
+        f"{k} {v:.1f} s" for k, v in trace.timings_s.items() if k in ("boot", "warmup", "tps", "ppl", "stop")
+    )
+    excluded = (
+        f"{paired.only_old} found it in the old sweep only, {paired.only_new} in the new only, "
+        f"{paired.neither} in neither"
+    )
     met = paired.median is not None and paired.median >= TARGET_RATIO
     lines = [
         f"grid {r.grid.path.name}, study {spec.name!r} ({spec.gate.describe()}, sampler {spec.sampler}, a budget of "
@@ -210,23 +234,50 @@ def report(r: Replays, *, args: Args) -> str:
         f"noise: {surface.run_noise(r.cuts).describe()}",
         f"best feasible TPS {r.best_tps:.3f} (gate PPL {gate:.4f}); within 1%: "
         + "; ".join(_knobs(tuple(sorted(b.items())), varying) for b in best),
-        "old: full fidelity, every proposal booted (repeats = \"allow\", no PPL memo)",
+        'old: full fidelity, every proposal booted (repeats = "allow", no PPL memo)',
         f"new: {spec.fidelity.describe()}; copies and PPL-memo hits closed without a boot",
         "",
-        table(["seed", "old: min to best", "new: min to best", "old: boots", "new: boots", "old / new",
-               "new: pruned/gate-stopped/copies/memo", "old: final best", "new: final best"], rows),  # fmt: skip
+        table(
+            [
+                "seed",
+                "old: min to best",
+                "new: min to best",
+                "old: boots",
+                "new: boots",
+                "old / new",
+                "new: pruned/gate-stopped/copies/memo",
+                "old: final best",
+                "new: final best",
+            ],
+            rows,
+        ),
         "",
-        table(["", "old", "new"], [
-            ["median minutes to the best", _minutes(med_old), _minutes(med_new)],
-            ["seeds that found it", sum(o.time_to_best_s is not None for o in old),
-             sum(o.time_to_best_s is not None for o in new)],
-            ["median minutes, whole study", f"{statistics.median(o.total_s for o in old) / 60:.1f}",
-             f"{statistics.median(o.total_s for o in new) / 60:.1f}"],
-            ["pruned / gate-stopped (all seeds)", f"{sum(o.pruned for o in old)} / {sum(o.gate_stopped for o in old)}",
-             f"{sum(o.pruned for o in new)} / {sum(o.gate_stopped for o in new)}"],
-            ["copies / PPL-memo hits, unbooted (all seeds)", f"{sum(o.copies for o in old)} / {sum(o.memo_hits for o in old)}",
-             f"{sum(o.copies for o in new)} / {sum(o.memo_hits for o in new)}"],
-        ]),  # fmt: skip
+        table(
+            ["", "old", "new"],
+            [
+                ["median minutes to the best", _minutes(med_old), _minutes(med_new)],
+                [
+                    "seeds that found it",
+                    sum(o.time_to_best_s is not None for o in old),
+                    sum(o.time_to_best_s is not None for o in new),
+                ],
+                [
+                    "median minutes, whole study",
+                    f"{statistics.median(o.total_s for o in old) / 60:.1f}",
+                    f"{statistics.median(o.total_s for o in new) / 60:.1f}",
+                ],
+                [
+                    "pruned / gate-stopped (all seeds)",
+                    f"{sum(o.pruned for o in old)} / {sum(o.gate_stopped for o in old)}",
+                    f"{sum(o.pruned for o in new)} / {sum(o.gate_stopped for o in new)}",
+                ],
+                [
+                    "copies / PPL-memo hits, unbooted (all seeds)",
+                    f"{sum(o.copies for o in old)} / {sum(o.memo_hits for o in old)}",
+                    f"{sum(o.copies for o in new)} / {sum(o.memo_hits for o in new)}",
+                ],
+            ],
+        ),
         "",
         f"ratio of median times to the best (old / new): {_x(ratio)}",
         f"per-seed ratio: median {_x(paired.median)}, geometric mean {_x(paired.geometric_mean)} "
@@ -244,22 +295,39 @@ def report(r: Replays, *, args: Args) -> str:
 def parse_args(argv: list[str] | None = None) -> Args:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.time_to_optimum", description=__doc__.splitlines()[0])
     parser.add_argument("--study", default="joint", help="the study of a --grid that names none (default joint)")
-    parser.add_argument("--grid", action="append", metavar="[STUDY=]PATH",
-                        help=f"a recorded grid with traces, replayed with STUDY's setup; repeatable (default "
-                             f"{GRID.name}, the CPU grid)")  # fmt: skip
+    parser.add_argument(
+        "--grid",
+        action="append",
+        metavar="[STUDY=]PATH",
+        help=f"a recorded grid with traces, replayed with STUDY's setup; repeatable (default "
+        f"{GRID.name}, the CPU grid)",
+    )
     parser.add_argument("--sampler", default=DEFAULT_SAMPLER, choices=SAMPLERS, help=f"default {DEFAULT_SAMPLER}")
     parser.add_argument("--seeds", type=int, default=20, help="seeds (default 20)")
-    parser.add_argument("--trials", type=int, default=30, help="booted trials per replayed study, the baseline included (default 30)")
-    parser.add_argument("--stages", type=_fractions, metavar="F,F,...",
-                        help="replay the rule with these stages instead of the study's (e.g. 0.125,0.25,0.5)")
+    parser.add_argument(
+        "--trials", type=int, default=30, help="booted trials per replayed study, the baseline included (default 30)"
+    )
+    parser.add_argument(
+        "--stages",
+        type=_fractions,
+        metavar="F,F,...",
+        help="replay the rule with these stages instead of the study's (e.g. 0.125,0.25,0.5)",
+    )
     parser.add_argument("--processes", type=int, default=2, help="replays in parallel (default 2)")
     parser.add_argument("--out", type=Path, help="also write the report there, under its command line")
     ns = parser.parse_args(argv)
     if ns.seeds < 1 or ns.trials < 2 or ns.processes < 1:
         parser.error("--seeds and --processes must be at least 1, --trials at least 2")
     grids = tuple(_grid(text, ns.study) for text in ns.grid or [str(GRID)])
-    return Args(grids=grids, sampler=ns.sampler, seeds=ns.seeds, trials=ns.trials, stages=ns.stages,
-                processes=ns.processes, out=ns.out)  # fmt: skip
+    return Args(
+        grids=grids,
+        sampler=ns.sampler,
+        seeds=ns.seeds,
+        trials=ns.trials,
+        stages=ns.stages,
+        processes=ns.processes,
+        out=ns.out,
+    )
 
 
 def _grid(text: str, study: str) -> GridArg:
@@ -281,12 +349,19 @@ def _specs(grid: GridArg, args: Args) -> tuple[Surface, StudySpec, StudySpec]:
     """The grid, and the study replayed on it the new way and the old way."""
     surface = load_surface(grid.path)
     if not surface.traces:
-        raise ConfigError(f"{grid.path}: the grid records no prompt timings; record one with "
-                          "`python -m benchmarks.record_grid --grid fidelity`")  # fmt: skip
+        raise ConfigError(
+            f"{grid.path}: the grid records no prompt timings; record one with "
+            "`python -m benchmarks.record_grid --grid fidelity`"
+        )
     spec = surface_spec(load_study(grid.study), surface)
     # the replayed sampler's own rule: the study's sampler may be one the front rule cannot serve
-    new = replace(spec, sampler=args.sampler, repeats="copy", ppl_memo=True,
-                  fidelity=replace(spec.fidelity, front_rule_off=front_rule_for(args.sampler)))  # fmt: skip
+    new = replace(
+        spec,
+        sampler=args.sampler,
+        repeats="copy",
+        ppl_memo=True,
+        fidelity=replace(spec.fidelity, front_rule_off=front_rule_for(args.sampler)),
+    )
     if args.stages is not None and new.fidelity.mode == "multi":
         new = replace(new, fidelity=replace(new.fidelity, stages=args.stages))
     old = replace(new, fidelity=FidelitySpec(mode="full"), repeats="allow", ppl_memo=False)
@@ -313,18 +388,35 @@ def main(argv: list[str] | None = None) -> int:
             best_tps = best_feasible_tps(surface, gate)
             # one noise layout for both: the new rule's stages (the old sweep's trials are cut nowhere)
             cuts = stage_counts(new.fidelity, new.profile) if new.fidelity.mode == "multi" else ()
-            jobs = {(mode, seed): pool.submit(_one, s, surface, seed, args.trials, best_tps, cuts)
-                    for mode, s in (("old", old), ("new", new)) for seed in range(args.seeds)}  # fmt: skip
+            jobs = {
+                (mode, seed): pool.submit(_one, s, surface, seed, args.trials, best_tps, cuts)
+                for mode, s in (("old", old), ("new", new))
+                for seed in range(args.seeds)
+            }
             done = {key: job.result() for key, job in jobs.items()}
-            replays = Replays(grid=grid, surface=surface, old=old, new=new, cuts=cuts, best_tps=best_tps,
-                              old_runs=[done["old", s] for s in range(args.seeds)],
-                              new_runs=[done["new", s] for s in range(args.seeds)])  # fmt: skip
+            replays = Replays(
+                grid=grid,
+                surface=surface,
+                old=old,
+                new=new,
+                cuts=cuts,
+                best_tps=best_tps,
+                old_runs=[done["old", s] for s in range(args.seeds)],
+                new_runs=[done["new", s] for s in range(args.seeds)],
+            )
             texts.append(report(replays, args=args))
     replayed = "; ".join(f"{g.path.name} (study {g.study})" for g in args.grids)
     only_cpu = [g.path.resolve() for g in args.grids] == [GRID]
-    texts.append(f"grids replayed: {replayed}" + (" only: no GPU grid was given (one recorded with every prompt's "
-                 "timing over the vllm-h200 space replays with --grid vllm-h200=PATH)" if only_cpu else "")
-                 + f". Replays took {time.monotonic() - began:.1f} s wall ({args.processes} process(es)); {load_note()}")  # fmt: skip
+    texts.append(
+        f"grids replayed: {replayed}"
+        + (
+            " only: no GPU grid was given (one recorded with every prompt's "
+            "timing over the vllm-h200 space replays with --grid vllm-h200=PATH)"
+            if only_cpu
+            else ""
+        )
+        + f". Replays took {time.monotonic() - began:.1f} s wall ({args.processes} process(es)); {load_note()}"
+    )
     emit("\n\n".join(texts), out=args.out)
     return 0
 

@@ -88,12 +88,19 @@ def study_note(data: StudyData, user_attrs: dict[str, Any]) -> str:
         lines.append("No feasible measured trial yet.")
     if data.claims is not None and data.claims.claims:
         c = data.claims
-        lines += ["", f"### Claims: promotion {c.run_id}, {len(c.boots)} of {c.planned} fresh boots at profile {c.profile}", "",
-                  "| trial | boots | claim | private re-run 90% | P(VERIFIED) | PPL ± tol |", "|---|---|---|---|---|---|"]  # fmt: skip
+        lines += [
+            "",
+            f"### Claims: promotion {c.run_id}, {len(c.boots)} of {c.planned} fresh boots at profile {c.profile}",
+            "",
+            "| trial | boots | claim | private re-run 90% | P(VERIFIED) | PPL ± tol |",
+            "|---|---|---|---|---|---|",
+        ]
         for claim in c.claims:
             mark = " (recommended)" if c.recommended is claim else ""
-            lines.append(f"| {claim.trial_number}{mark} | {claim.boots} | {claim.claim:.2f} | {claim.rerun_low:.1f}..{claim.rerun_high:.1f} "
-                         f"| {claim.p_verified:.2f} | {claim.ppl:.4f} ± {claim.ppl_tol:.4f} |")  # fmt: skip
+            lines.append(
+                f"| {claim.trial_number}{mark} | {claim.boots} | {claim.claim:.2f} | {claim.rerun_low:.1f}..{claim.rerun_high:.1f} "
+                f"| {claim.p_verified:.2f} | {claim.ppl:.4f} ± {claim.ppl_tol:.4f} |"
+            )
     lines += [
         "",
         f"Export: `python -m dashboards.export --study {data.study_name}`. "

@@ -38,7 +38,9 @@ def _claim(t: TrialRow) -> float:
 
 def best_point(data: StudyData) -> BestPoint | None:
     """The VERIFIED feasible trial of the highest claim; None when no point is VERIFIED."""
-    verified = [t for t in data.measured if t.full and t.feasible and t.verdict is not None and t.verdict.verdict == "VERIFIED"]
+    verified = [
+        t for t in data.measured if t.full and t.feasible and t.verdict is not None and t.verdict.verdict == "VERIFIED"
+    ]
     best = max(verified, key=lambda t: (_claim(t), -t.number), default=None)
     return None if best is None else BestPoint(best, _claim(best))
 
@@ -47,7 +49,11 @@ def _state(t: TrialRow) -> str:
     if t.verdict is None:
         return "not verified"
     v = t.verdict
-    gap = "" if v.tps_gap_pct is None else f", held-out TPS {v.tps_gap_pct:+.1f}% ({v.gap_low_pct:+.1f}..{v.gap_high_pct:+.1f})"
+    gap = (
+        ""
+        if v.tps_gap_pct is None
+        else f", held-out TPS {v.tps_gap_pct:+.1f}% ({v.gap_low_pct:+.1f}..{v.gap_high_pct:+.1f})"
+    )
     return f"{v.verdict}{gap}"
 
 
@@ -75,38 +81,73 @@ def _readme(data: StudyData, best: BestPoint | None, *, storage: str, redacted: 
     store = shown_url(storage)
     if best is not None:
         t = best.trial
-        lines = [f"# {data.study_name}: the manifest to submit", "",
-                 f"`manifest.json` is the study's manifest with trial {t.number}'s knobs applied: claim {best.claim:.2f} "
-                 f"tok/s, PPL {t.ppl:.4f}" + (f" (gate {data.gate:.4f})" if data.gate is not None else "") + ".", "",
-                 f"Verification: **VERIFIED** ({_state(t)}).", ""]  # fmt: skip
+        lines = [
+            f"# {data.study_name}: the manifest to submit",
+            "",
+            f"`manifest.json` is the study's manifest with trial {t.number}'s knobs applied: claim {best.claim:.2f} "
+            f"tok/s, PPL {t.ppl:.4f}" + (f" (gate {data.gate:.4f})" if data.gate is not None else "") + ".",
+            "",
+            f"Verification: **VERIFIED** ({_state(t)}).",
+            "",
+        ]
     else:
-        lines = [f"# {data.study_name}: no point to submit yet", "",
-                 "No point of this study is VERIFIED, so no `manifest.json` is written: a point found INVALID or "
-                 "UNDECIDED is never offered. Verify the recommended point (or the best claims) with the command below.",
-                 ""]  # fmt: skip
+        lines = [
+            f"# {data.study_name}: no point to submit yet",
+            "",
+            "No point of this study is VERIFIED, so no `manifest.json` is written: a point found INVALID or "
+            "UNDECIDED is never offered. Verify the recommended point (or the best claims) with the command below.",
+            "",
+        ]
     if redacted:
         lines += [f"Fill in the env values stored as `{REDACTED}` before submitting: {', '.join(redacted)}.", ""]
-    lines += ["## The feasible front (one boot per trial; ties: points the noise cannot tell apart)", "",
-              "| trial | " + " | ".join(knobs) + " | TPS | PPL | tie | verification |", "|" + "---|" * (len(knobs) + 5)]  # fmt: skip
+    lines += [
+        "## The feasible front (one boot per trial; ties: points the noise cannot tell apart)",
+        "",
+        "| trial | " + " | ".join(knobs) + " | TPS | PPL | tie | verification |",
+        "|" + "---|" * (len(knobs) + 5),
+    ]
     for row in sorted(data.front, key=lambda r: -r.tps):  # type: ignore[operator]
-        cells = [str(row.number), *(str(row.knobs.get(k, "")) for k in knobs), f"{row.tps:.2f}", f"{row.ppl:.4f}",
-                 "" if row.tie is None else str(row.tie), _state(row)]  # fmt: skip
+        cells = [
+            str(row.number),
+            *(str(row.knobs.get(k, "")) for k in knobs),
+            f"{row.tps:.2f}",
+            f"{row.ppl:.4f}",
+            "" if row.tie is None else str(row.tie),
+            _state(row),
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     if data.claims is not None and data.claims.claims:
         c = data.claims
-        lines += ["", f"## Claims (promotion {c.run_id}: {len(c.boots)} of {c.planned} boots at profile {c.profile})", "",
-                  "| trial | boots | claim | private re-run 90% | P(VERIFIED) | PPL | verification |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+        lines += [
+            "",
+            f"## Claims (promotion {c.run_id}: {len(c.boots)} of {c.planned} boots at profile {c.profile})",
+            "",
+            "| trial | boots | claim | private re-run 90% | P(VERIFIED) | PPL | verification |",
+            "|---|---|---|---|---|---|---|",
+        ]
         rows = {t.number: t for t in data.trials}
         for claim in c.claims:
             mark = " (recommended)" if c.recommended is claim else ""
-            lines.append(f"| {claim.trial_number}{mark} | {claim.boots} | {claim.claim:.2f} | {claim.rerun_low:.1f}..{claim.rerun_high:.1f} "
-                         f"| {claim.p_verified:.2f} | {claim.ppl:.4f} ± {claim.ppl_tol:.4f} | {_state(rows[claim.trial_number])} |")  # fmt: skip
-    target = best.trial.number if best is not None else (
-        data.claims.recommended.trial_number if data.claims and data.claims.recommended else None)
+            lines.append(
+                f"| {claim.trial_number}{mark} | {claim.boots} | {claim.claim:.2f} | {claim.rerun_low:.1f}..{claim.rerun_high:.1f} "
+                f"| {claim.p_verified:.2f} | {claim.ppl:.4f} ± {claim.ppl_tol:.4f} | {_state(rows[claim.trial_number])} |"
+            )
+    target = (
+        best.trial.number
+        if best is not None
+        else (data.claims.recommended.trial_number if data.claims and data.claims.recommended else None)
+    )
     verify = f"--trials {target}" if target is not None else "--top 1"
-    lines += ["", "Verify as the organisers' private re-run would (fresh boots, held-out prompts), then write the submission:",
-              "", "```", f"python -m sweep.verify --study {data.study_name} --storage {store} {verify} --repeats 3",
-              f"python -m sweep.submit --study {data.study_name} --storage {store}", "```", ""]  # fmt: skip
+    lines += [
+        "",
+        "Verify as the organisers' private re-run would (fresh boots, held-out prompts), then write the submission:",
+        "",
+        "```",
+        f"python -m sweep.verify --study {data.study_name} --storage {store} {verify} --repeats 3",
+        f"python -m sweep.submit --study {data.study_name} --storage {store}",
+        "```",
+        "",
+    ]
     note = password_note(storage)
     return "\n".join([*lines, *([note, ""] if note else [])])
 

@@ -147,22 +147,36 @@ class StudyData:
 
 
 def study_data(
-    *, study_name: str, trials: list[TrialRow], gate: float | None, verdicts: Mapping[int, Verdict] | None = None,
-    user_attrs: Mapping[str, Any] | None = None, claims: StudyClaims | None = None, noise: Noise | None = None,
+    *,
+    study_name: str,
+    trials: list[TrialRow],
+    gate: float | None,
+    verdicts: Mapping[int, Verdict] | None = None,
+    user_attrs: Mapping[str, Any] | None = None,
+    claims: StudyClaims | None = None,
+    noise: Noise | None = None,
 ) -> StudyData:
     """Mark the front (noise-aware with ``noise``: ties numbered) and attach verdicts and claims;
     ``trials`` come in with ``on_front`` unset."""
     verdicts = verdicts or {}
     by_claim = {c.trial_number: c for c in claims.claims} if claims else {}
     exact = Noise(tps_sd=0.0, ppl_sd=0.0, basis="exact")
-    points = [(noise or exact).point(number=t.number, tps=t.tps, ppl=t.ppl, feasible=bool(t.feasible))  # type: ignore[arg-type]
-              for t in trials if t.full]  # fmt: skip
+    points = [
+        (noise or exact).point(number=t.number, tps=t.tps, ppl=t.ppl, feasible=bool(t.feasible))  # type: ignore[arg-type]
+        for t in trials
+        if t.full
+    ]
     front = pareto_front(points)
     ties = {p.number: i for i, g in enumerate((g for g in front_ties(front) if len(g) > 1), start=1) for p in g}
     on_front = {p.number for p in front}
     rows = tuple(
-        replace(t, on_front=t.number in on_front, verdict=verdicts.get(t.number), claim=by_claim.get(t.number),
-                tie=ties.get(t.number))  # fmt: skip
+        replace(
+            t,
+            on_front=t.number in on_front,
+            verdict=verdicts.get(t.number),
+            claim=by_claim.get(t.number),
+            tie=ties.get(t.number),
+        )
         for t in sorted(trials, key=lambda t: t.number)
     )
     knob_names: list[str] = []
@@ -172,8 +186,15 @@ def study_data(
     # The swept knobs first, in one order for every trial: hover texts and tables line up.
     order = [*varying, *(k for k in knob_names if k not in varying)]
     rows = tuple(replace(t, knobs={k: t.knobs[k] for k in order if k in t.knobs}) for t in rows)
-    return StudyData(study_name=study_name, gate=gate, knob_names=varying, trials=rows, user_attrs=dict(user_attrs or {}),
-                     claims=claims, noise=noise)  # fmt: skip
+    return StudyData(
+        study_name=study_name,
+        gate=gate,
+        knob_names=varying,
+        trials=rows,
+        user_attrs=dict(user_attrs or {}),
+        claims=claims,
+        noise=noise,
+    )
 
 
 def load_study_data(storage: Storage, study_name: str) -> StudyData:
@@ -190,16 +211,26 @@ def load_study_data(storage: Storage, study_name: str) -> StudyData:
     boots = storage.boots("promotion", study_name)
     floor = plan["noise_floor"] if plan else NOISE_FLOOR
     return study_data(
-        study_name=study_name, trials=trials, gate=_study_gate(records.values()),
-        verdicts=latest_verdicts(storage, study_name, floor=floor), user_attrs=study.user_attrs,
-        claims=claims_of(plan, boots) if plan else None, noise=study_noise(records.values(), boots, floor=floor),
-    )  # fmt: skip
+        study_name=study_name,
+        trials=trials,
+        gate=_study_gate(records.values()),
+        verdicts=latest_verdicts(storage, study_name, floor=floor),
+        user_attrs=study.user_attrs,
+        claims=claims_of(plan, boots) if plan else None,
+        noise=study_noise(records.values(), boots, floor=floor),
+    )
 
 
 def _row(trial: optuna.trial.FrozenTrial, record: TrialRecord | None) -> TrialRow:
     knobs = {**(record.knobs if record else {}), **trial.params}  # the record's are the whole stack's
-    return TrialRow(number=trial.number, state=trial.state.name, knobs=knobs, record=record,
-                    started=trial.datetime_start, finished=trial.datetime_complete)  # fmt: skip
+    return TrialRow(
+        number=trial.number,
+        state=trial.state.name,
+        knobs=knobs,
+        record=record,
+        started=trial.datetime_start,
+        finished=trial.datetime_complete,
+    )
 
 
 def require_measured(data: StudyData) -> StudyData:

@@ -57,8 +57,10 @@ def export_study(
     html_path, csv_path, shares_path = out / "pareto.html", out / "trials.csv", out / "importances.csv"
     html_path.write_text(report_html(data, theme=theme, analyses=analyses), encoding="utf-8")
     trials_frame(data).to_csv(csv_path, index=False)
-    rows = ["objective,knob,importance", *(f"{name},{knob},{share:.6f}" for name, shares in importances.items()
-                                          for knob, share in shares.items())]  # fmt: skip
+    rows = [
+        "objective,knob,importance",
+        *(f"{name},{knob},{share:.6f}" for name, shares in importances.items() for knob, share in shares.items()),
+    ]
     shares_path.write_text("\n".join(rows) + "\n")
     best = write_best(data, out, storage=storage_url)
     images = write_images(pareto_figure(data, theme=theme), [out / "pareto.png", out / "pareto.svg"])

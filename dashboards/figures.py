@@ -26,8 +26,14 @@ TPS_TITLE = "Throughput, TPS (tokens/s, higher is better)"
 PPL_TITLE = "Perplexity, PPL (unitless, lower is better)"
 
 _BLUE, _GREY, _ORANGE, _GREEN, _RED, _PURPLE, _GOLD = (
-    "#3b82f6", "#9ca3af", "#f97316", "#22c55e", "#ef4444", "#a855f7", "#eab308",
-)  # fmt: skip
+    "#3b82f6",
+    "#9ca3af",
+    "#f97316",
+    "#22c55e",
+    "#ef4444",
+    "#a855f7",
+    "#eab308",
+)
 _TEAL = "#14b8a6"
 _SHADE = "rgba(239, 68, 68, 0.13)"
 _FAILED_SHOWN = 9  # failed trials listed beside the chart; the rest are counted
@@ -44,10 +50,17 @@ def hover_text(t: TrialRow) -> str:
     lines += [f"{k} = {v}" for k, v in t.knobs.items()]
     cv = t.metric("tps_cv")
     m = t.record.measurement if t.record else None
-    partial = "" if m is None or not t.stopped else (
-        f" ({'partial' if t.pruned else 'probe'}: {m.prompts_timed} of {m.num_prompts} prompts)")
-    lines.append(f"TPS = {_num(t.tps, '.2f')} tokens/s" + (f" (CV {cv:.1%})" if cv is not None else "") + partial
-                 + (f" (trial {t.record.source}'s)" if t.reused else ""))  # type: ignore[union-attr]  # fmt: skip
+    partial = (
+        ""
+        if m is None or not t.stopped
+        else (f" ({'partial' if t.pruned else 'probe'}: {m.prompts_timed} of {m.num_prompts} prompts)")
+    )
+    lines.append(
+        f"TPS = {_num(t.tps, '.2f')} tokens/s"
+        + (f" (CV {cv:.1%})" if cv is not None else "")
+        + partial
+        + (f" (trial {t.record.source}'s)" if t.reused else "")
+    )  # type: ignore[union-attr]
     lines.append(f"PPL = {_num(t.ppl, '.4f')}")
     lines.append(f"acceptance = {_num(t.metric('acceptance_rate'), '.1%')}")
     lines.append(f"identity diffs = {'n/a' if t.identity_diff_prompts is None else t.identity_diff_prompts} prompt(s)")
@@ -63,8 +76,10 @@ def hover_text(t: TrialRow) -> str:
         lines.append(f"tie group {t.tie}: the noise cannot tell it from the others of the group")
     if t.claim is not None:
         c = t.claim
-        lines.append(f"<b>claim {c.claim:.2f}</b> over {c.boots} boots, P(VERIFIED) {c.p_verified:.2f}; a private re-run "
-                     f"reads {c.rerun_low:.1f}..{c.rerun_high:.1f} (90%)")  # fmt: skip
+        lines.append(
+            f"<b>claim {c.claim:.2f}</b> over {c.boots} boots, P(VERIFIED) {c.p_verified:.2f}; a private re-run "
+            f"reads {c.rerun_low:.1f}..{c.rerun_high:.1f} (90%)"
+        )
     if t.verdict is not None:
         gap = "" if t.verdict.tps_gap_pct is None else f", TPS gap {t.verdict.tps_gap_pct:+.1f}%"
         lines.append(f"<b>{t.verdict.verdict}</b>{gap}")
@@ -80,37 +95,67 @@ def pareto_figure(data: StudyData, *, theme: Theme = "light") -> go.Figure:
     if data.gate is not None:
         fig.add_vrect(x0=data.gate, x1=x_range[1], fillcolor=_SHADE, line_width=0, layer="below")
         fig.add_vline(
-            x=data.gate, line={"color": _RED, "dash": "dash", "width": 2},
-            annotation_text=f"gate: PPL {data.gate:.4f}", annotation_position="top left",
-        )  # fmt: skip
+            x=data.gate,
+            line={"color": _RED, "dash": "dash", "width": 2},
+            annotation_text=f"gate: PPL {data.gate:.4f}",
+            annotation_position="top left",
+        )
 
     rest = [t for t in measured if not t.on_front and not t.stopped]
     _points(fig, [t for t in rest if t.feasible is not False], name="feasible", color=_BLUE, size=9, spread=True)
     _points(fig, [t for t in rest if t.feasible is False], name="over the gate", color=_GREY, size=9, spread=True)
     # Multi-fidelity's early stops, drawn apart: their TPS covers only the first prompts.
-    _points(fig, data.gate_stopped, name="stopped at the gate (TPS probe)", color=_GREY, size=10,
-            symbol="triangle-up-open", width=2)  # fmt: skip
+    _points(
+        fig,
+        data.gate_stopped,
+        name="stopped at the gate (TPS probe)",
+        color=_GREY,
+        size=10,
+        symbol="triangle-up-open",
+        width=2,
+    )
     _points(fig, data.pruned, name="pruned (partial TPS)", color=_BLUE, size=10, symbol="x-thin-open", width=2)
     # Closed without a boot: drawn at the figures they were told, which are an earlier trial's.
-    _points(fig, data.reused, name="not booted: copy / PPL memo (an earlier trial's figures)", color=_GREY, size=7,
-            symbol="circle-open-dot", width=1.5)  # fmt: skip
+    _points(
+        fig,
+        data.reused,
+        name="not booted: copy / PPL memo (an earlier trial's figures)",
+        color=_GREY,
+        size=7,
+        symbol="circle-open-dot",
+        width=1.5,
+    )
     base = data.baseline
     if base is not None:  # under the front's markers: a baseline on the front shows as both
         _points(fig, [base], name="baseline", color=_GOLD, size=18, symbol="star", line_color="#111827")
     front = data.front
     if front:
-        fig.add_trace(go.Scatter(
-            x=[t.ppl for t in front], y=[t.tps for t in front], mode="lines+markers",
-            line={"shape": "hv", "color": _ORANGE, "width": 2.5}, marker={"size": 11, "color": _ORANGE},
-            name=f"front ({len(front)})", text=[hover_text(t) for t in front],
-            hovertemplate="%{text}<extra></extra>", error_y=_spread_bars(front),
-        ))  # fmt: skip
+        fig.add_trace(
+            go.Scatter(
+                x=[t.ppl for t in front],
+                y=[t.tps for t in front],
+                mode="lines+markers",
+                line={"shape": "hv", "color": _ORANGE, "width": 2.5},
+                marker={"size": 11, "color": _ORANGE},
+                name=f"front ({len(front)})",
+                text=[hover_text(t) for t in front],
+                hovertemplate="%{text}<extra></extra>",
+                error_y=_spread_bars(front),
+            )
+        )
     _points(
-        fig, [t for t in measured if t.identity_diff_prompts], name="greedy output differs",
-        color=_PURPLE, size=17, symbol="diamond-open", width=2.5,
-    )  # fmt: skip
-    verdicts = {name: [t for t in measured if t.verdict is not None and t.verdict.verdict == name]
-                for name in ("VERIFIED", "INVALID", "UNDECIDED")}  # fmt: skip
+        fig,
+        [t for t in measured if t.identity_diff_prompts],
+        name="greedy output differs",
+        color=_PURPLE,
+        size=17,
+        symbol="diamond-open",
+        width=2.5,
+    )
+    verdicts = {
+        name: [t for t in measured if t.verdict is not None and t.verdict.verdict == name]
+        for name in ("VERIFIED", "INVALID", "UNDECIDED")
+    }
     _points(fig, verdicts["VERIFIED"], name="VERIFIED", color=_GREEN, size=22, symbol="circle-open", width=3)
     _points(fig, verdicts["INVALID"], name="INVALID", color=_RED, size=20, symbol="x-thin-open", width=3)
     _points(fig, verdicts["UNDECIDED"], name="UNDECIDED", color=_GOLD, size=20, symbol="square-open", width=3)
@@ -126,9 +171,17 @@ def pareto_figure(data: StudyData, *, theme: Theme = "light") -> go.Figure:
         hoverlabel={"align": "left"},
     )
     fig.add_annotation(
-        text=_failed_text(data), xref="paper", yref="paper", x=1.02, y=1.0,
-        xanchor="left", yanchor="top", align="left", showarrow=False, font={"size": 11},
-    )  # fmt: skip
+        text=_failed_text(data),
+        xref="paper",
+        yref="paper",
+        x=1.02,
+        y=1.0,
+        xanchor="left",
+        yanchor="top",
+        align="left",
+        showarrow=False,
+        font={"size": 11},
+    )
     return fig
 
 
@@ -139,15 +192,31 @@ def _claims(fig: go.Figure, data: StudyData) -> None:
         return
     recommended = data.claims.recommended if data.claims else None
     claims = [t.claim for t in promoted]
-    fig.add_trace(go.Scatter(
-        x=[t.ppl for t in promoted], y=[c.claim for c in claims], mode="markers",  # type: ignore[union-attr]
-        name=f"claim over {claims[0].boots} boots, private re-run 90% ({len(promoted)})",  # type: ignore[union-attr]
-        marker={"size": [18 if c is recommended else 12 for c in claims], "color": _TEAL, "symbol": "diamond",
-                "line": {"width": 1.5, "color": "#111827"}},
-        error_y={"type": "data", "symmetric": False, "thickness": 2, "width": 8, "color": _TEAL,
-                 "array": [c.rerun_high - c.claim for c in claims], "arrayminus": [c.claim - c.rerun_low for c in claims]},  # type: ignore[union-attr]
-        text=[hover_text(t) for t in promoted], hovertemplate="%{text}<extra></extra>",
-    ))  # fmt: skip
+    fig.add_trace(
+        go.Scatter(
+            x=[t.ppl for t in promoted],
+            y=[c.claim for c in claims],
+            mode="markers",  # type: ignore[union-attr]
+            name=f"claim over {claims[0].boots} boots, private re-run 90% ({len(promoted)})",  # type: ignore[union-attr]
+            marker={
+                "size": [18 if c is recommended else 12 for c in claims],
+                "color": _TEAL,
+                "symbol": "diamond",
+                "line": {"width": 1.5, "color": "#111827"},
+            },
+            error_y={
+                "type": "data",
+                "symmetric": False,
+                "thickness": 2,
+                "width": 8,
+                "color": _TEAL,
+                "array": [c.rerun_high - c.claim for c in claims],
+                "arrayminus": [c.claim - c.rerun_low for c in claims],
+            },  # type: ignore[union-attr]
+            text=[hover_text(t) for t in promoted],
+            hovertemplate="%{text}<extra></extra>",
+        )
+    )
 
 
 def knob_figure(data: StudyData, knob: str, *, theme: Theme = "light") -> go.Figure:
@@ -158,24 +227,37 @@ def knob_figure(data: StudyData, knob: str, *, theme: Theme = "light") -> go.Fig
         rows.insert(1, ("acceptance_rate", "acceptance rate"))
     fig = make_subplots(rows=len(rows), cols=1, shared_xaxes=True, vertical_spacing=0.06)
     for i, (attr, title) in enumerate(rows, start=1):
-        fig.add_trace(go.Scatter(
-            x=[t.knobs[knob] for t in measured], y=[t.metric(attr) for t in measured],
-            mode="markers", name=title, showlegend=False,
-            marker={"size": 10, "color": [_marker_color(t) for t in measured],
-                    "symbol": ["star" if t.is_baseline else "circle" for t in measured]},
-            text=[hover_text(t) for t in measured], hovertemplate="%{text}<extra></extra>",
-        ), row=i, col=1)  # fmt: skip
+        fig.add_trace(
+            go.Scatter(
+                x=[t.knobs[knob] for t in measured],
+                y=[t.metric(attr) for t in measured],
+                mode="markers",
+                name=title,
+                showlegend=False,
+                marker={
+                    "size": 10,
+                    "color": [_marker_color(t) for t in measured],
+                    "symbol": ["star" if t.is_baseline else "circle" for t in measured],
+                },
+                text=[hover_text(t) for t in measured],
+                hovertemplate="%{text}<extra></extra>",
+            ),
+            row=i,
+            col=1,
+        )
         fig.update_yaxes(title_text=title, row=i, col=1)
         if attr == "acceptance_rate":
             fig.update_yaxes(tickformat=".0%", row=i, col=1)
         if attr == "ppl" and data.gate is not None:
-            fig.add_hline(y=data.gate, line={"color": _RED, "dash": "dash"}, row=i, col=1,
-                          annotation_text=f"gate {data.gate:.4f}")  # fmt: skip
+            fig.add_hline(
+                y=data.gate, line={"color": _RED, "dash": "dash"}, row=i, col=1, annotation_text=f"gate {data.gate:.4f}"
+            )
     fig.update_xaxes(title_text=knob_label(knob), row=len(rows), col=1)
     fig.update_layout(
-        template=THEMES[theme], height=260 * len(rows) + 120,
+        template=THEMES[theme],
+        height=260 * len(rows) + 120,
         title={"text": f"{data.study_name}: metrics against {knob_label(knob)} (star = baseline, orange = front)"},
-    )  # fmt: skip
+    )
     return fig
 
 
@@ -185,11 +267,19 @@ def history_figure(data: StudyData, *, theme: Theme = "light") -> go.Figure:
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08)
     hover = [hover_text(t) for t in measured]
     numbers = [t.number for t in measured]
-    fig.add_trace(go.Scatter(
-        x=numbers, y=[t.tps for t in measured], mode="markers", name="TPS",
-        marker={"size": 9, "color": [_marker_color(t) for t in measured]}, text=hover,
-        hovertemplate="%{text}<extra></extra>",
-    ), row=1, col=1)  # fmt: skip
+    fig.add_trace(
+        go.Scatter(
+            x=numbers,
+            y=[t.tps for t in measured],
+            mode="markers",
+            name="TPS",
+            marker={"size": 9, "color": [_marker_color(t) for t in measured]},
+            text=hover,
+            hovertemplate="%{text}<extra></extra>",
+        ),
+        row=1,
+        col=1,
+    )
     best, best_x, best_y = None, [], []
     for t in measured:
         if t.feasible is not False:
@@ -197,43 +287,79 @@ def history_figure(data: StudyData, *, theme: Theme = "light") -> go.Figure:
         if best is not None:
             best_x.append(t.number)
             best_y.append(best)
-    fig.add_trace(go.Scatter(
-        x=best_x, y=best_y, mode="lines", line={"shape": "hv", "color": _ORANGE},
-        name="best feasible TPS so far",
-    ), row=1, col=1)  # fmt: skip
-    fig.add_trace(go.Scatter(
-        x=numbers, y=[t.ppl for t in measured], mode="markers", name="PPL",
-        marker={"size": 9, "color": [_marker_color(t) for t in measured]}, text=hover,
-        hovertemplate="%{text}<extra></extra>", showlegend=False,
-    ), row=2, col=1)  # fmt: skip
+    fig.add_trace(
+        go.Scatter(
+            x=best_x,
+            y=best_y,
+            mode="lines",
+            line={"shape": "hv", "color": _ORANGE},
+            name="best feasible TPS so far",
+        ),
+        row=1,
+        col=1,
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=numbers,
+            y=[t.ppl for t in measured],
+            mode="markers",
+            name="PPL",
+            marker={"size": 9, "color": [_marker_color(t) for t in measured]},
+            text=hover,
+            hovertemplate="%{text}<extra></extra>",
+            showlegend=False,
+        ),
+        row=2,
+        col=1,
+    )
     if data.gate is not None:
-        fig.add_hline(y=data.gate, line={"color": _RED, "dash": "dash"}, row=2, col=1,
-                      annotation_text=f"gate {data.gate:.4f}")  # fmt: skip
+        fig.add_hline(
+            y=data.gate, line={"color": _RED, "dash": "dash"}, row=2, col=1, annotation_text=f"gate {data.gate:.4f}"
+        )
     for t in data.failed:  # failures are events in the history, not zeros
         fig.add_vline(x=t.number, line={"color": _RED, "width": 1, "dash": "dot"})
     fig.update_yaxes(title_text="TPS (tokens/s)", row=1, col=1)
     fig.update_yaxes(title_text="PPL", row=2, col=1)
     fig.update_xaxes(title_text="trial number", row=2, col=1)
     fig.update_layout(
-        template=THEMES[theme], height=700,
+        template=THEMES[theme],
+        height=700,
         title={"text": f"{data.study_name}: optimisation history (dotted red: failed trials)"},
-    )  # fmt: skip
+    )
     return fig
 
 
 def _points(
-    fig: go.Figure, trials: list[TrialRow], *, name: str, color: str, size: int,
-    symbol: str = "circle", width: float = 1, line_color: str | None = None, spread: bool = False,
-) -> None:  # fmt: skip
+    fig: go.Figure,
+    trials: list[TrialRow],
+    *,
+    name: str,
+    color: str,
+    size: int,
+    symbol: str = "circle",
+    width: float = 1,
+    line_color: str | None = None,
+    spread: bool = False,
+) -> None:
     if not trials:
         return
-    fig.add_trace(go.Scatter(
-        x=[t.ppl for t in trials], y=[t.tps for t in trials], mode="markers",
-        name=f"{name} ({len(trials)})", text=[hover_text(t) for t in trials],
-        hovertemplate="%{text}<extra></extra>", error_y=_spread_bars(trials) if spread else None,
-        marker={"size": size, "color": color, "symbol": symbol,
-                "line": {"width": width, "color": line_color or color}},
-    ))  # fmt: skip
+    fig.add_trace(
+        go.Scatter(
+            x=[t.ppl for t in trials],
+            y=[t.tps for t in trials],
+            mode="markers",
+            name=f"{name} ({len(trials)})",
+            text=[hover_text(t) for t in trials],
+            hovertemplate="%{text}<extra></extra>",
+            error_y=_spread_bars(trials) if spread else None,
+            marker={
+                "size": size,
+                "color": color,
+                "symbol": symbol,
+                "line": {"width": width, "color": line_color or color},
+            },
+        )
+    )
 
 
 def _spread_bars(trials: list[TrialRow]) -> dict | None:
@@ -242,8 +368,13 @@ def _spread_bars(trials: list[TrialRow]) -> dict | None:
     cvs = [t.metric("tps_cv") for t in trials]
     if all(cv is None for cv in cvs):
         return None
-    return {"type": "data", "visible": True, "thickness": 1.2, "width": 4,
-            "array": [0.0 if cv is None else t.tps * cv for t, cv in zip(trials, cvs)]}  # type: ignore[operator]
+    return {
+        "type": "data",
+        "visible": True,
+        "thickness": 1.2,
+        "width": 4,
+        "array": [0.0 if cv is None else t.tps * cv for t, cv in zip(trials, cvs)],
+    }  # type: ignore[operator]
 
 
 def _marker_color(t: TrialRow) -> str:

@@ -44,14 +44,23 @@ def write_images(fig: go.Figure, paths: list[Path], *, width: int = 1200, height
     browser = find_browser()
     fig_dict = fig.to_dict()
     specs = [
-        {"fig": fig_dict, "path": str(path), "opts": {"format": path.suffix.lstrip("."), "width": width, "height": height}}
+        {
+            "fig": fig_dict,
+            "path": str(path),
+            "opts": {"format": path.suffix.lstrip("."), "width": width, "height": height},
+        }
         for path in paths
     ]
     # One browser for all images; mathjax=False keeps kaleido off its CDN default.
     try:
         kaleido.write_fig_from_object_sync(specs, kopts={"mathjax": False, "path": str(browser)})
-    except (errors.BrowserClosedError, errors.BrowserFailedError, errors.KaleidoError, errors.JavascriptError,
-            TimeoutError) as exc:  # fmt: skip
+    except (
+        errors.BrowserClosedError,
+        errors.BrowserFailedError,
+        errors.KaleidoError,
+        errors.JavascriptError,
+        TimeoutError,
+    ) as exc:
         names = ", ".join(p.name for p in paths)
         raise ImageRenderError(f"{browser} failed to render {names}: {type(exc).__name__}: {exc}") from exc
     return paths

@@ -32,8 +32,12 @@ def knob_importances(study: optuna.Study) -> dict[str, dict[str, float]]:
         if len({t.values[index] for t in trials}) == 1:  # e.g. PPL under lossless knobs: no knob moved it
             out[name] = {knob: 0.0 for knob in sorted(varying)}
             continue
-        importances = get_param_importances(study, evaluator=FanovaImportanceEvaluator(seed=0), params=sorted(varying),
-                                            target=lambda t, i=index: t.values[i])  # fmt: skip
+        importances = get_param_importances(
+            study,
+            evaluator=FanovaImportanceEvaluator(seed=0),
+            params=sorted(varying),
+            target=lambda t, i=index: t.values[i],
+        )
         out[name] = dict(importances)
     return out
 
@@ -43,8 +47,12 @@ def importance_figure(importances: dict[str, dict[str, float]], *, title: str, t
     for name, shares in importances.items():
         knobs = sorted(shares)
         fig.add_trace(go.Bar(x=knobs, y=[shares[k] for k in knobs], name=f"{name} (fANOVA)"))
-    fig.update_layout(template=template, barmode="group", title={"text": title},
-                      yaxis={"title": {"text": "share of the objective's variance"}, "tickformat": ".0%"})  # fmt: skip
+    fig.update_layout(
+        template=template,
+        barmode="group",
+        title={"text": title},
+        yaxis={"title": {"text": "share of the objective's variance"}, "tickformat": ".0%"},
+    )
     return fig
 
 

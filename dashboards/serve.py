@@ -24,9 +24,9 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from dashboards.attach import attach_all
 from errors import ConfigError
+from sweep.interrupts import raise_interrupt
 from sweep.storage import DEFAULT_STORAGE_URL, Storage, open_existing
 from sweep.storage_url import shown_url
-from sweep.interrupts import raise_interrupt
 
 __all__ = ["ServeArgs", "main", "parse_args"]
 
@@ -54,8 +54,13 @@ def parse_args(argv: list[str] | None = None) -> ServeArgs:
     parser.add_argument("--storage", default=DEFAULT_STORAGE_URL, help=f"database URL (default {DEFAULT_STORAGE_URL})")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8080, help="port (default 8080)")
-    parser.add_argument("--refresh", type=float, default=60.0, metavar="SECONDS",
-                        help="re-attach the charts this often; 0: only at start (default 60)")  # fmt: skip
+    parser.add_argument(
+        "--refresh",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="re-attach the charts this often; 0: only at start (default 60)",
+    )
     parser.add_argument("--no-attach", action="store_true", help="serve only; write nothing into the database")
     ns = parser.parse_args(argv)
     if not 0 <= ns.port <= 65535:
@@ -73,7 +78,6 @@ def _refresh_loop(storage: Storage, *, every_s: float, stop: threading.Event) ->
             print(f"warning: refreshing the attached charts failed: {exc}", file=sys.stderr, flush=True)
 
 
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
@@ -87,16 +91,25 @@ def main(argv: list[str] | None = None) -> int:
             attached = attach_all(storage)
             print(f"attached the Pareto chart and note to: {', '.join(attached) or 'no study yet'}", flush=True)
         try:
-            server = make_server(args.host, args.port, wsgi(storage.optuna),
-                                 server_class=_ThreadingServer, handler_class=_QuietHandler)  # fmt: skip
+            server = make_server(
+                args.host, args.port, wsgi(storage.optuna), server_class=_ThreadingServer, handler_class=_QuietHandler
+            )
         except OSError as exc:
             print(f"error: cannot listen on {args.host}:{args.port}: {exc.strerror}", file=sys.stderr)
             return 2
         if args.attach and args.refresh_s > 0:
-            threading.Thread(target=_refresh_loop, args=(storage,), kwargs={"every_s": args.refresh_s, "stop": stop},
-                             daemon=True, name="attach-refresh").start()  # fmt: skip
+            threading.Thread(
+                target=_refresh_loop,
+                args=(storage,),
+                kwargs={"every_s": args.refresh_s, "stop": stop},
+                daemon=True,
+                name="attach-refresh",
+            ).start()
         signal.signal(signal.SIGTERM, raise_interrupt)
-        print(f"optuna-dashboard on {shown_url(args.storage)}: http://{args.host}:{server.server_port}/dashboard/", flush=True)
+        print(
+            f"optuna-dashboard on {shown_url(args.storage)}: http://{args.host}:{server.server_port}/dashboard/",
+            flush=True,
+        )
         try:
             server.serve_forever()
         except KeyboardInterrupt:

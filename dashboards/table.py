@@ -55,37 +55,41 @@ def _row(t: TrialRow) -> dict[str, Any]:
         "duration_s": duration,
     }
     c = t.claim
-    row.update({
-        "claim_tps": c.claim if c else None,
-        "claim_p_verified": c.p_verified if c else None,
-        "claim_boots": c.boots if c else None,
-        "claim_public_tps": c.public if c else None,
-        "claim_heldout_tps": c.heldout if c else None,
-        "claim_rerun_low": c.rerun_low if c else None,
-        "claim_rerun_high": c.rerun_high if c else None,
-        "claim_ppl_tol": c.ppl_tol if c else None,
-        "claim_meets_target": c.meets if c else None,
-        **{f"provenance.{k}": _cell((r.provenance if r else {}).get(k)) for k in PROVENANCE_KEYS if k != "notes"},
-    })  # fmt: skip
+    row.update(
+        {
+            "claim_tps": c.claim if c else None,
+            "claim_p_verified": c.p_verified if c else None,
+            "claim_boots": c.boots if c else None,
+            "claim_public_tps": c.public if c else None,
+            "claim_heldout_tps": c.heldout if c else None,
+            "claim_rerun_low": c.rerun_low if c else None,
+            "claim_rerun_high": c.rerun_high if c else None,
+            "claim_ppl_tol": c.ppl_tol if c else None,
+            "claim_meets_target": c.meets if c else None,
+            **{f"provenance.{k}": _cell((r.provenance if r else {}).get(k)) for k in PROVENANCE_KEYS if k != "notes"},
+        }
+    )
     v = t.verdict
-    row.update({
-        "verify_verdict": v.verdict if v else None,
-        "verify_reason": v.reason if v else None,
-        "verify_repeats": v.repeats if v else None,
-        "verify_failed": v.failed if v else None,
-        "verify_claimed_tps": v.claimed_tps if v else None,
-        "verify_tps_median": v.tps_median if v else None,
-        "verify_tps_min": v.tps_min if v else None,
-        "verify_tps_max": v.tps_max if v else None,
-        "verify_tps_cv": v.tps_cv if v else None,
-        "verify_tps_gap_pct": v.tps_gap_pct if v else None,
-        "verify_gap_low_pct": v.gap_low_pct if v else None,
-        "verify_gap_high_pct": v.gap_high_pct if v else None,
-        "verify_public_gap_pct": v.public_gap_pct if v else None,
-        "verify_ppl_median": v.ppl_median if v else None,
-        "verify_gate": v.gate if v else None,
-        "verify_run_id": v.run_id if v else None,
-    })  # fmt: skip
+    row.update(
+        {
+            "verify_verdict": v.verdict if v else None,
+            "verify_reason": v.reason if v else None,
+            "verify_repeats": v.repeats if v else None,
+            "verify_failed": v.failed if v else None,
+            "verify_claimed_tps": v.claimed_tps if v else None,
+            "verify_tps_median": v.tps_median if v else None,
+            "verify_tps_min": v.tps_min if v else None,
+            "verify_tps_max": v.tps_max if v else None,
+            "verify_tps_cv": v.tps_cv if v else None,
+            "verify_tps_gap_pct": v.tps_gap_pct if v else None,
+            "verify_gap_low_pct": v.gap_low_pct if v else None,
+            "verify_gap_high_pct": v.gap_high_pct if v else None,
+            "verify_public_gap_pct": v.public_gap_pct if v else None,
+            "verify_ppl_median": v.ppl_median if v else None,
+            "verify_gate": v.gate if v else None,
+            "verify_run_id": v.run_id if v else None,
+        }
+    )
     row.update({f"metric.{k}": value for k, value in scalars.items() if k not in _SUMMARY})
     return row
 

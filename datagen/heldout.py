@@ -56,13 +56,19 @@ CANDIDATES = 8  # candidate questions per prompt: spares for targets a question 
 TOLERANCE = 0.01  # of the target: far inside the 5% (median) and ~10% (deciles) the set must meet
 
 # The organisers' instruction formats (their header and answer line), filled with our questions.
-MCQ_HEADER = ("Answer the following multiple choice question. The last line of your response should be of "
-              "the following format: 'ANSWER: $LETTER' (without quotes) where LETTER is one of {letters}. "
-              "Think step by step before answering.")
-MATH_HEADER = ("Solve the following math problem step by step.\nThe last line of your response should be of the "
-               "form \"ANSWER: $ANSWER\" (without quotes) where $ANSWER is the answer to the problem.")
-MATH_FOOTER = ("Remember to put your answer on its own line at the end in the form \"ANSWER: $ANSWER\" (without "
-               "quotes) where $ANSWER is the answer to the problem, and you do not need to use a \\boxed command.")
+MCQ_HEADER = (
+    "Answer the following multiple choice question. The last line of your response should be of "
+    "the following format: 'ANSWER: $LETTER' (without quotes) where LETTER is one of {letters}. "
+    "Think step by step before answering."
+)
+MATH_HEADER = (
+    "Solve the following math problem step by step.\nThe last line of your response should be of the "
+    'form "ANSWER: $ANSWER" (without quotes) where $ANSWER is the answer to the problem.'
+)
+MATH_FOOTER = (
+    'Remember to put your answer on its own line at the end in the form "ANSWER: $ANSWER" (without '
+    "quotes) where $ANSWER is the answer to the problem, and you do not need to use a \\boxed command."
+)
 
 
 @dataclass(frozen=True)
@@ -95,23 +101,43 @@ def _fact_notes() -> list[tuple[str, str, str]]:
 def _data_notes() -> list[tuple[str, str, str]]:
     """(subject, key, sentence) for the science tables, under the subject of the template that
     uses each, and for the constants the templates use (no one subject's)."""
-    constants = [("Planck's constant", science.H, "J s"), ("the electron mass", science.ME, "kg"),
-                 ("the elementary charge", science.E, "C"), ("the speed of light in vacuum", science.C, "m/s"),
-                 ("Boltzmann's constant", science.KB, "J/K"), ("the molar gas constant", science.R, "J/(mol K)"),
-                 ("the Faraday constant", science.FARADAY, "C/mol"), ("the atomic mass unit", science.AMU, "kg"),
-                 ("the Rydberg constant for hydrogen", science.RH, "m⁻¹")]
+    constants = [
+        ("Planck's constant", science.H, "J s"),
+        ("the electron mass", science.ME, "kg"),
+        ("the elementary charge", science.E, "C"),
+        ("the speed of light in vacuum", science.C, "m/s"),
+        ("Boltzmann's constant", science.KB, "J/K"),
+        ("the molar gas constant", science.R, "J/(mol K)"),
+        ("the Faraday constant", science.FARADAY, "C/mol"),
+        ("the atomic mass unit", science.AMU, "kg"),
+        ("the Rydberg constant for hydrogen", science.RH, "m⁻¹"),
+    ]
     return [
         *(("constants", name, f"The value of {name} is {fmt(value, 4)} {unit}.") for name, value, unit in constants),
-        *(("chemistry", acid, f"At 25 °C the pKa of {acid} is {pka:.2f} (conjugate base: {base}).")
-          for acid, base, pka in science.ACIDS),
-        *(("nuclear physics", name, f"The half-life of {name} is {half} {unit}.")
-          for name, half, unit in science.ISOTOPES),
-        *(("molecular spectroscopy", name, f"The bond force constant of {name} is about {k} N/m.")
-          for name, _, _, k in science.MOLECULES),
-        *(("neurophysiology", ion, f"In a typical mammalian cell {ion} is {out:g} mM outside and {inside:g} mM inside.")
-          for ion, _, out, inside in science.IONS),
-        *(("organic chemistry", group, f"The expected first-order ¹H NMR signal for {group} is {pattern}.")
-          for group, pattern in facts.NMR),
+        *(
+            ("chemistry", acid, f"At 25 °C the pKa of {acid} is {pka:.2f} (conjugate base: {base}).")
+            for acid, base, pka in science.ACIDS
+        ),
+        *(
+            ("nuclear physics", name, f"The half-life of {name} is {half} {unit}.")
+            for name, half, unit in science.ISOTOPES
+        ),
+        *(
+            ("molecular spectroscopy", name, f"The bond force constant of {name} is about {k} N/m.")
+            for name, _, _, k in science.MOLECULES
+        ),
+        *(
+            (
+                "neurophysiology",
+                ion,
+                f"In a typical mammalian cell {ion} is {out:g} mM outside and {inside:g} mM inside.",
+            )
+            for ion, _, out, inside in science.IONS
+        ),
+        *(
+            ("organic chemistry", group, f"The expected first-order ¹H NMR signal for {group} is {pattern}.")
+            for group, pattern in facts.NMR
+        ),
     ]
 
 
@@ -194,8 +220,10 @@ def _render(source: str, core: _Question, extras: list[Any]) -> tuple[str, str]:
         else:  # a short frame: the gap between one problem and two stays small
             problems = "\n\n".join(f"({i}) {p.stem}" for i, p in enumerate(parts, 1))
             every = "both" if len(parts) == 2 else f"all {len(parts)}"
-            body = (f"Answer {every} problems below; each answer is an integer from 0 to 999.\n\n"
-                    f"{problems}\n\nGive the sum of the {len(parts)} answers, modulo 1000.")
+            body = (
+                f"Answer {every} problems below; each answer is an integer from 0 to 999.\n\n"
+                f"{problems}\n\nGive the sum of the {len(parts)} answers, modulo 1000."
+            )
             answer = sum(p.answer for p in parts) % 1000
         return f"{MATH_HEADER}\n\n{body}\n\n{MATH_FOOTER}", str(answer)
     letters = MODULES[source].LETTERS
@@ -207,8 +235,9 @@ def _render(source: str, core: _Question, extras: list[Any]) -> tuple[str, str]:
     return f"{header}\n\n{body}", letters[core.answer]
 
 
-def _fit(source: str, target: int, pool: list[_Question], used: set[int],
-         length: Callable[[str], int]) -> tuple[_Question, str, str]:
+def _fit(
+    source: str, target: int, pool: list[_Question], used: set[int], length: Callable[[str], int]
+) -> tuple[_Question, str, str]:
     """The first unused candidate padded to within TOLERANCE of ``target`` (else the nearest):
     the question, the prompt text and its answer."""
     best: tuple[int, int, str, str] | None = None  # error, candidate, text, answer
@@ -235,8 +264,9 @@ def _fit(source: str, target: int, pool: list[_Question], used: set[int],
 
 def prompt_tokens(tokenizer: Any, text: str) -> int:
     """Tokens of a prompt as the organisers' harness sends it: chat template applied, ``<bos>`` included."""
-    templated = tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
-                                              add_generation_prompt=True)
+    templated = tokenizer.apply_chat_template(
+        [{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True
+    )
     return len(tokenizer(templated, add_special_tokens=False)["input_ids"])  # the template holds <bos>
 
 
@@ -250,7 +280,7 @@ def target_lengths(folder: Path, tokenizer: Any) -> dict[str, list[int]]:
             raise DataError(f"{path}: record {record['id']!r} is of no kind this set knows ({', '.join(KINDS)})")
         lengths[source].append(prompt_tokens(tokenizer, record["conversations"][0]["value"]))
     if {s: len(v) for s, v in lengths.items()} != SPREAD:
-        raise DataError(f"{path}: spread {({s: len(v) for s, v in lengths.items()})}, expected {SPREAD}")
+        raise DataError(f"{path}: spread { ({s: len(v) for s, v in lengths.items()}) }, expected {SPREAD}")
     return {source: sorted(v) for source, v in lengths.items()}
 
 
@@ -268,9 +298,13 @@ def build_set(tokenizer: Any, targets: dict[str, list[int]], seed: int = SEED) -
             items.append({"source": source, "subject": core.subject, "text": text, "answer": answer})
     rng.shuffle(items)  # kinds and lengths mixed, so that any prefix of the file is a fair sample
     return [
-        {"id": f"heldout-challenge-{i:03d}", "source": item["source"], "subject": item["subject"],
-         "answer": item["answer"],
-         "conversations": [{"from": "human", "value": item["text"]}, {"from": "gpt", "value": ""}]}
+        {
+            "id": f"heldout-challenge-{i:03d}",
+            "source": item["source"],
+            "subject": item["subject"],
+            "answer": item["answer"],
+            "conversations": [{"from": "human", "value": item["text"]}, {"from": "gpt", "value": ""}],
+        }
         for i, item in enumerate(items)
     ]
 
@@ -285,12 +319,18 @@ def load_tokenizer() -> Any:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m datagen.heldout", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--challenge-data", type=Path, default=os.environ.get(CHALLENGE_DATA_ENV),
-                        help=f"the folder holding the organisers' {CHALLENGE_FILE} (default: ${CHALLENGE_DATA_ENV})")
+    parser.add_argument(
+        "--challenge-data",
+        type=Path,
+        default=os.environ.get(CHALLENGE_DATA_ENV),
+        help=f"the folder holding the organisers' {CHALLENGE_FILE} (default: ${CHALLENGE_DATA_ENV})",
+    )
     args = parser.parse_args(argv)
     if args.challenge_data is None:
-        parser.error(f"the length targets come from the organisers' {CHALLENGE_FILE}: pass --challenge-data DIR "
-                     f"or set {CHALLENGE_DATA_ENV} to the folder that holds it")
+        parser.error(
+            f"the length targets come from the organisers' {CHALLENGE_FILE}: pass --challenge-data DIR "
+            f"or set {CHALLENGE_DATA_ENV} to the folder that holds it"
+        )
     if not (Path(args.challenge_data) / CHALLENGE_FILE).is_file():
         parser.error(f"{args.challenge_data}: no {CHALLENGE_FILE} there")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -83,9 +83,13 @@ def build_sets(seed: int = SEED) -> dict[str, list[dict[str, Any]]]:
     for name, items in sets.items():
         rng.shuffle(items)
         sets[name] = [
-            {"id": f"{name}-{i:03d}", "source": item["source"], "subject": item["subject"],
-             "answer": item["answer"],
-             "conversations": [{"from": "human", "value": item["text"]}, {"from": "gpt", "value": ""}]}
+            {
+                "id": f"{name}-{i:03d}",
+                "source": item["source"],
+                "subject": item["subject"],
+                "answer": item["answer"],
+                "conversations": [{"from": "human", "value": item["text"]}, {"from": "gpt", "value": ""}],
+            }
             for i, item in enumerate(items)
         ]
     return sets

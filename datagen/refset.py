@@ -40,8 +40,18 @@ from engine.data import load_ppl_records, load_prompts
 from errors import DataError, GemmaSweepError
 from studies import STUDIES_DIR
 
-__all__ = ["BATCH", "LOGIT_TOLERANCE", "SEED", "SETS", "Redraw", "decode_steps", "forced_logits", "main", "redraw",
-           "sample_batch"]
+__all__ = [
+    "BATCH",
+    "LOGIT_TOLERANCE",
+    "SEED",
+    "SETS",
+    "Redraw",
+    "decode_steps",
+    "forced_logits",
+    "main",
+    "redraw",
+    "sample_batch",
+]
 
 SEED = 1234
 BATCH = 64  # one batch of rows reads the weights once: the GPU run takes seconds per batch
@@ -81,8 +91,13 @@ def _sample(logits: Any, generators: list[Any]) -> list[int]:
     return [int(ids[row, torch.multinomial(top[row], 1, generator=g)]) for row, g in enumerate(generators)]
 
 
-def decode_steps(model: Any, contexts: list[list[int]], *, pad_id: int, max_new: int = MAX_NEW,
-                 ) -> Generator[Any, list[int], None]:
+def decode_steps(
+    model: Any,
+    contexts: list[list[int]],
+    *,
+    pad_id: int,
+    max_new: int = MAX_NEW,
+) -> Generator[Any, list[int], None]:
     """The batch's decoding loop, left-padded, through the KV cache: yields each step's next-token
     logits (``[rows, vocab]``) and takes the tokens to feed back with ``send``, up to ``max_new``
     steps. ``sample_batch`` feeds back what it samples; a check feeds back the stored targets
@@ -98,8 +113,14 @@ def decode_steps(model: Any, contexts: list[list[int]], *, pad_id: int, max_new:
     cache = DynamicCache(config=model.config)
     with torch.inference_mode():
         for n in range(1, max_new + 1):
-            logits = model(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
-                           use_cache=True, logits_to_keep=1).logits[:, -1]
+            logits = model(
+                input_ids=ids,
+                attention_mask=mask,
+                position_ids=positions,
+                past_key_values=cache,
+                use_cache=True,
+                logits_to_keep=1,
+            ).logits[:, -1]
             if cache.get_seq_length() != width + n - 1:
                 # A model that does not take the cache sees one token per step and samples noise.
                 raise GemmaSweepError(
@@ -112,9 +133,16 @@ def decode_steps(model: Any, contexts: list[list[int]], *, pad_id: int, max_new:
             positions = positions[:, -1:] + 1
 
 
-def sample_batch(model: Any, contexts: list[list[int]], seeds: list[int], *, stop_ids: set[int],
-                 pad_id: int, max_new: int = MAX_NEW, on_step: Callable[[int], None] | None = None,
-                 ) -> list[list[int]]:
+def sample_batch(
+    model: Any,
+    contexts: list[list[int]],
+    seeds: list[int],
+    *,
+    stop_ids: set[int],
+    pad_id: int,
+    max_new: int = MAX_NEW,
+    on_step: Callable[[int], None] | None = None,
+) -> list[list[int]]:
     """Sample one continuation per context, left-padded into one batch; ``on_step(n)`` after each step."""
     import torch
 
@@ -138,8 +166,9 @@ def sample_batch(model: Any, contexts: list[list[int]], seeds: list[int], *, sto
     return targets
 
 
-def forced_logits(model: Any, contexts: list[list[int]], targets: list[list[int]], *, pad_id: int,
-                  steps: int) -> Iterator[Any]:
+def forced_logits(
+    model: Any, contexts: list[list[int]], targets: list[list[int]], *, pad_id: int, steps: int
+) -> Iterator[Any]:
     """Each of the batch's first ``steps`` steps' logits with the stored targets fed back (teacher
     forcing; a row past its last target is fed padding): what ``sample_batch`` drew from, if it
     drew those targets."""
@@ -159,8 +188,9 @@ class Redraw:
     differing: tuple[tuple[int, int], ...]  # (row, step) of decided draws whose stored token is another
 
 
-def redraw(step_logits: Iterable[Any], targets: list[list[int]], seeds: list[int], *,
-           tolerance: float = LOGIT_TOLERANCE) -> Redraw:
+def redraw(
+    step_logits: Iterable[Any], targets: list[list[int]], seeds: list[int], *, tolerance: float = LOGIT_TOLERANCE
+) -> Redraw:
     """Redraw the stored targets from their steps' logits (``forced_logits``), with each record's
     seeded generator drawn as ``sample_batch`` draws it (every row at every step). A draw is
     decided when it picks the same token with that token's logit lowered by ``tolerance`` and
@@ -173,10 +203,10 @@ def redraw(step_logits: Iterable[Any], targets: list[list[int]], seeds: list[int
     for n, logits in enumerate(step_logits):
         for row, generator in enumerate(generators):
             state = generator.get_state()
-            token = _sample(logits[row:row + 1], [generator])[0]
+            token = _sample(logits[row : row + 1], [generator])[0]
             if n >= len(targets[row]):
                 continue
-            worst = logits[row:row + 1].float() + tolerance
+            worst = logits[row : row + 1].float() + tolerance
             worst[0, token] -= 2 * tolerance
             if _sample(worst, [torch.Generator().set_state(state)])[0] != token:
                 undecided += 1
@@ -201,8 +231,9 @@ def _load_model(device: str) -> tuple[Any, Any]:
 
 
 def _context(tokenizer: Any, text: str) -> list[int]:
-    encoded = tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
-                                            tokenize=True)
+    encoded = tokenizer.apply_chat_template(
+        [{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True
+    )
     ids = [int(t) for t in (encoded["input_ids"] if hasattr(encoded, "keys") else encoded)]
     # A tokenizer that is not the prepared one (another transformers version rebuilding it from
     # the GGUF) can split "<start_of_turn>" into characters and still "work": refuse it.
@@ -250,23 +281,32 @@ def generate(name: str, tokenizer: Any, model: Any, *, limit: int | None = None)
             sink.write(line + "\n")
         for start in range(len(records), count, BATCH):
             began = time.monotonic()
-            batch = prompts[start:start + BATCH]
+            batch = prompts[start : start + BATCH]
             contexts = [_context(tokenizer, p.text) for p in batch]
+
             def progress(n: int, start: int = start, began: float = began) -> None:
                 if n % 8 == 0:
-                    print(f"{name}: batch at {start}: step {n}/{MAX_NEW}, {time.monotonic() - began:.0f} s",
-                          flush=True)
+                    print(f"{name}: batch at {start}: step {n}/{MAX_NEW}, {time.monotonic() - began:.0f} s", flush=True)
 
-            targets = sample_batch(model, contexts, [SEED + start + i for i in range(len(batch))],
-                                   stop_ids=stop, pad_id=pad, on_step=progress)
+            targets = sample_batch(
+                model,
+                contexts,
+                [SEED + start + i for i in range(len(batch))],
+                stop_ids=stop,
+                pad_id=pad,
+                on_step=progress,
+            )
             for prompt, context, target in zip(batch, contexts, targets):
                 record = {"id": prompt.id, "context_token_ids": context, "target_token_ids": target}
                 records.append(record)
                 sink.write(json.dumps(record) + "\n")
             sink.flush()
             tokens = sum(len(t) for t in targets)
-            print(f"{name}: records {start}..{start + len(batch) - 1}: {tokens} target tokens in "
-                  f"{time.monotonic() - began:.0f} s", flush=True)
+            print(
+                f"{name}: records {start}..{start + len(batch) - 1}: {tokens} target tokens in "
+                f"{time.monotonic() - began:.0f} s",
+                flush=True,
+            )
     if limit is None:
         partial.replace(out)
     return records[:count]
@@ -280,16 +320,18 @@ def _check(name: str, tokenizer: Any, model: Any, count: int) -> bool:
     prompts, stored = load_prompts(prompts_path, limit=count), load_ppl_records(out, limit=count)
     same = True
     for start in range(0, len(stored), BATCH):
-        batch = stored[start:start + BATCH]
-        contexts = [_context(tokenizer, p.text) for p in prompts[start:start + BATCH]]
+        batch = stored[start : start + BATCH]
+        contexts = [_context(tokenizer, p.text) for p in prompts[start : start + BATCH]]
         targets = [list(r.target_token_ids) for r in batch]
         if contexts != [list(r.context_token_ids) for r in batch]:
             print(f"{name}: records {start}..: the contexts DIFFER FROM {out}")
             return False
         steps = forced_logits(model, contexts, targets, pad_id=tokenizer.pad_token_id, steps=max(map(len, targets)))
         result = redraw(steps, targets, [SEED + start + i for i in range(len(batch))])
-        print(f"{name}: records {start}..{start + len(batch) - 1}: {result.decided} decided draws, "
-              f"{len(result.differing)} differing {result.differing[:8]}, {result.undecided} within the tolerance")
+        print(
+            f"{name}: records {start}..{start + len(batch) - 1}: {result.decided} decided draws, "
+            f"{len(result.differing)} differing {result.differing[:8]}, {result.undecided} within the tolerance"
+        )
         same = same and not result.differing
     print(f"{name}: the first {len(stored)} records {'match' if same else 'DIFFER FROM'} {out}")
     return same
@@ -299,9 +341,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m datagen.refset", description=__doc__.split("\n\n")[0])
     parser.add_argument("--set", choices=[*SETS, "all"], default="all")
     parser.add_argument("--check", type=int, metavar="N", help="redraw the first N records (whole batches) and compare")
-    parser.add_argument("--device", default="cpu",
-                        help="torch device of the model (cuda: minutes instead of hours; other draws "
-                             "than the CPU's)")
+    parser.add_argument(
+        "--device",
+        default="cpu",
+        help="torch device of the model (cuda: minutes instead of hours; other draws than the CPU's)",
+    )
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     names = list(SETS) if args.set == "all" else [args.set]
@@ -313,8 +357,7 @@ def main(argv: list[str] | None = None) -> int:
             began = time.monotonic()
             records = generate(name, tokenizer, model)
             tokens = sum(len(r["target_token_ids"]) for r in records)
-            print(f"{SETS[name][1]}: {len(records)} records, {tokens} target tokens, "
-                  f"{time.monotonic() - began:.0f} s")
+            print(f"{SETS[name][1]}: {len(records)} records, {tokens} target tokens, {time.monotonic() - began:.0f} s")
     except GemmaSweepError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

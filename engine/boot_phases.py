@@ -21,7 +21,9 @@ _PHASES: dict[str, re.Pattern[str]] = {
     "dynamo": re.compile(r"Dynamo bytecode transform time: ([\d.]+) s"),
     "compile": re.compile(r"Compiling a graph for (?:compile range|dynamic shape) .* takes ([\d.]+) s"),
     "compile_cache_load": re.compile(r"Directly load the compiled graph\(s\) for .* from the cache, took ([\d.]+) s"),
-    "torch_compile": re.compile(r"torch\.compile (?:and initial profiling/warmup run together )?(?:took|takes) ([\d.]+) s in total"),
+    "torch_compile": re.compile(
+        r"torch\.compile (?:and initial profiling/warmup run together )?(?:took|takes) ([\d.]+) s in total"
+    ),
     "cuda_graphs": re.compile(r"Graph capturing finished in ([\d.]+) secs"),
     "engine_init": re.compile(r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s"),
 }

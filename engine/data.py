@@ -92,9 +92,7 @@ def _token_ids(value: Any, *, field: str, where: str, vocab_size: int | None) ->
     return tuple(value)
 
 
-def load_ppl_records(
-    path: Path, *, limit: int | None = None, vocab_size: int | None = None
-) -> list[PplRecord]:
+def load_ppl_records(path: Path, *, limit: int | None = None, vocab_size: int | None = None) -> list[PplRecord]:
     """The first ``limit`` records (all when None) of a PPL reference JSONL file."""
     path = Path(path)
     lines = read_text(path, DataError, what="PPL reference set").splitlines()
@@ -106,13 +104,17 @@ def load_ppl_records(
         raw = parse_json(line, DataError, where=where)
         if not isinstance(raw, dict):
             raise DataError(f"{where}: a record must be a JSON object")
-        records.append(PplRecord(
-            id=str(raw.get("id", len(records))),
-            context_token_ids=_token_ids(raw.get("context_token_ids"), field="context_token_ids",
-                                         where=where, vocab_size=vocab_size),
-            target_token_ids=_token_ids(raw.get("target_token_ids"), field="target_token_ids",
-                                        where=where, vocab_size=vocab_size),
-        ))
+        records.append(
+            PplRecord(
+                id=str(raw.get("id", len(records))),
+                context_token_ids=_token_ids(
+                    raw.get("context_token_ids"), field="context_token_ids", where=where, vocab_size=vocab_size
+                ),
+                target_token_ids=_token_ids(
+                    raw.get("target_token_ids"), field="target_token_ids", where=where, vocab_size=vocab_size
+                ),
+            )
+        )
     if not records:
         raise DataError(f"{path}: no records")
     return _take(records, limit, path=path, what="records")

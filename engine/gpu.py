@@ -24,8 +24,15 @@ from dataclasses import dataclass
 
 from errors import EngineBootError
 
-__all__ = ["FREE_FLOOR_MIB", "GpuState", "gpu_identity", "gpu_states", "held_after_stop", "visible_gpus",
-           "wait_until_free"]
+__all__ = [
+    "FREE_FLOOR_MIB",
+    "GpuState",
+    "gpu_identity",
+    "gpu_states",
+    "held_after_stop",
+    "visible_gpus",
+    "wait_until_free",
+]
 
 FREE_FLOOR_MIB = 1024  # an idle H200 or A10G shows a few MiB; a booted 270M stack holds GiBs
 _QUERY_TIMEOUT_S = 20.0
@@ -50,8 +57,13 @@ def _smi(*args: str) -> list[list[str]] | None:
     if smi is None:
         return None
     try:
-        done = subprocess.run([smi, *args, "--format=csv,noheader,nounits"], capture_output=True, text=True,
-                              timeout=_QUERY_TIMEOUT_S, stdin=subprocess.DEVNULL)  # fmt: skip
+        done = subprocess.run(
+            [smi, *args, "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=_QUERY_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     if done.returncode != 0:
@@ -81,8 +93,9 @@ def gpu_states(indices: list[str]) -> dict[str, GpuState] | None:
         pids.setdefault(uuid, []).append(int(pid))
     states = {}
     for index, uuid, used, total in (row[:4] for row in memory if len(row) >= 4):
-        states[index] = GpuState(index=index, used_mib=int(float(used)), total_mib=int(float(total)),
-                                 pids=tuple(pids.get(uuid, ())))  # fmt: skip
+        states[index] = GpuState(
+            index=index, used_mib=int(float(used)), total_mib=int(float(total)), pids=tuple(pids.get(uuid, ()))
+        )
     return states
 
 
@@ -94,7 +107,7 @@ def _owner_of(pid: int, owner_env: str) -> str | None:
     except OSError:
         return None
     prefix = f"{owner_env}=".encode()
-    return next((e[len(prefix):].decode() for e in entries if e.startswith(prefix)), None)
+    return next((e[len(prefix) :].decode() for e in entries if e.startswith(prefix)), None)
 
 
 def wait_until_free(indices: list[str], *, owner_env: str, timeout_s: float, poll_s: float = 1.0) -> float:
@@ -120,8 +133,9 @@ def wait_until_free(indices: list[str], *, owner_env: str, timeout_s: float, pol
         if not busy:
             return time.monotonic() - began
         if time.monotonic() - began >= timeout_s:
-            held = "; ".join(f"GPU {s.index}: {s.used_mib} of {s.total_mib} MiB in use, processes {list(s.pids)}"
-                             for s in busy)  # fmt: skip
+            held = "; ".join(
+                f"GPU {s.index}: {s.used_mib} of {s.total_mib} MiB in use, processes {list(s.pids)}" for s in busy
+            )
             raise EngineBootError(f"the GPU was not free after {timeout_s:g} s ({held}); not booting on it")
         time.sleep(poll_s)
 

@@ -95,8 +95,15 @@ RECIPES: dict[str, Recipe] = {
         name="sglang-bench",
         venv_name=".venv-sglang-bench",
         installs=(
-            ("transformers==4.56.1", "tokenizers==0.22.0", "huggingface_hub==0.34.4", "aiohttp==3.12.15",
-             "numpy==2.2.6", "requests==2.32.5", "tqdm==4.67.1"),
+            (
+                "transformers==4.56.1",
+                "tokenizers==0.22.0",
+                "huggingface_hub==0.34.4",
+                "aiohttp==3.12.15",
+                "numpy==2.2.6",
+                "requests==2.32.5",
+                "tqdm==4.67.1",
+            ),
             ("--no-deps", "sglang==0.5.2"),
         ),
         check=_SGLANG_CHECK,
@@ -212,8 +219,12 @@ def install_stack(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m engine.install", description=__doc__.split("\n\n")[0])
     parser.add_argument("stack", help=f"which stack to install: {', '.join(sorted(RECIPES))}")
-    parser.add_argument("--venv", type=Path, help="where to create it (default: the recipe's folder at the "
-                        "repository root: " + ", ".join(f"{r.venv_name} for {n}" for n, r in RECIPES.items()) + ")")
+    parser.add_argument(
+        "--venv",
+        type=Path,
+        help="where to create it (default: the recipe's folder at the "
+        "repository root: " + ", ".join(f"{r.venv_name} for {n}" for n, r in RECIPES.items()) + ")",
+    )
     parser.add_argument("--force", action="store_true", help="delete the environment and install from scratch")
     args = parser.parse_args(argv)
 
@@ -246,7 +257,9 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     versions = ", ".join(f"{k} {v}" for k, v in result.versions.items())
     if result.installed_now:
-        console.print(f"installed {args.stack} in {result.seconds:.0f} s: {result.python} ({versions})", highlight=False)
+        console.print(
+            f"installed {args.stack} in {result.seconds:.0f} s: {result.python} ({versions})", highlight=False
+        )
     else:
         console.print(
             f"{args.stack} is already set up in {result.venv} ({versions}; installed in {result.seconds:.0f} s); "

@@ -104,7 +104,7 @@ class Knob:
     stack_limits: tuple[StackLimit, ...] = ()  # int knobs: stacks that accept less than minimum..maximum
     limited_by: StackLimit | None = None  # on the copy ``for_stack`` returns: the limit it applies
 
-    def for_stack(self, stack: str | None) -> "Knob":
+    def for_stack(self, stack: str | None) -> Knob:
         """This knob as ``stack`` (a manifest's ``stack`` field) accepts it: the registry's range, or
         the stack's own where the registry gives it a narrower one."""
         limit = next((s for s in self.stack_limits if s.stack == stack), None)
@@ -145,8 +145,10 @@ class Knob:
             number = value
         elif isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d+\s*", value):
             if len(value.strip()) > 30:  # int() refuses 4,300+ digits; this long is out of every range
-                raise KnobError(f"{head}: value {value.strip()[:12]}... ({len(value.strip())} characters) "
-                                f"is out of range {self.range_text}")  # fmt: skip
+                raise KnobError(
+                    f"{head}: value {value.strip()[:12]}... ({len(value.strip())} characters) "
+                    f"is out of range {self.range_text}"
+                )
             number = int(value)
         if number is None:
             raise KnobError(f"{head}: value {value!r} is not an integer; valid range {self.range_text}")
@@ -177,7 +179,7 @@ class KnobValues(Mapping[str, KnobValue]):
     def __len__(self) -> int:
         return len(self._values)
 
-    def __or__(self, other: Mapping[str, KnobValue]) -> "KnobValues":
+    def __or__(self, other: Mapping[str, KnobValue]) -> KnobValues:
         if not isinstance(other, KnobValues) or other.manifest != self.manifest:
             return NotImplemented
         return KnobValues({**self._values, **other._values}, manifest=self.manifest)
@@ -206,8 +208,10 @@ def _target(raw: Any, *, where: str, knob_type: str) -> Target:
     kinds = [k for k in _TARGET_KINDS if k in raw]
     extra = sorted(set(raw) - {*_TARGET_KINDS, "paths", "create"})
     if len(kinds) != 1 or extra or not isinstance(raw[kinds[0]], str) or not raw[kinds[0]]:
-        raise KnobError(f"{where}: a target needs exactly one of {list(_TARGET_KINDS)} naming it "
-                        f"(and optionally 'paths', 'create'); got {raw!r}")  # fmt: skip
+        raise KnobError(
+            f"{where}: a target needs exactly one of {list(_TARGET_KINDS)} naming it "
+            f"(and optionally 'paths', 'create'); got {raw!r}"
+        )
     kind = kinds[0]
     json_kind = kind.endswith("_json")
     paths = raw.get("paths", [])
@@ -229,15 +233,18 @@ def _stack_limits(raw: Any, *, path: Path, knob: str, low: int, high: int) -> tu
         source = f"{path} [{knob}.stacks.{stack}]"
         valid = {"min", "max", "doc"}
         if not isinstance(table, dict) or set(table) - valid or not {"min", "max"} & set(table):
-            raise KnobError(f"{source}: needs 'doc' and 'min' and/or 'max' (fields: {sorted(valid)}); "
-                            f"got {table!r}")
+            raise KnobError(f"{source}: needs 'doc' and 'min' and/or 'max' (fields: {sorted(valid)}); got {table!r}")
         if not isinstance(table.get("doc"), str) or not table["doc"].strip():
             raise KnobError(f"{source}: 'doc' must say why the stack accepts less")
         minimum, maximum = table.get("min", low), table.get("max", high)
-        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (minimum, maximum)) \
-                or not low <= minimum <= maximum <= high:
-            raise KnobError(f"{source}: 'min' and 'max' must be integers with {low} <= min <= max <= {high} "
-                            f"(a stack's limit narrows the knob's range), got {minimum!r}..{maximum!r}")
+        if (
+            not all(isinstance(v, int) and not isinstance(v, bool) for v in (minimum, maximum))
+            or not low <= minimum <= maximum <= high
+        ):
+            raise KnobError(
+                f"{source}: 'min' and 'max' must be integers with {low} <= min <= max <= {high} "
+                f"(a stack's limit narrows the knob's range), got {minimum!r}..{maximum!r}"
+            )
         limits.append(StackLimit(stack, minimum, maximum, table["doc"], source))
     return tuple(limits)
 
@@ -253,7 +260,9 @@ def load_registry(path: Path = KNOBS_FILE) -> dict[str, Knob]:
             raise KnobError(f"{where}: must be a table")
         valid = {"doc", "type", "min", "max", "choices", "lossless", "targets", "stacks"}
         if sorted(set(entry) - valid) or not isinstance(entry.get("doc"), str) or not entry.get("targets"):
-            raise KnobError(f"{where}: needs 'doc', 'type' and 'targets' (fields: {sorted(valid)}); got {sorted(entry)}")
+            raise KnobError(
+                f"{where}: needs 'doc', 'type' and 'targets' (fields: {sorted(valid)}); got {sorted(entry)}"
+            )
         kind = entry.get("type")
         if kind == "int" and not all(isinstance(entry.get(k), int) for k in ("min", "max")):
             raise KnobError(f"{where}: an int knob needs integer 'min' and 'max'")
@@ -263,8 +272,11 @@ def load_registry(path: Path = KNOBS_FILE) -> dict[str, Knob]:
             raise KnobError(f"{where}: 'type' must be 'int', 'choice' or 'bool', got {kind!r}")
         if "stacks" in entry and kind != "int":
             raise KnobError(f"{where}: 'stacks' (a stack's narrower range) belongs to int knobs only")
-        limits = _stack_limits(entry["stacks"], path=path, knob=name, low=entry["min"], high=entry["max"]) \
-            if "stacks" in entry else ()
+        limits = (
+            _stack_limits(entry["stacks"], path=path, knob=name, low=entry["min"], high=entry["max"])
+            if "stacks" in entry
+            else ()
+        )
         knobs[name] = Knob(
             name=name,
             type=kind,

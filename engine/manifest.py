@@ -107,7 +107,7 @@ class Manifest(BaseModel):
         return self.model_dump(mode="json", exclude_none=True)
 
     @model_validator(mode="after")
-    def _passable_to_a_process(self) -> "Manifest":
+    def _passable_to_a_process(self) -> Manifest:
         # What the OS refuses to start a process with: caught here, not as a crash at boot.
         for key in self.env:
             if not key or "=" in key:
@@ -122,13 +122,13 @@ class Manifest(BaseModel):
         return self
 
     @model_validator(mode="after")
-    def _plain_name(self) -> "Manifest":
+    def _plain_name(self) -> Manifest:
         if not is_plain_name(self.name):
             raise ValueError(f"name {self.name!r} is not a plain name ({NAME_RULE}): it names folders the sweep writes")
         return self
 
     @model_validator(mode="after")
-    def _known_placeholders(self) -> "Manifest":
+    def _known_placeholders(self) -> Manifest:
         for text in self.texts():
             for word in _PLACEHOLDER_RE.findall(text):
                 if word not in PLACEHOLDERS:
@@ -148,8 +148,7 @@ def parse_manifest(data: Any, *, source: Path | str | None = None) -> Manifest:
         manifest = Manifest.model_validate(data)
     except ValidationError as exc:
         problems = "; ".join(
-            f"field {'.'.join(str(p) for p in err['loc']) or '(top level)'}: {err['msg']}"
-            for err in exc.errors()
+            f"field {'.'.join(str(p) for p in err['loc']) or '(top level)'}: {err['msg']}" for err in exc.errors()
         )
         raise ManifestError(f"{where}: {problems}") from None
     if source is not None:

@@ -67,13 +67,16 @@ class Measurement:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Measurement":
+    def from_dict(cls, data: dict[str, Any]) -> Measurement:
         return cls(**data)
 
     def summary(self) -> dict[str, Any]:
         """The fields marked ``SUMMARY`` that have a value."""
-        return {f.name: getattr(self, f.name) for f in fields(self)
-                if f.metadata.get("summary") and getattr(self, f.name) is not None}  # fmt: skip
+        return {
+            f.name: getattr(self, f.name)
+            for f in fields(self)
+            if f.metadata.get("summary") and getattr(self, f.name) is not None
+        }
 
     def scalars(self, *, prefix: str = "") -> dict[str, Any]:
         """Every scalar figure, nested dicts flattened (``latency_s.p50``); per-prompt lists left out."""
@@ -112,7 +115,7 @@ class TrialOutcome:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "TrialOutcome":
+    def from_dict(cls, data: dict[str, Any]) -> TrialOutcome:
         data = dict(data)
         if data.get("measurement") is not None:
             data["measurement"] = Measurement.from_dict(data["measurement"])

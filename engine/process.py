@@ -40,7 +40,7 @@ __all__ = ["OWNER_ENV", "EngineProcess", "group_members", "read_log_tail", "stop
 # the env), so a watchdog can find the stack of a dead owner without having seen it start.
 OWNER_ENV = "GEMMA_SWEEP_ENGINE_OWNER"
 
-_running: "weakref.WeakSet[EngineProcess]" = weakref.WeakSet()
+_running: weakref.WeakSet[EngineProcess] = weakref.WeakSet()
 
 
 def read_log_tail(path: Path, *, lines: int = 40) -> str:
@@ -263,7 +263,7 @@ class EngineProcess:
     def _note_kill(self, _live: list[int]) -> None:
         self._log.note(f"[gemma-sweep] still running {self.stop_grace_s:g} s after TERM: KILL\n")  # type: ignore[union-attr]
 
-    def __enter__(self) -> "EngineProcess":
+    def __enter__(self) -> EngineProcess:
         self.start()
         self.wait_ready()
         return self

@@ -58,7 +58,7 @@ class BenchProfile:
     gpu_free_timeout_s: float = 120.0  # a GPU still held by the last stack after this long: a FAILED trial
 
     @classmethod
-    def from_record(cls, stored: dict[str, Any]) -> "BenchProfile":
+    def from_record(cls, stored: dict[str, Any]) -> BenchProfile:
         """A profile as a trial record stored it (``asdict``); fields added since read as their defaults."""
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in stored.items() if k in known})
@@ -71,7 +71,7 @@ class BenchProfile:
                     f"profile {self.name!r} reads the organisers' own files ({value}): set {CHALLENGE_DATA_ENV} "
                     "to the folder that holds them (eval_prompts_sharegpt.json, ppl_ground_truth_tokens.jsonl)"
                 )
-            return Path(folder).expanduser() / value[len(_CHALLENGE):].lstrip("/")
+            return Path(folder).expanduser() / value[len(_CHALLENGE) :].lstrip("/")
         p = Path(value).expanduser()
         return p if p.is_absolute() else STUDIES_DIR / p
 
@@ -96,7 +96,7 @@ class BenchProfile:
             raise DataError(f"{path}: {self.num_prompts} held-out prompts asked for, the file has {len(prompts)}")
         return prompts[: self.num_prompts]
 
-    def for_boots(self, *, verification: bool, prompts: str | None = None, refs: str | None = None) -> "BenchProfile":
+    def for_boots(self, *, verification: bool, prompts: str | None = None, refs: str | None = None) -> BenchProfile:
         """This profile as a promotion or verification boot measures it: one timed run of the public
         prompts and one of the held-out prompts (``heldout_prompts``, or ``prompts`` given) in the same
         boot, then PPL on the public references (promotion: the gate's own data) or on the held-out
@@ -110,13 +110,11 @@ class BenchProfile:
             overrides["refs"] = refs or self.heldout_refs
         return self.with_overrides(overrides, source="promotion and verification boots")
 
-    def with_overrides(self, overrides: dict[str, Any], *, source: str) -> "BenchProfile":
+    def with_overrides(self, overrides: dict[str, Any], *, source: str) -> BenchProfile:
         known = {f.name: f.type for f in fields(self)}
         unknown = sorted(set(overrides) - set(known))
         if unknown:
-            raise StudySpecError(
-                f"{source}: unknown profile field(s) {unknown}; valid: {sorted(known)}"
-            )
+            raise StudySpecError(f"{source}: unknown profile field(s) {unknown}; valid: {sorted(known)}")
         return _validated(replace(self, **overrides), source=source)
 
 
@@ -125,13 +123,22 @@ def _validated(profile: BenchProfile, *, source: str) -> BenchProfile:
         value = getattr(profile, name)
         if not isinstance(value, str) or not value.strip() or "\x00" in value:
             raise StudySpecError(f"{source}: profile field {name!r} must be a file path, got {value!r}")
-    for name, low in (("num_prompts", 1), ("output_len", 1), ("ppl_records", 1), ("warmup_requests", 0),
-                      ("warmup_output_len", 1), ("tps_repeats", 1), ("shuffle_seed", 0)):  # fmt: skip
+    for name, low in (
+        ("num_prompts", 1),
+        ("output_len", 1),
+        ("ppl_records", 1),
+        ("warmup_requests", 0),
+        ("warmup_output_len", 1),
+        ("tps_repeats", 1),
+        ("shuffle_seed", 0),
+    ):
         value = getattr(profile, name)
         if not isinstance(value, int) or isinstance(value, bool) or value < low:
             raise StudySpecError(f"{source}: profile field {name!r} must be an integer >= {low}, got {value!r}")
     if not isinstance(profile.stream_pass, bool):
-        raise StudySpecError(f"{source}: profile field 'stream_pass' must be true or false, got {profile.stream_pass!r}")
+        raise StudySpecError(
+            f"{source}: profile field 'stream_pass' must be true or false, got {profile.stream_pass!r}"
+        )
     for name in ("warmup_pause_s", "boot_timeout_s", "request_timeout_s", "gpu_free_timeout_s"):
         value = getattr(profile, name)
         # NaN passes every comparison and inf overflows a socket timeout: both are refused.

@@ -55,8 +55,14 @@ def _torch_of(interpreter: str, env: dict[str, str]) -> tuple[str | None, str | 
     if not os.path.basename(interpreter).startswith("python"):
         return None, f"the stack starts {os.path.basename(interpreter)!r}, not a Python interpreter: torch unread"
     try:
-        done = subprocess.run([interpreter, "-c", _TORCH], env=env, capture_output=True, text=True,
-                              timeout=_PROBE_TIMEOUT_S, stdin=subprocess.DEVNULL)  # fmt: skip
+        done = subprocess.run(
+            [interpreter, "-c", _TORCH],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=_PROBE_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return None, f"reading torch's version: {type(exc).__name__}"
     if done.returncode != 0:

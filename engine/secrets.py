@@ -28,12 +28,36 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
-__all__ = ["REDACTED", "SECRET_MARKERS", "Scrubber", "is_secret_key", "redact_argv", "redact_env", "redact_text",
-           "redact_value", "scrub_text", "secret_values"]  # fmt: skip
+__all__ = [
+    "REDACTED",
+    "SECRET_MARKERS",
+    "Scrubber",
+    "is_secret_key",
+    "redact_argv",
+    "redact_env",
+    "redact_text",
+    "redact_value",
+    "scrub_text",
+    "secret_values",
+]
 
 REDACTED = "***"
-SECRET_MARKERS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "PASS", "PWD", "PAT", "CREDENTIAL",
-                  "AUTH", "COOKIE", "SESSION", "PRIVATE")  # fmt: skip
+SECRET_MARKERS = (
+    "TOKEN",
+    "KEY",
+    "SECRET",
+    "PASSWORD",
+    "PASSWD",
+    "PASSPHRASE",
+    "PASS",
+    "PWD",
+    "PAT",
+    "CREDENTIAL",
+    "AUTH",
+    "COOKIE",
+    "SESSION",
+    "PRIVATE",
+)
 # Words that make TOKENS a count (vLLM's MAX_NUM_BATCHED_TOKENS): a stored trial needs that value.
 _COUNT_WORDS = {"MAX", "MIN", "NUM", "BATCHED", "BATCH", "COUNT", "LIMIT", "LEN"}
 # Markers that only count as a whole word: "PASSES", "PATH" and "SPATIAL" hold no password.
@@ -53,8 +77,10 @@ _HTTP_CREDENTIALS = re.compile(
 # A name (at most two words: "User Id") = value pair. Its value runs to a separator, or to the next
 # pair of a space-separated string (libpq's "host=db password=x"); a secret only as ``_secret_pair`` says.
 _NAME = r"[A-Za-z][A-Za-z0-9_.-]*(?: [A-Za-z0-9_.-]+)?"
-_PAIR = re.compile(rf"(?<![A-Za-z0-9_.-])(?P<name>{_NAME})\s*=\s*"
-                   rf"(?P<secret>[^;&'\"\r\n]*?)(?=[;&'\"\r\n]|\s+{_NAME}\s*=|\s*$)")  # fmt: skip
+_PAIR = re.compile(
+    rf"(?<![A-Za-z0-9_.-])(?P<name>{_NAME})\s*=\s*"
+    rf"(?P<secret>[^;&'\"\r\n]*?)(?=[;&'\"\r\n]|\s+{_NAME}\s*=|\s*$)"
+)
 _PAIR_OPENERS, _PAIR_CLOSERS = (";", "&", "?"), (";", "&")
 _PASSWORD_WORDS = ("PASSWORD", "PASSWD", "PASSPHRASE")  # a pair so named is a password wherever it stands
 _NEAR = 64  # how far a separator may stand from its pair (spaces between)
@@ -87,14 +113,19 @@ def _secret_pair(match: re.Match[str]) -> bool:
     if any(marker in word for word in words for marker in _PASSWORD_WORDS):
         return True
     start, end = match.span()
-    beside = (text[max(0, start - _NEAR) : start].rstrip().endswith(_PAIR_OPENERS)
-              or text[end : end + _NEAR].lstrip().startswith(_PAIR_CLOSERS))  # fmt: skip
+    beside = text[max(0, start - _NEAR) : start].rstrip().endswith(_PAIR_OPENERS) or text[
+        end : end + _NEAR
+    ].lstrip().startswith(_PAIR_CLOSERS)
     return beside and (is_secret_key(name) or words == ["PWD"])
 
 
 # (pattern, which matches are secrets (None: all), text one holds): a log without the text skips the pattern.
-_INLINE = ((_URL_PASSWORD, None, ("://",)), (_URL_TOKEN, None, ("://",)),
-           (_HTTP_CREDENTIALS, None, ("uthorization", "UTHORIZATION", "Bearer")), (_PAIR, _secret_pair, ("=",)))  # fmt: skip
+_INLINE = (
+    (_URL_PASSWORD, None, ("://",)),
+    (_URL_TOKEN, None, ("://",)),
+    (_HTTP_CREDENTIALS, None, ("uthorization", "UTHORIZATION", "Bearer")),
+    (_PAIR, _secret_pair, ("=",)),
+)
 
 
 def _inline_secrets(text: str) -> Iterator[re.Match[str]]:

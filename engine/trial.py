@@ -48,10 +48,20 @@ def node_info() -> dict[str, Any]:
 _RELEASE_WAIT_S = 10.0
 
 
-def _boot_and_measure(engine: EngineProcess, launch: LaunchConfig, *, profile: BenchProfile, prompts: list[Prompt],
-                      records: list[PplRecord], timings: dict[str, float], node: dict[str, Any],
-                      stages: Stages | None, heldout: list[Prompt] | None, heldout_first: bool,
-                      about: dict[str, Any]) -> tuple[Measurement | None, EngineError | None]:  # fmt: skip
+def _boot_and_measure(
+    engine: EngineProcess,
+    launch: LaunchConfig,
+    *,
+    profile: BenchProfile,
+    prompts: list[Prompt],
+    records: list[PplRecord],
+    timings: dict[str, float],
+    node: dict[str, Any],
+    stages: Stages | None,
+    heldout: list[Prompt] | None,
+    heldout_first: bool,
+    about: dict[str, Any],
+) -> tuple[Measurement | None, EngineError | None]:
     """Start, measure, stop; the stack's misbehaviour comes back as the error, never raised."""
     measurement: Measurement | None = None
     error: EngineError | None = None
@@ -63,15 +73,26 @@ def _boot_and_measure(engine: EngineProcess, launch: LaunchConfig, *, profile: B
         timings["boot"] = engine.wait_ready()
         timings.update(boot_phases(engine.log_path.read_text(errors="replace"), started=started))
         about.update(provenance(launch.base_url, argv=launch.argv, env=launch.process_env()))
-        measurement = measure(launch.base_url, model=launch.served_model_name, profile=profile, prompts=prompts,
-                              records=records, timings=timings, stages=stages, heldout=heldout,
-                              heldout_first=heldout_first)  # fmt: skip
+        measurement = measure(
+            launch.base_url,
+            model=launch.served_model_name,
+            profile=profile,
+            prompts=prompts,
+            records=records,
+            timings=timings,
+            stages=stages,
+            heldout=heldout,
+            heldout_first=heldout_first,
+        )
     except BenchmarkError as exc:
         # Read before stop(), which ends the process either way; a dropped connection may
         # come a moment before the exit is visible.
         code = engine.exit_status(wait_s=0.25)
-        error = exc if code is None else BenchmarkError(
-            f"{exc} (the engine process had exited with status {code})", log_tail=exc.log_tail)
+        error = (
+            exc
+            if code is None
+            else BenchmarkError(f"{exc} (the engine process had exited with status {code})", log_tail=exc.log_tail)
+        )
     except EngineError as exc:
         error = exc
     finally:
@@ -110,30 +131,66 @@ def run_trial(
     node = node_info()
     about: dict[str, Any] = {}  # the stack's provenance, once it answers
 
-    def outcome(*, knob_values: dict[str, Any], argv: list[str], env: dict[str, str], log_tail: str,
-                measurement: Measurement | None = None, error: EngineError | None = None) -> TrialOutcome:
+    def outcome(
+        *,
+        knob_values: dict[str, Any],
+        argv: list[str],
+        env: dict[str, str],
+        log_tail: str,
+        measurement: Measurement | None = None,
+        error: EngineError | None = None,
+    ) -> TrialOutcome:
         """The outcome with no secret in it: the stack's whole env counts (an inherited token is as secret)."""
         timings["total"] = time.monotonic() - began
         scrub = Scrubber.for_stack(env, argv)  # the log itself went to disk scrubbed (engine.logpipe)
         return TrialOutcome(
-            status="complete" if error is None else "failed", knobs=knob_values, argv=redact_argv(argv),
-            env=redact_env(env), measurement=measurement, reason=None if error is None else scrub(str(error)),
-            log_tail=scrub((error.log_tail if error else "") or log_tail), timings_s=timings, node=node,
+            status="complete" if error is None else "failed",
+            knobs=knob_values,
+            argv=redact_argv(argv),
+            env=redact_env(env),
+            measurement=measurement,
+            reason=None if error is None else scrub(str(error)),
+            log_tail=scrub((error.log_tail if error else "") or log_tail),
+            timings_s=timings,
+            node=node,
             provenance={**dict.fromkeys(PROVENANCE_KEYS), **about},
-        )  # fmt: skip
+        )
 
     # Created only for the engine's lifetime; mkdtemp's short /tmp path keeps a stack's UNIX
     # sockets under the 107-byte limit that a deep workdir can exceed.
     with tempfile.TemporaryDirectory(prefix="gemma-sweep-", ignore_cleanup_errors=True) as tmpdir:
         try:
-            launch = build_launch(manifest, knobs, host=host, workdir=workdir, tmpdir=Path(tmpdir),
-                                  cache=cache_dir or workdir.parent / "cache")
+            launch = build_launch(
+                manifest,
+                knobs,
+                host=host,
+                workdir=workdir,
+                tmpdir=Path(tmpdir),
+                cache=cache_dir or workdir.parent / "cache",
+            )
         except EngineError as exc:
-            return outcome(knob_values=dict(knobs), argv=list(manifest.serve), env=dict(manifest.env), log_tail="",
-                           error=exc)
+            return outcome(
+                knob_values=dict(knobs), argv=list(manifest.serve), env=dict(manifest.env), log_tail="", error=exc
+            )
         engine = EngineProcess(launch, log_path=workdir / "engine.log", boot_timeout_s=profile.boot_timeout_s)
-        measurement, error = _boot_and_measure(engine, launch, profile=profile, prompts=prompts, records=records,
-                                               timings=timings, node=node, stages=stages, heldout=heldout,
-                                               heldout_first=bool(heldout_first), about=about)  # fmt: skip
-    return outcome(knob_values=launch.knobs, argv=launch.argv, env=launch.env, log_tail=engine.log_tail(),
-                   measurement=measurement, error=error)
+        measurement, error = _boot_and_measure(
+            engine,
+            launch,
+            profile=profile,
+            prompts=prompts,
+            records=records,
+            timings=timings,
+            node=node,
+            stages=stages,
+            heldout=heldout,
+            heldout_first=bool(heldout_first),
+            about=about,
+        )
+    return outcome(
+        knob_values=launch.knobs,
+        argv=launch.argv,
+        env=launch.env,
+        log_tail=engine.log_tail(),
+        measurement=measurement,
+        error=error,
+    )

@@ -44,16 +44,31 @@ class PlannedBoot:
     heldout_first: bool  # which timed run comes first in the boot
 
 
-def interleave(records: Sequence[TrialRecord], *, boots: int, profile: Callable[[TrialRecord], BenchProfile],
-               gate: Callable[[TrialRecord], float | None], claims: dict[int, float] | None = None,
-               start: int = 0) -> list[PlannedBoot]:  # fmt: skip
+def interleave(
+    records: Sequence[TrialRecord],
+    *,
+    boots: int,
+    profile: Callable[[TrialRecord], BenchProfile],
+    gate: Callable[[TrialRecord], float | None],
+    claims: dict[int, float] | None = None,
+    start: int = 0,
+) -> list[PlannedBoot]:
     """``boots`` rounds, each booting every configuration once in the same order; the first boot is the
     run's ``start``-th. A configuration is held to its claim, or its trial's TPS."""
     claims = claims or {}
-    return [PlannedBoot(record=r, repeat=round_, order=start + round_ * len(records) + i, gate=gate(r),
-                        claimed_tps=claims.get(r.trial_number, r.tps), profile=profile(r),  # type: ignore[arg-type]
-                        heldout_first=heldout_first(round_))
-            for round_ in range(boots) for i, r in enumerate(records)]  # fmt: skip
+    return [
+        PlannedBoot(
+            record=r,
+            repeat=round_,
+            order=start + round_ * len(records) + i,
+            gate=gate(r),
+            claimed_tps=claims.get(r.trial_number, r.tps),
+            profile=profile(r),  # type: ignore[arg-type]
+            heldout_first=heldout_first(round_),
+        )
+        for round_ in range(boots)
+        for i, r in enumerate(records)
+    ]
 
 
 class BootRunner:
@@ -69,10 +84,15 @@ class BootRunner:
     def boot(self, planned: PlannedBoot, *, folder: Path) -> TrialOutcome:
         record = planned.record
         knobs = parse_knobs(self.spec.manifest, record.knobs, where=f"trial {record.trial_number}'s stored knobs: ")
-        ref = self.worker.run.remote(self.spec.manifest, knobs, planned.profile, workdir=str(folder.resolve()),
-                                     cache_dir=str((self.run_dir / self.spec.name / "cache").resolve()),  # the sweep's
-                                     plan=full_plan("a promotion or verification boot: measured to the end"),
-                                     heldout_first=planned.heldout_first)  # fmt: skip
+        ref = self.worker.run.remote(
+            self.spec.manifest,
+            knobs,
+            planned.profile,
+            workdir=str(folder.resolve()),
+            cache_dir=str((self.run_dir / self.spec.name / "cache").resolve()),  # the sweep's
+            plan=full_plan("a promotion or verification boot: measured to the end"),
+            heldout_first=planned.heldout_first,
+        )
         outcome, lost = collect(ref, knobs=dict(record.knobs), manifest=self.spec.manifest)
         if lost:
             ray.kill(self.worker, no_restart=True)
@@ -92,13 +112,24 @@ def boot_line(boot: BootRecord, *, total: int) -> str:
     if not boot.measured:
         return f"{head}[red]FAILED[/]: {escape(boot.reason or 'no measurement')}"
     booted = boot.timings.get("boot")
-    return (f"{head}public {boot.public_tps:.2f}, held-out {boot.tps:.2f} tok/s ({boot.first} first)  "
-            f"PPL {boot.ppl:.4f}" + ("" if booted is None else f"  (boot {booted:.1f} s)"))  # fmt: skip
+    return (
+        f"{head}public {boot.public_tps:.2f}, held-out {boot.tps:.2f} tok/s ({boot.first} first)  "
+        f"PPL {boot.ppl:.4f}" + ("" if booted is None else f"  (boot {booted:.1f} s)")
+    )
 
 
-def run_boots(plan: Sequence[PlannedBoot], *, runner: BootRunner, storage: Storage, kind: str, run_id: str,
-              out: Console, done: int = 0, deadline: float | None = None,
-              earlier: Sequence[float] = ()) -> tuple[list[BootRecord], bool]:  # fmt: skip
+def run_boots(
+    plan: Sequence[PlannedBoot],
+    *,
+    runner: BootRunner,
+    storage: Storage,
+    kind: str,
+    run_id: str,
+    out: Console,
+    done: int = 0,
+    deadline: float | None = None,
+    earlier: Sequence[float] = (),
+) -> tuple[list[BootRecord], bool]:
     """Run ``plan[done:]``; returns the boots run here and whether the deadline (``time.monotonic()``)
     left boots unrun. ``earlier``: seconds the run's boots took before (a resumed run): what the
     first boot here is expected to take."""
@@ -109,16 +140,31 @@ def run_boots(plan: Sequence[PlannedBoot], *, runner: BootRunner, storage: Stora
         if deadline is not None and time.monotonic() + expected > deadline:
             return ran, True
         began = time.monotonic()
-        folder = runner.run_dir / kind / runner.spec.name / run_id / f"boot-{planned.order:03d}-trial-{planned.record.trial_number:04d}"
+        folder = (
+            runner.run_dir
+            / kind
+            / runner.spec.name
+            / run_id
+            / f"boot-{planned.order:03d}-trial-{planned.record.trial_number:04d}"
+        )
         outcome = runner.boot(planned, folder=folder)
         gate = planned.gate
         if gate is None and planned.record.is_baseline:
             # the baseline of a relative gate is held to its own PPL's, as the sweep holds it (sweep.record.Judge)
             m = outcome.measurement
             gate = runner.spec.gate.resolve(m.ppl if m else None) or planned.record.gate
-        boot = boot_record(outcome, study_name=runner.spec.name, trial_number=planned.record.trial_number,
-                           run_id=run_id, repeat=planned.repeat, order=planned.order, claimed_tps=planned.claimed_tps,
-                           claimed_ppl=planned.record.ppl, gate=gate, profile=planned.profile)  # type: ignore[arg-type]  # fmt: skip
+        boot = boot_record(
+            outcome,
+            study_name=runner.spec.name,
+            trial_number=planned.record.trial_number,
+            run_id=run_id,
+            repeat=planned.repeat,
+            order=planned.order,
+            claimed_tps=planned.claimed_tps,
+            claimed_ppl=planned.record.ppl,
+            gate=gate,
+            profile=planned.profile,
+        )  # type: ignore[arg-type]
         storage.insert_boots(kind, [boot])
         durations.append(time.monotonic() - began)
         ran.append(boot)

@@ -67,19 +67,45 @@ def heldout_first(repeat: int) -> bool:
     return repeat % 2 == 1
 
 
-def boot_record(outcome: TrialOutcome, *, study_name: str, trial_number: int, run_id: str, repeat: int, order: int,
-                claimed_tps: float, claimed_ppl: float, gate: float | None, profile: BenchProfile) -> BootRecord:  # fmt: skip
+def boot_record(
+    outcome: TrialOutcome,
+    *,
+    study_name: str,
+    trial_number: int,
+    run_id: str,
+    repeat: int,
+    order: int,
+    claimed_tps: float,
+    claimed_ppl: float,
+    gate: float | None,
+    profile: BenchProfile,
+) -> BootRecord:
     """A worker's outcome of one boot as its row."""
     m = outcome.measurement
     measured = outcome.status == "complete" and m is not None
     return BootRecord(
-        study_name=study_name, trial_number=trial_number, run_id=run_id, repeat=repeat, order=order,
-        status="complete" if measured else "failed", claimed_tps=claimed_tps, claimed_ppl=claimed_ppl, gate=gate,
-        prompts=profile.heldout_prompts, public_prompts=profile.prompts, refs=profile.refs, profile=profile.name,
-        knobs=dict(outcome.knobs), first=(m.run_order[0] if m.run_order else None) if m else None,
-        public_tps=m.tps if m else None, tps=m.heldout_tps if m else None, ppl=m.ppl if m else None,
+        study_name=study_name,
+        trial_number=trial_number,
+        run_id=run_id,
+        repeat=repeat,
+        order=order,
+        status="complete" if measured else "failed",
+        claimed_tps=claimed_tps,
+        claimed_ppl=claimed_ppl,
+        gate=gate,
+        prompts=profile.heldout_prompts,
+        public_prompts=profile.prompts,
+        refs=profile.refs,
+        profile=profile.name,
+        knobs=dict(outcome.knobs),
+        first=(m.run_order[0] if m.run_order else None) if m else None,
+        public_tps=m.tps if m else None,
+        tps=m.heldout_tps if m else None,
+        ppl=m.ppl if m else None,
         acceptance_rate=m.acceptance_rate if m else None,
         reason=None if measured else (outcome.reason or "the boot returned no measurement"),
-        node=dict(outcome.node), provenance=dict(outcome.provenance), timings=dict(outcome.timings_s),
+        node=dict(outcome.node),
+        provenance=dict(outcome.provenance),
+        timings=dict(outcome.timings_s),
         log_tail=outcome.log_tail,
-    )  # fmt: skip
+    )

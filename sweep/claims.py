@@ -71,12 +71,23 @@ def claims_of(plan: dict[str, Any], boots: Sequence[BootRecord]) -> StudyClaims:
     mine = [b for b in boots if b.run_id == plan["run_id"]]
     fitted = fit(mine, floor=plan["noise_floor"])
     gate = resolve_gate(plan, mine)
-    claims = sorted((claim_for(fitted, n, gate=gate, target=plan["target"]) for n in fitted.levels),  # type: ignore[arg-type]
-                    key=lambda c: (-c.claim, c.trial_number))  # fmt: skip
+    claims = sorted(
+        (claim_for(fitted, n, gate=gate, target=plan["target"]) for n in fitted.levels),  # type: ignore[arg-type]
+        key=lambda c: (-c.claim, c.trial_number),
+    )
     knobs = {b.trial_number: b.knobs for b in mine}
-    return StudyClaims(run_id=plan["run_id"], profile=plan["profile"]["name"], planned=len(plan["trials"]) * plan["boots"],
-                       boots=mine, fit=fitted, claims=claims, recommended=best_claim(claims), gate=gate,
-                       target=plan["target"], knobs=knobs)  # fmt: skip
+    return StudyClaims(
+        run_id=plan["run_id"],
+        profile=plan["profile"]["name"],
+        planned=len(plan["trials"]) * plan["boots"],
+        boots=mine,
+        fit=fitted,
+        claims=claims,
+        recommended=best_claim(claims),
+        gate=gate,
+        target=plan["target"],
+        knobs=knobs,
+    )
 
 
 def _spread(values: Sequence[float]) -> str:
@@ -85,36 +96,70 @@ def _spread(values: Sequence[float]) -> str:
 
 def print_claims(out: Console, view: StudyClaims, *, knobs: Sequence[str], study: str) -> None:
     f = view.fit
-    title = (f"Claims of {study} (promotion {view.run_id}, profile {view.profile}: {len(view.boots)} of {view.planned} "
-             f"boots, {len(view.failed)} failed; target P(VERIFIED) >= {view.target:g}"
-             + ("" if view.gate is None else f", gate {view.gate:.4f}") + ")")  # fmt: skip
+    title = (
+        f"Claims of {study} (promotion {view.run_id}, profile {view.profile}: {len(view.boots)} of {view.planned} "
+        f"boots, {len(view.failed)} failed; target P(VERIFIED) >= {view.target:g}"
+        + ("" if view.gate is None else f", gate {view.gate:.4f}")
+        + ")"
+    )
     table = Table(title=escape(title), title_justify="left")
-    head = ["trial", *knobs, "boots", "public TPS (boots)", "held-out TPS (boots)", "claim", "re-run 90%", "P(VERIFIED)",
-            "PPL ± tol", ""]  # fmt: skip
+    head = [
+        "trial",
+        *knobs,
+        "boots",
+        "public TPS (boots)",
+        "held-out TPS (boots)",
+        "claim",
+        "re-run 90%",
+        "P(VERIFIED)",
+        "PPL ± tol",
+        "",
+    ]
     for column in head:
         table.add_column(column, justify="left" if column in ("", *knobs) else "right")
     for c in view.claims:
         level = f.levels[c.trial_number]
-        mark = ("[green]recommended[/]" if view.recommended is c
-                else "[red]over the gate[/]" if c.ppl_over_gate
-                else "" if c.meets else "[yellow]below target[/]")  # fmt: skip
+        mark = (
+            "[green]recommended[/]"
+            if view.recommended is c
+            else "[yellow]no gate yet[/]"
+            if view.gate is None
+            else "[red]over the gate[/]"
+            if c.ppl_over_gate
+            else ""
+            if c.meets
+            else "[yellow]below target[/]"
+        )
         table.add_row(
-            str(c.trial_number), *(str(view.knobs[c.trial_number].get(k, "")) for k in knobs), str(c.boots),
-            _spread(level.public_tps), _spread(level.heldout_tps), f"{c.claim:.2f}",
-            f"{c.rerun_low:.1f}..{c.rerun_high:.1f}", f"{c.p_verified:.2f}", f"{c.ppl:.4f} ± {c.ppl_tol:.4f}", mark,
-        )  # fmt: skip
+            str(c.trial_number),
+            *(str(view.knobs[c.trial_number].get(k, "")) for k in knobs),
+            str(c.boots),
+            _spread(level.public_tps),
+            _spread(level.heldout_tps),
+            f"{c.claim:.2f}",
+            f"{c.rerun_low:.1f}..{c.rerun_high:.1f}",
+            f"{c.p_verified:.2f}",
+            f"{c.ppl:.4f} ± {c.ppl_tol:.4f}",
+            mark,
+        )
     out.print(table)
     out.print(
         f"noise over these boots: one boot's TPS {f.sigma_boot:.1%}, one run's {f.sigma_run:.1%} (pooled, {f.df} degrees of "
         f"freedom; floor {f.floor:.0%}); a boot's second run reads {f.gamma:+.1%} faster; PPL {f.ppl_sd:.3%} from boot "
-        "to boot", markup=False,
-    )  # fmt: skip
+        "to boot",
+        markup=False,
+    )
     if view.recommended is None:
-        out.print(f"no candidate reaches P(VERIFIED) >= {view.target:g} under the gate: none is recommended", markup=False)
+        out.print(
+            f"no candidate reaches P(VERIFIED) >= {view.target:g} under the gate: none is recommended", markup=False
+        )
     else:
         r = view.recommended
-        out.print(f"recommended: trial {r.trial_number}, claim {r.claim:.2f} tok/s (its public level {r.public:.2f}), "
-                  f"P(VERIFIED) {r.p_verified:.2f}", markup=False)  # fmt: skip
+        out.print(
+            f"recommended: trial {r.trial_number}, claim {r.claim:.2f} tok/s (its public level {r.public:.2f}), "
+            f"P(VERIFIED) {r.p_verified:.2f}",
+            markup=False,
+        )
     for b in view.failed:
         out.print(f"  boot {(b.order or 0) + 1} of trial {b.trial_number} failed: {b.reason}", markup=False)
 
@@ -136,20 +181,30 @@ def _main(args: ClaimsArgs, out: Console) -> int:
         try:
             study = optuna.load_study(study_name=args.study, storage=storage.optuna)
         except KeyError:
-            raise StudyNotFoundError(f"study {args.study!r} not found in {shown_url(args.storage)}: run the sweep first") from None
+            raise StudyNotFoundError(
+                f"study {args.study!r} not found in {shown_url(args.storage)}: run the sweep first"
+            ) from None
         plan = study.user_attrs.get(PROMOTION_ATTR)
         if plan is None:
-            raise NoCompletedTrialsError(f"study {args.study!r} has no promotion yet: `python -m sweep.run --study "
-                                         f"{args.study}` promotes its best configurations when its search ends")  # fmt: skip
+            raise NoCompletedTrialsError(
+                f"study {args.study!r} has no promotion yet: `python -m sweep.run --study "
+                f"{args.study}` promotes its best configurations when its search ends"
+            )
         view = claims_of(plan, storage.boots("promotion", args.study))
     finally:
         storage.close()
-    varying = sorted(k for k in {k for kn in view.knobs.values() for k in kn}
-                     if len({repr(kn.get(k)) for kn in view.knobs.values()}) > 1)  # fmt: skip
+    varying = sorted(
+        k
+        for k in {k for kn in view.knobs.values() for k in kn}
+        if len({repr(kn.get(k)) for kn in view.knobs.values()}) > 1
+    )
     print_claims(out, view, knobs=varying, study=args.study)
     if not view.complete:
-        out.print(f"the promotion is not finished ({len(view.boots)} of {view.planned} boots): the same sweep.run command "
-                  "goes on with it", markup=False)  # fmt: skip
+        out.print(
+            f"the promotion is not finished ({len(view.boots)} of {view.planned} boots): the same sweep.run command "
+            "goes on with it",
+            markup=False,
+        )
     return 0 if view.recommended is not None else 1
 
 

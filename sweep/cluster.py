@@ -81,6 +81,6 @@ def check_capacity(resources: Resources) -> None:
         {key[len(ACCELERATOR_PREFIX) :] for offer in offers for key in offer if key.startswith(ACCELERATOR_PREFIX)}
     )
     raise ClusterError(
-        f"no node of the Ray cluster offers a trial's resources {({k: v for k, v in wanted.items() if v})}; "
+        f"no node of the Ray cluster offers a trial's resources { ({k: v for k, v in wanted.items() if v}) }; "
         f"accelerator types the nodes advertise: {seen or 'none'}"
     )

@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from engine.knobs import KnobValues
-from sweep.judgement import Z, Noise, front_records, front_ties
+from sweep.judgement import Noise, Z, front_records, front_ties
 from sweep.record import TrialRecord
 
 __all__ = ["Progress", "SweepConsole"]
@@ -60,8 +60,7 @@ class SweepConsole:
 
     # --- the run ----------------------------------------------------------------------
 
-    def begin(self, *, study: str, manifest: str, gate: str, budget: int, workers: int, db: str,
-              fidelity: str) -> None:  # fmt: skip
+    def begin(self, *, study: str, manifest: str, gate: str, budget: int, workers: int, db: str, fidelity: str) -> None:
         self.out.print(
             f"[bold]study {escape(study)}[/]: manifest {escape(manifest)}, gate {gate}, budget {budget} trials, "
             f"{workers} worker(s); database {escape(db)}"
@@ -83,15 +82,21 @@ class SweepConsole:
         m = record.measurement
         if record.reused:
             kind = "copy" if record.reuse == "copy" else "PPL memo"
-            self.out.print(f"{head}[cyan]not booted[/] ({kind} of trial {record.source}): {escape(record.reason or '')}")
+            self.out.print(
+                f"{head}[cyan]not booted[/] ({kind} of trial {record.source}): {escape(record.reason or '')}"
+            )
         elif record.status == "pruned" and m is not None:
-            self.out.print(f"{head}[cyan]PRUNED[/] after {m.prompts_timed} of {m.num_prompts} prompts: "
-                           f"TPS {m.tps:.2f} (partial)  PPL {m.ppl:.4f}")  # fmt: skip
+            self.out.print(
+                f"{head}[cyan]PRUNED[/] after {m.prompts_timed} of {m.num_prompts} prompts: "
+                f"TPS {m.tps:.2f} (partial)  PPL {m.ppl:.4f}"
+            )
             self.out.print(f"    {escape(record.reason or '')}")
         elif record.gate_stopped:
             gate = "" if record.gate is None else f"  gate {record.gate:.4f}"
-            self.out.print(f"{head}TPS {record.tps:.2f} (probe: {m.prompts_timed} of {m.num_prompts} prompts)  "  # type: ignore[union-attr]
-                           f"PPL {record.ppl:.4f}{gate}  [yellow]infeasible: stopped at the gate[/]")  # fmt: skip
+            self.out.print(
+                f"{head}TPS {record.tps:.2f} (probe: {m.prompts_timed} of {m.num_prompts} prompts)  "  # type: ignore[union-attr]
+                f"PPL {record.ppl:.4f}{gate}  [yellow]infeasible: stopped at the gate[/]"
+            )
         elif record.measured:
             gate = "" if record.gate is None else f"  gate {record.gate:.4f}"
             mark = "feasible" if record.feasible else "[yellow]infeasible[/]"
@@ -102,8 +107,10 @@ class SweepConsole:
             boot = record.timings.get("boot")
             booted = "" if boot is None else f"  (boot {boot:.1f} s)"
             repeat = "" if record.reuse != "repeat" else f"  (repeat of trial {record.source})"
-            self.out.print(f"{head}TPS {record.tps:.2f}{_spread(record)}  PPL {record.ppl:.4f}{gate}  {mark}{identity}"
-                           f"{booted}{repeat}")  # fmt: skip
+            self.out.print(
+                f"{head}TPS {record.tps:.2f}{_spread(record)}  PPL {record.ppl:.4f}{gate}  {mark}{identity}"
+                f"{booted}{repeat}"
+            )
         else:
             again = "; re-queued" if requeued else ""
             self.out.print(f"{head}[red]FAILED[/] ({record.fail_kind}): {escape(record.reason or '')}{again}")
@@ -139,7 +146,9 @@ class SweepConsole:
 
     # --- the result -------------------------------------------------------------------
 
-    def front(self, records: Sequence[TrialRecord], *, knobs: Sequence[str], title: str, noise: Noise | None = None) -> None:
+    def front(
+        self, records: Sequence[TrialRecord], *, knobs: Sequence[str], title: str, noise: Noise | None = None
+    ) -> None:
         """The front, fastest first; with ``noise``, its points that cannot be told apart are marked as
         one tie group each (``sweep.judgement.front_ties``), not as trade-offs."""
         front = front_records(records, noise)
@@ -160,11 +169,14 @@ class SweepConsole:
         for r in front:
             margin = "" if r.gate is None else f"{r.gate - r.ppl:+.4f} ({(r.gate - r.ppl) / r.gate:+.1%})"  # type: ignore[operator]
             identity = (
-                "baseline" if r.is_baseline
-                else "-" if r.identity_diff_prompts is None
-                else "same" if r.identity_diff_prompts == 0
+                "baseline"
+                if r.is_baseline
+                else "-"
+                if r.identity_diff_prompts is None
+                else "same"
+                if r.identity_diff_prompts == 0
                 else f"differs ({r.identity_diff_prompts})"
-            )  # fmt: skip
+            )
             cells = [str(r.knobs.get(k, "")) for k in knobs]
             cv = [] if not spread else ["-" if r.metric("tps_cv") is None else f"{r.metric('tps_cv'):.1%}"]
             tie = [f"{groups[r.trial_number]}" if r.trial_number in groups else ""] if groups else []
@@ -174,9 +186,11 @@ class SweepConsole:
             return
         self.out.print(table)
         if noise is not None:
-            self.out.print(f"  one boot's TPS moves {noise.tps_sd:.1%} and its PPL {noise.ppl_sd:.3%} ({escape(noise.basis)}): "
-                           f"points closer than {Z:g} deviations of that in both are ties"
-                           + (", numbered alike in column 'tie'" if groups else ""))  # fmt: skip
+            self.out.print(
+                f"  one boot's TPS moves {noise.tps_sd:.1%} and its PPL {noise.ppl_sd:.3%} ({escape(noise.basis)}): "
+                f"points closer than {Z:g} deviations of that in both are ties"
+                + (", numbered alike in column 'tie'" if groups else "")
+            )
 
     def summary(self, p: Progress, *, db: str) -> None:
         gated = f" ({p.gate_stopped} stopped at the PPL gate)" if p.gate_stopped else ""

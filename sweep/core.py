@@ -128,9 +128,12 @@ class StudyCore:
     def _open(self) -> optuna.Study:
         spec = self.spec
         study = optuna.create_study(
-            study_name=spec.name, storage=self._storage, directions=DIRECTIONS, sampler=make_sampler(spec),
+            study_name=spec.name,
+            storage=self._storage,
+            directions=DIRECTIONS,
+            sampler=make_sampler(spec),
             load_if_exists=True,
-        )  # fmt: skip
+        )
         held = len(study.get_trials(deepcopy=False))
         if held:
             study.sampler = make_sampler(spec, resumed_trials=held)
@@ -147,8 +150,10 @@ class StudyCore:
                 )
         if "manifest_json" not in study.user_attrs:  # what dashboards.export writes best/manifest.json from
             manifest = spec.manifest.to_json_dict()
-            study.set_user_attr("manifest_json", {**manifest, "serve": redact_argv(manifest["serve"]),
-                                                  "env": redact_env(manifest.get("env", {}))})  # fmt: skip
+            study.set_user_attr(
+                "manifest_json",
+                {**manifest, "serve": redact_argv(manifest["serve"]), "env": redact_env(manifest.get("env", {}))},
+            )
         study.set_user_attr("gate", spec.gate.describe())
         study.set_user_attr("objectives", "maximize tps, minimize ppl")
         return study
@@ -184,8 +189,10 @@ class StudyCore:
             streak += 1
         if streak < CONVERGED_AFTER:
             return None
-        return (f"the sampler converged: its last {streak} proposals were all configurations already measured or "
-                "known to fail, closed without a boot")  # fmt: skip
+        return (
+            f"the sampler converged: its last {streak} proposals were all configurations already measured or "
+            "known to fail, closed without a boot"
+        )
 
     def has_next(self, *, in_flight: int) -> bool:
         """Whether another trial may start now: a queued one, or budget, new proposals and grid left."""
@@ -224,8 +231,9 @@ class StudyCore:
         trial = self.study.ask()
         is_baseline = bool(trial.user_attrs.get("is_baseline"))
         knobs = suggest_knobs(trial, self.spec, baseline=is_baseline)
-        planned = PlannedTrial(number=trial.number, knobs=knobs, effective=self.spec.effective(knobs),
-                               is_baseline=is_baseline)  # fmt: skip
+        planned = PlannedTrial(
+            number=trial.number, knobs=knobs, effective=self.spec.effective(knobs), is_baseline=is_baseline
+        )
         return planned if is_baseline else self._answered(planned)
 
     def _answered(self, planned: PlannedTrial) -> PlannedTrial:
@@ -240,16 +248,21 @@ class StudyCore:
         if same is not None and self.spec.repeats == "copy":
             told = "PRUNED" if same.status == "pruned" else f"TPS {same.tps:.2f}, PPL {same.ppl:.4f}"
             reason = f"the same knobs as trial {same.trial_number}: told what it was told ({told})"
-            return replace(planned, answer=reused_record(same, number=planned.number, knobs=effective, reuse="copy",
-                                                         reason=reason))  # fmt: skip
+            return replace(
+                planned, answer=reused_record(same, number=planned.number, knobs=effective, reuse="copy", reason=reason)
+            )
         memo = self._ppl_memo(effective, booted) if self.spec.ppl_memo else None
         if memo is not None:
             source, gate = memo
             moving = " ".join(f"{k}={v}" for k, v in _ppl_moving(effective).items()) or "none"
-            reason = (f"PPL memo: trial {source.trial_number}, with the same PPL-moving knobs ({moving}), measured PPL "
-                      f"{source.ppl:.4f} over the gate {gate:.4f}: told infeasible; TPS not measured")  # fmt: skip
-            return replace(planned, answer=reused_record(source, number=planned.number, knobs=effective,
-                                                         reuse="ppl_memo", reason=reason))  # fmt: skip
+            reason = (
+                f"PPL memo: trial {source.trial_number}, with the same PPL-moving knobs ({moving}), measured PPL "
+                f"{source.ppl:.4f} over the gate {gate:.4f}: told infeasible; TPS not measured"
+            )
+            return replace(
+                planned,
+                answer=reused_record(source, number=planned.number, knobs=effective, reuse="ppl_memo", reason=reason),
+            )
         return planned if same is None else replace(planned, repeat_of=same.trial_number)
 
     def _ppl_memo(self, effective: dict[str, Any], booted: list[TrialRecord]) -> tuple[TrialRecord, float] | None:
@@ -258,8 +271,9 @@ class StudyCore:
         if gate is None:
             return None
         moving = _ppl_moving(effective)
-        source = next((r for r in booted if r.measured and _ppl_moving(r.knobs) == moving
-                       and over_gate(r.ppl, gate)), None)  # type: ignore[arg-type]  # fmt: skip
+        source = next(
+            (r for r in booted if r.measured and _ppl_moving(r.knobs) == moving and over_gate(r.ppl, gate)), None
+        )  # type: ignore[arg-type]
         return None if source is None else (source, gate)
 
     def plan(self, planned: PlannedTrial) -> FidelityPlan:
@@ -276,8 +290,13 @@ class StudyCore:
 
     def outcome_record(self, planned: PlannedTrial, outcome: TrialOutcome) -> TrialRecord:
         """A worker's outcome, judged against the gate and the baseline."""
-        record = outcome_record(outcome, study_name=self.spec.name, number=planned.number,
-                                is_baseline=planned.is_baseline, profile=asdict(self.spec.profile))  # fmt: skip
+        record = outcome_record(
+            outcome,
+            study_name=self.spec.name,
+            number=planned.number,
+            is_baseline=planned.is_baseline,
+            profile=asdict(self.spec.profile),
+        )
         if planned.repeat_of is not None:
             record.reuse, record.source = "repeat", planned.repeat_of
         return self.judge(record)
@@ -285,11 +304,19 @@ class StudyCore:
     def judge(self, record: TrialRecord) -> TrialRecord:
         return Judge(self.spec.gate, self.spec.identity_required, self.baseline_record()).judge(record)
 
-    def failed(self, planned: PlannedTrial, *, kind: FailKind, reason: str,
-               node: dict[str, Any] | None = None) -> TrialRecord:  # fmt: skip
-        record = failure_record(study_name=self.spec.name, number=planned.number, knobs=planned.effective,
-                                is_baseline=planned.is_baseline, kind=kind, reason=reason,
-                                profile=asdict(self.spec.profile), node=node)  # fmt: skip
+    def failed(
+        self, planned: PlannedTrial, *, kind: FailKind, reason: str, node: dict[str, Any] | None = None
+    ) -> TrialRecord:
+        record = failure_record(
+            study_name=self.spec.name,
+            number=planned.number,
+            knobs=planned.effective,
+            is_baseline=planned.is_baseline,
+            kind=kind,
+            reason=reason,
+            profile=asdict(self.spec.profile),
+            node=node,
+        )
         if planned.repeat_of is not None:
             record.reuse, record.source = "repeat", planned.repeat_of
         return record
@@ -344,8 +371,9 @@ class StudyCore:
         # optuna-dashboard 0.21 reads a trial's feasibility from the older list attribute only:
         # without it, its own Pareto view draws a trial over the gate as feasible. (Optuna reads the
         # list too, as constraints "0", "1", ...: the same values again, so the same feasibility.)
-        self._storage.set_trial_system_attr(self._trial_id(record.trial_number), DASHBOARD_CONSTRAINTS,
-                                            list(constraints.values()))
+        self._storage.set_trial_system_attr(
+            self._trial_id(record.trial_number), DASHBOARD_CONSTRAINTS, list(constraints.values())
+        )
         self.study.tell(trial, [record.tps, record.ppl])
 
     def reconcile(self) -> list[TrialRecord]:
@@ -356,15 +384,23 @@ class StudyCore:
             if record is None:
                 drawn = set(trial.params) == set(self.spec.space)
                 is_baseline = bool(trial.user_attrs.get("is_baseline"))
-                knobs = self.spec.baseline() if is_baseline else self.spec.effective(self.spec.trial_knobs(dict(trial.params)))
+                knobs = (
+                    self.spec.baseline()
+                    if is_baseline
+                    else self.spec.effective(self.spec.trial_knobs(dict(trial.params)))
+                )
                 record = failure_record(
-                    study_name=self.spec.name, number=trial.number, knobs=knobs, is_baseline=is_baseline,
+                    study_name=self.spec.name,
+                    number=trial.number,
+                    knobs=knobs,
+                    is_baseline=is_baseline,
                     # A trial closed before its knobs were all drawn never ran: nothing to re-run.
                     kind="lost" if drawn else "skipped",
-                    reason="the driver stopped before the trial finished" if drawn
+                    reason="the driver stopped before the trial finished"
+                    if drawn
                     else "the driver stopped before the trial was dispatched",
                     profile=asdict(self.spec.profile),
-                )  # fmt: skip
+                )
             self.close(record)
             closed.append(record)
         return closed

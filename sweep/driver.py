@@ -36,6 +36,8 @@ __all__ = ["StudyResult", "run_study"]
 
 _WAIT_S = 0.5
 _STOP_ENGINES_S = 30.0
+
+
 @dataclass
 class StudyResult:
     progress: Progress
@@ -57,8 +59,15 @@ class _Slot:
 
 
 class _Driver:
-    def __init__(self, spec: StudySpec, storage: Storage, *, console: SweepConsole, run_dir: Path,
-                 time_limit_s: float | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        spec: StudySpec,
+        storage: Storage,
+        *,
+        console: SweepConsole,
+        run_dir: Path,
+        time_limit_s: float | None = None,
+    ) -> None:
         self.spec = spec
         self.time_limit_s = time_limit_s
         self.stopped_for_time = False
@@ -162,9 +171,14 @@ class _Driver:
         folder = (self.run_dir / self.spec.name).resolve()
         slot.planned = planned
         # {cache} is the study's: a stack's compile cache is reused from trial to trial (and by sweep.verify)
-        slot.ref = slot.actor.run.remote(self.spec.manifest, planned.knobs, self.spec.profile,
-                                         workdir=str(folder / f"trial-{planned.number:04d}"), cache_dir=str(folder / "cache"),
-                                         plan=self.core.plan(planned))  # fmt: skip
+        slot.ref = slot.actor.run.remote(
+            self.spec.manifest,
+            planned.knobs,
+            self.spec.profile,
+            workdir=str(folder / f"trial-{planned.number:04d}"),
+            cache_dir=str(folder / "cache"),
+            plan=self.core.plan(planned),
+        )
         slot.started = time.monotonic()
         self.console.started(planned.number, planned.effective, baseline=planned.is_baseline)
 
@@ -229,8 +243,9 @@ class _Driver:
         self.slots = []
 
 
-def run_study(spec: StudySpec, storage: Storage, *, console: SweepConsole, run_dir: Path,
-              time_limit_s: float | None = None) -> StudyResult:  # fmt: skip
+def run_study(
+    spec: StudySpec, storage: Storage, *, console: SweepConsole, run_dir: Path, time_limit_s: float | None = None
+) -> StudyResult:
     """Run (or resume) a study to its budget in the current Ray session; with ``time_limit_s``, start
     no trial that the mean trial so far says would end after it (in-flight trials finish).
 
@@ -239,14 +254,22 @@ def run_study(spec: StudySpec, storage: Storage, *, console: SweepConsole, run_d
     worker cannot start.
     """
     # Before anything else: what a stopped driver left on disk must not keep a secret while this one runs.
-    scrubbed = scrub_unfinished_logs(run_dir / spec.name, StudyRecords(storage, spec.name).all(),
-                                     Scrubber.for_stack(spec.manifest.env, spec.manifest.serve))  # fmt: skip
+    scrubbed = scrub_unfinished_logs(
+        run_dir / spec.name,
+        StudyRecords(storage, spec.name).all(),
+        Scrubber.for_stack(spec.manifest.env, spec.manifest.serve),
+    )
     check_capacity(spec.resources)
     driver = _Driver(spec, storage, console=console, run_dir=run_dir, time_limit_s=time_limit_s)
     console.begin(
-        study=spec.name, manifest=spec.manifest.label, gate=spec.gate.describe(),
-        budget=spec.n_trials, workers=spec.workers, db=shown_url(storage.url), fidelity=spec.fidelity.describe(),
-    )  # fmt: skip
+        study=spec.name,
+        manifest=spec.manifest.label,
+        gate=spec.gate.describe(),
+        budget=spec.n_trials,
+        workers=spec.workers,
+        db=shown_url(storage.url),
+        fidelity=spec.fidelity.describe(),
+    )
     if scrubbed:
         console.note(f"  scrubbed the logs of {len(scrubbed)} trial(s) an earlier driver did not see finish")
     try:
@@ -271,5 +294,9 @@ def run_study(spec: StudySpec, storage: Storage, *, console: SweepConsole, run_d
     finally:
         console.end()
     records = storage.records(spec.name)
-    return StudyResult(progress=driver.progress(), records=records, front=front_records(records),
-                       stopped_for_time=driver.stopped_for_time)
+    return StudyResult(
+        progress=driver.progress(),
+        records=records,
+        front=front_records(records),
+        stopped_for_time=driver.stopped_for_time,
+    )

@@ -46,10 +46,20 @@ from typing import Any
 from scipy import stats
 
 from sweep.boots import BootRecord
-from sweep.judgement import NOISE_FLOOR, Z, Noise, chance_under_gate, over_gate, pooled_log_sd
+from sweep.judgement import Noise, Z, chance_under_gate, over_gate, pooled_log_sd
 
-__all__ = ["INTERVAL", "TPS_TOLERANCE", "Claim", "Fit", "Level", "best_claim", "claim_for", "fit", "interval",
-           "study_noise"]
+__all__ = [
+    "INTERVAL",
+    "TPS_TOLERANCE",
+    "Claim",
+    "Fit",
+    "Level",
+    "best_claim",
+    "claim_for",
+    "fit",
+    "interval",
+    "study_noise",
+]
 
 TPS_TOLERANCE = 0.05  # the organisers' rule: a re-run within 5% of the reported TPS verifies
 _LOW, _HIGH = math.log(1 - TPS_TOLERANCE), math.log(1 + TPS_TOLERANCE)
@@ -145,9 +155,16 @@ def fit(boots: Iterable[BootRecord], *, floor: float, key: Callable[[BootRecord]
         squares_d += sum((v - delta - gamma * x) ** 2 for v, x in zip(d[n], o[n]))
         squares_y += sum((v - statistics.fmean(y[n])) ** 2 for v in y[n])
         ppls = tuple(b.ppl for b in bs)  # type: ignore[misc]
-        levels[n] = Level(trial_number=bs[0].trial_number, boots=len(bs), public=middle - delta / 2, heldout=middle + delta / 2,
-                          public_tps=tuple(b.public_tps for b in bs), heldout_tps=tuple(b.tps for b in bs),  # type: ignore[misc]
-                          ppl=statistics.median(ppls), ppls=ppls)  # fmt: skip
+        levels[n] = Level(
+            trial_number=bs[0].trial_number,
+            boots=len(bs),
+            public=middle - delta / 2,
+            heldout=middle + delta / 2,
+            public_tps=tuple(b.public_tps for b in bs),
+            heldout_tps=tuple(b.tps for b in bs),  # type: ignore[misc]
+            ppl=statistics.median(ppls),
+            ppls=ppls,
+        )
     s_d = math.sqrt(squares_d / df) if df > 0 else 0.0
     s_y = math.sqrt(squares_y / (boots_n - configs)) if boots_n > configs else 0.0
     ppl_sd, ppl_df = pooled_log_sd(level.ppls for level in levels.values())
@@ -204,12 +221,23 @@ def claim_for(fitted: Fit, trial_number: int, *, gate: float | None, target: flo
         claim = low
     scale, q = fitted.rerun_scale(level.boots), float(fitted.rerun_law(level.boots).ppf(0.5 + INTERVAL / 2))
     return Claim(
-        trial_number=trial_number, boots=level.boots, claim=claim, public=ceiling, heldout=math.exp(level.heldout),
-        rerun_low=math.exp(level.heldout - q * scale), rerun_high=math.exp(level.heldout + q * scale),
-        p_verified=p(claim), p_tps=_p_tps(fitted, level, claim), p_ppl=p_ppl, meets=p(claim) >= target, target=target,
-        ppl=level.ppl, ppl_tol=Z * fitted.ppl_sd * level.ppl, gate=gate,
+        trial_number=trial_number,
+        boots=level.boots,
+        claim=claim,
+        public=ceiling,
+        heldout=math.exp(level.heldout),
+        rerun_low=math.exp(level.heldout - q * scale),
+        rerun_high=math.exp(level.heldout + q * scale),
+        p_verified=p(claim),
+        p_tps=_p_tps(fitted, level, claim),
+        p_ppl=p_ppl,
+        meets=p(claim) >= target,
+        target=target,
+        ppl=level.ppl,
+        ppl_tol=Z * fitted.ppl_sd * level.ppl,
+        gate=gate,
         ppl_over_gate=gate is None or over_gate(level.ppl, gate),
-    )  # fmt: skip
+    )
 
 
 def best_claim(claims: Sequence[Claim]) -> Claim | None:
@@ -248,6 +276,8 @@ def study_noise(records: Iterable[Any], boots: Iterable[BootRecord], *, floor: f
     ppl_sd, _ = pooled_log_sd([*ppl.values(), *([b.ppl for b in bs] for bs in promoted.values())])  # type: ignore[misc]
     if not df:
         return Noise(tps_sd=floor, ppl_sd=0.0, basis=f"no configuration measured twice: the noise floor {floor:.0%}")
-    basis = (f"pooled over {repeated} configuration(s) measured twice and {len(promoted)} promoted candidate(s)' boots "
-             f"({df} degrees of freedom)" + (f", floored at {floor:.0%}" if tps_sd < floor else ""))  # fmt: skip
+    basis = (
+        f"pooled over {repeated} configuration(s) measured twice and {len(promoted)} promoted candidate(s)' boots "
+        f"({df} degrees of freedom)" + (f", floored at {floor:.0%}" if tps_sd < floor else "")
+    )
     return Noise(tps_sd=max(tps_sd, floor), ppl_sd=ppl_sd, basis=basis)

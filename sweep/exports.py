@@ -31,8 +31,17 @@ def export_results(study_name: str, storage_url: str, *, out: Console, run_dir: 
         out.print(note, markup=False)
         return
     out_dir = run_dir / "exports" / study_name
-    argv = [sys.executable, "-m", f"{DASHBOARDS}.export", "--study", study_name, "--storage", storage_url,
-            "--out", str(out_dir)]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        f"{DASHBOARDS}.export",
+        "--study",
+        study_name,
+        "--storage",
+        storage_url,
+        "--out",
+        str(out_dir),
+    ]
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=EXPORT_TIMEOUT_S, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
@@ -42,4 +51,6 @@ def export_results(study_name: str, storage_url: str, *, out: Console, run_dir: 
         out.print(f"exports: {out_dir}", markup=False)
         return
     last = next((line for line in reversed(done.stderr.splitlines()) if line.strip()), "no message")
-    out.print(f"exports failed (exit {done.returncode}: {shown_url(last)}); the database holds every result", markup=False)
+    out.print(
+        f"exports failed (exit {done.returncode}: {shown_url(last)}); the database holds every result", markup=False
+    )

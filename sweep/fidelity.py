@@ -51,8 +51,17 @@ from sweep.judgement import FRONT_STOP, GATE_STOP, FrontPoint, over_gate, pareto
 if TYPE_CHECKING:
     from sweep.record import TrialRecord
 
-__all__ = ["FidelityPlan", "FidelitySpec", "build_plan", "decide", "front_rule_for", "full_plan", "gate_first_unsafe",
-           "stage_counts", "stages_for"]
+__all__ = [
+    "FidelityPlan",
+    "FidelitySpec",
+    "build_plan",
+    "decide",
+    "front_rule_for",
+    "full_plan",
+    "gate_first_unsafe",
+    "stage_counts",
+    "stages_for",
+]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -69,11 +78,15 @@ class FidelitySpec:
         if self.mode == "full":
             return "full fidelity" + (f" ({self.why_full})" if self.why_full else "")
         if self.front_rule_off:
-            return (f"multi-fidelity: PPL gate first, after {self.stages[0]:.0%} of the first run; the front rule is "
-                    f"off ({self.front_rule_off})")  # fmt: skip
+            return (
+                f"multi-fidelity: PPL gate first, after {self.stages[0]:.0%} of the first run; the front rule is "
+                f"off ({self.front_rule_off})"
+            )
         cuts = ", ".join(f"{s:.0%}" for s in self.stages)
-        return (f"multi-fidelity: PPL gate first, then the front rule after {cuts} of the first run (z {self.z:g}, "
-                f"noise floor {self.floor:.0%}, learned from {self.min_trials}+ full trials)")  # fmt: skip
+        return (
+            f"multi-fidelity: PPL gate first, then the front rule after {cuts} of the first run (z {self.z:g}, "
+            f"noise floor {self.floor:.0%}, learned from {self.min_trials}+ full trials)"
+        )
 
 
 # Samplers whose model reads COMPLETE trials only (Optuna's GPSampler, and NSGA-II's population).
@@ -102,12 +115,14 @@ def gate_first_unsafe(manifest: Manifest, profile: BenchProfile, stages: tuple[i
     if not manifest.prefix_caching:
         return None
     prompts, records = profile.load_data()
-    later = {p.id for p in prompts[stages[0]:]}
+    later = {p.id for p in prompts[stages[0] :]}
     shared = sorted(later & {r.id for r in records})
     if not shared:
         return None
-    return (f"the PPL records share {len(shared)} prompt(s) with the timed set (e.g. {shared[0]!r}) and the stack "
-            "may cache prefixes (its manifest does not say \"prefix_caching\": false)")  # fmt: skip
+    return (
+        f"the PPL records share {len(shared)} prompt(s) with the timed set (e.g. {shared[0]!r}) and the stack "
+        'may cache prefixes (its manifest does not say "prefix_caching": false)'
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -121,17 +136,25 @@ class FidelityPlan:
     floor: float = 0.0
     gate: float | None = None
     front: tuple[tuple[float, float], ...] = ()  # (tps, ppl) of the full-fidelity feasible front
-    ratios: dict[int, tuple[float, float, int]] = field(default_factory=dict)  # stage -> (median full/first-n, log sd, trials)
+    ratios: dict[int, tuple[float, float, int]] = field(
+        default_factory=dict
+    )  # stage -> (median full/first-n, log sd, trials)
     front_rule_off: str | None = None
 
     def record(self) -> dict[str, Any]:
         """The rule and its thresholds, as the trial's measurement keeps them."""
         if self.mode == "full":
             return {"mode": "full", "why": self.why_full}
-        return {"mode": "multi", "stages": list(self.stages), "z": self.z, "floor": self.floor, "gate": self.gate,
-                "front": [list(p) for p in self.front],
-                "ratios": {str(k): list(v) for k, v in self.ratios.items()},
-                **({"front_rule_off": self.front_rule_off} if self.front_rule_off else {})}  # fmt: skip
+        return {
+            "mode": "multi",
+            "stages": list(self.stages),
+            "z": self.z,
+            "floor": self.floor,
+            "gate": self.gate,
+            "front": [list(p) for p in self.front],
+            "ratios": {str(k): list(v) for k, v in self.ratios.items()},
+            **({"front_rule_off": self.front_rule_off} if self.front_rule_off else {}),
+        }
 
 
 def full_plan(why: str) -> FidelityPlan:
@@ -151,8 +174,9 @@ def _rate_first(record: TrialRecord, n: int) -> float | None:
     return _rate(m.prompt_tokens[:n], m.prompt_latencies_s[:n])
 
 
-def build_plan(spec: FidelitySpec, profile: BenchProfile, *, gate: float | None,
-               records: Iterable[TrialRecord]) -> FidelityPlan:  # fmt: skip
+def build_plan(
+    spec: FidelitySpec, profile: BenchProfile, *, gate: float | None, records: Iterable[TrialRecord]
+) -> FidelityPlan:
     """The rule for the next trial, from the study's records so far."""
     stages = stage_counts(spec, profile)
     full = [r for r in records if r.full]
@@ -163,8 +187,16 @@ def build_plan(spec: FidelitySpec, profile: BenchProfile, *, gate: float | None,
         if len(seen) >= max(spec.min_trials, 2):
             logs = [math.log(x) for x in seen]
             ratios[n] = (math.exp(statistics.median(logs)), statistics.stdev(logs), len(seen))
-    return FidelityPlan(mode="multi", stages=stages, z=spec.z, floor=spec.floor, gate=gate, front_rule_off=spec.front_rule_off,
-                        front=tuple((p.tps, p.ppl) for p in pareto_front(points)), ratios=ratios)  # fmt: skip
+    return FidelityPlan(
+        mode="multi",
+        stages=stages,
+        z=spec.z,
+        floor=spec.floor,
+        gate=gate,
+        front_rule_off=spec.front_rule_off,
+        front=tuple((p.tps, p.ppl) for p in pareto_front(points)),
+        ratios=ratios,
+    )
 
 
 def _own_spread(partial: Partial) -> float:
@@ -177,8 +209,11 @@ def _own_spread(partial: Partial) -> float:
 def decide(plan: FidelityPlan, partial: Partial) -> Stop | None:
     """Whether to stop a trial at this checkpoint, and why; None to measure on."""
     if partial.ppl is not None and plan.gate is not None and over_gate(partial.ppl, plan.gate):
-        return Stop(GATE_STOP, f"PPL {partial.ppl:.4f} is over the gate {plan.gate:.4f}: stopped after a TPS "
-                               f"probe of {partial.prompts_timed} of {partial.prompts_planned} prompts")  # fmt: skip
+        return Stop(
+            GATE_STOP,
+            f"PPL {partial.ppl:.4f} is over the gate {plan.gate:.4f}: stopped after a TPS "
+            f"probe of {partial.prompts_timed} of {partial.prompts_planned} prompts",
+        )
     ratio = plan.ratios.get(partial.prompts_timed)
     rate = _rate(partial.tokens, partial.latencies_s)
     if ratio is None or partial.ppl is None or rate is None:
@@ -191,11 +226,14 @@ def decide(plan: FidelityPlan, partial: Partial) -> Stop | None:
     if not beaten:
         return None
     tps, ppl = max(beaten)
-    return Stop(FRONT_STOP, (
-        f"cannot reach the front: {partial.tps:.2f} tok/s over {partial.prompts_timed} of {partial.prompts_planned} "
-        f"prompts predicts {predicted:.2f} for the run (at most {optimistic:.2f}: z {plan.z:g} x noise {noise:.1%}, "
-        f"learned from {trials} full trials), and front point {tps:.2f} tok/s has PPL {ppl:.4f} <= {partial.ppl:.4f}"
-    ))  # fmt: skip
+    return Stop(
+        FRONT_STOP,
+        (
+            f"cannot reach the front: {partial.tps:.2f} tok/s over {partial.prompts_timed} of {partial.prompts_planned} "
+            f"prompts predicts {predicted:.2f} for the run (at most {optimistic:.2f}: z {plan.z:g} x noise {noise:.1%}, "
+            f"learned from {trials} full trials), and front point {tps:.2f} tok/s has PPL {ppl:.4f} <= {partial.ppl:.4f}"
+        ),
+    )
 
 
 def stages_for(plan: FidelityPlan) -> Stages | None:

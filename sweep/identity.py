@@ -49,4 +49,3 @@ def differing_prompts(trial: Sequence[Any], baseline: Sequence[Any]) -> int:
     common = min(len(trial), len(baseline))
     differ = sum(1 for a, b in zip(trial[:common], baseline[:common]) if a != b)
     return differ + abs(len(trial) - len(baseline))
-

@@ -136,8 +136,14 @@ class Noise:
     def point(self, *, number: int, tps: float, ppl: float, feasible: bool, boots: int = 1) -> FrontPoint:
         """A front point measured over ``boots`` boots: the noise of their mean."""
         scale = 1 / math.sqrt(max(boots, 1))
-        return FrontPoint(number=number, tps=tps, ppl=ppl, feasible=feasible, tps_sd=self.tps_sd * scale,
-                          ppl_tol=Z * self.ppl_sd * ppl * scale)  # fmt: skip
+        return FrontPoint(
+            number=number,
+            tps=tps,
+            ppl=ppl,
+            feasible=feasible,
+            tps_sd=self.tps_sd * scale,
+            ppl_tol=Z * self.ppl_sd * ppl * scale,
+        )
 
 
 # --- the front ---------------------------------------------------------------------------

@@ -73,13 +73,24 @@ def _gate(spec: StudySpec, records: list[TrialRecord]) -> dict[str, Any]:
 
 
 def _summary(view: StudyClaims) -> list[dict[str, Any]]:
-    return [{"trial": c.trial_number, "claim": round(c.claim, 3), "p_verified": round(c.p_verified, 4), "boots": c.boots,
-             "rerun_90": [round(c.rerun_low, 3), round(c.rerun_high, 3)], "ppl": c.ppl, "ppl_tol": c.ppl_tol,
-             "recommended": view.recommended is c} for c in view.claims]  # fmt: skip
+    return [
+        {
+            "trial": c.trial_number,
+            "claim": round(c.claim, 3),
+            "p_verified": round(c.p_verified, 4),
+            "boots": c.boots,
+            "rerun_90": [round(c.rerun_low, 3), round(c.rerun_high, 3)],
+            "ppl": c.ppl,
+            "ppl_tol": c.ppl_tol,
+            "recommended": view.recommended is c,
+        }
+        for c in view.claims
+    ]
 
 
-def promote(spec: StudySpec, storage: Storage, *, out: Console, run_dir: Path,
-            deadline: float | None = None) -> StudyClaims | None:  # fmt: skip
+def promote(
+    spec: StudySpec, storage: Storage, *, out: Console, run_dir: Path, deadline: float | None = None
+) -> StudyClaims | None:
     """Run (or go on with) the study's promotion; None when it has nothing to promote. Boots that the
     deadline (``time.monotonic()``) leaves unrun are run by the next call."""
     promotion = spec.promotion
@@ -89,11 +100,19 @@ def promote(spec: StudySpec, storage: Storage, *, out: Console, run_dir: Path,
     records = storage.records(spec.name, token_ids=False)
     chosen = select(spec, records)
     if not chosen:
-        out.print(f"promotion: study {spec.name} has no feasible trial measured to the end; nothing promoted", markup=False)
+        out.print(
+            f"promotion: study {spec.name} has no feasible trial measured to the end; nothing promoted", markup=False
+        )
         return None
     study = optuna.load_study(study_name=spec.name, storage=storage.optuna)
-    wanted = {"trials": [r.trial_number for r in chosen], "boots": promotion.boots, "profile": asdict(profile),
-              "target": promotion.target, "noise_floor": promotion.noise_floor, "gate": _gate(spec, records)}  # fmt: skip
+    wanted = {
+        "trials": [r.trial_number for r in chosen],
+        "boots": promotion.boots,
+        "profile": asdict(profile),
+        "target": promotion.target,
+        "noise_floor": promotion.noise_floor,
+        "gate": _gate(spec, records),
+    }
     plan = study.user_attrs.get(PROMOTION_ATTR)
     if plan is None or {k: plan.get(k) for k in wanted} != wanted:
         plan = {"run_id": uuid.uuid4().hex[:12], **wanted}
@@ -103,14 +122,25 @@ def promote(spec: StudySpec, storage: Storage, *, out: Console, run_dir: Path,
     done = len(stored)
     if done < len(boots):
         began = "starts" if done == 0 else f"goes on after {done} boot(s)"
-        out.print(f"promotion {plan['run_id']} {began}: trials {plan['trials']} x {promotion.boots} fresh boots, interleaved, "
-                  f"profile {profile.name} ({profile.num_prompts} public + {profile.num_prompts} held-out prompts x "
-                  f"{profile.output_len} tokens a boot, PPL over {profile.ppl_records} records)", markup=False)  # fmt: skip
+        out.print(
+            f"promotion {plan['run_id']} {began}: trials {plan['trials']} x {promotion.boots} fresh boots, interleaved, "
+            f"profile {profile.name} ({profile.num_prompts} public + {profile.num_prompts} held-out prompts x "
+            f"{profile.output_len} tokens a boot, PPL over {profile.ppl_records} records)",
+            markup=False,
+        )
         runner = BootRunner(spec, run_dir=run_dir)
         try:
-            _, stopped = run_boots(boots, runner=runner, storage=storage, kind="promotion", run_id=plan["run_id"], out=out,
-                                   done=done, deadline=deadline,
-                                   earlier=[b.timings["total"] for b in stored if "total" in b.timings])  # fmt: skip
+            _, stopped = run_boots(
+                boots,
+                runner=runner,
+                storage=storage,
+                kind="promotion",
+                run_id=plan["run_id"],
+                out=out,
+                done=done,
+                deadline=deadline,
+                earlier=[b.timings["total"] for b in stored if "total" in b.timings],
+            )
         finally:
             runner.stop()
         if stopped:

@@ -138,8 +138,11 @@ class TrialRecord:
             attrs.update(identity_diff_prompts=self.identity_diff_prompts, gate=self.gate)
             if self.stopped:
                 m = self.measurement
-                attrs.update(stopped=self.stopped, stop_reason=m.stop_reason,
-                             prompts_timed=f"{m.prompts_timed} of {m.num_prompts}")  # fmt: skip
+                attrs.update(
+                    stopped=self.stopped,
+                    stop_reason=m.stop_reason,
+                    prompts_timed=f"{m.prompts_timed} of {m.num_prompts}",
+                )
         else:
             attrs.update(fail_reason=self.reason, fail_kind=self.fail_kind)
         attrs.update(reuse=self.reuse, source_trial=self.source)
@@ -211,20 +214,34 @@ class Judge:
         first_baseline = record.is_baseline and self.baseline is None
         record.gate = self.gate.resolve(record.ppl) if first_baseline else self.gate_ppl
         record.identity_diff_prompts = self.identity_diff(record)
-        record.feasible = is_feasible(ppl=record.ppl, gate=record.gate, identity_diff=record.identity_diff_prompts,
-                                      identity_required=self.identity_required)  # fmt: skip
+        record.feasible = is_feasible(
+            ppl=record.ppl,
+            gate=record.gate,
+            identity_diff=record.identity_diff_prompts,
+            identity_required=self.identity_required,
+        )
         return record
 
 
-def outcome_record(outcome: TrialOutcome, *, study_name: str, number: int, is_baseline: bool,
-                   profile: dict[str, Any]) -> TrialRecord:  # fmt: skip
+def outcome_record(
+    outcome: TrialOutcome, *, study_name: str, number: int, is_baseline: bool, profile: dict[str, Any]
+) -> TrialRecord:
     """A worker's outcome as an (unjudged) record; an outcome without a measurement is a stack failure."""
     record = TrialRecord(
-        study_name=study_name, trial_number=number, status="complete", knobs=dict(outcome.knobs),
-        is_baseline=is_baseline, argv=list(outcome.argv), env=dict(outcome.env), node=dict(outcome.node),
-        profile=profile, timings=dict(outcome.timings_s), log_tail=outcome.log_tail,
-        measurement=outcome.measurement, provenance=dict(outcome.provenance),
-    )  # fmt: skip
+        study_name=study_name,
+        trial_number=number,
+        status="complete",
+        knobs=dict(outcome.knobs),
+        is_baseline=is_baseline,
+        argv=list(outcome.argv),
+        env=dict(outcome.env),
+        node=dict(outcome.node),
+        profile=profile,
+        timings=dict(outcome.timings_s),
+        log_tail=outcome.log_tail,
+        measurement=outcome.measurement,
+        provenance=dict(outcome.provenance),
+    )
     if outcome.status != "complete" or outcome.measurement is None:
         record.status, record.fail_kind, record.measurement = "failed", "engine", None
         record.reason = outcome.reason or "the trial returned no measurement"
@@ -235,25 +252,55 @@ def outcome_record(outcome: TrialOutcome, *, study_name: str, number: int, is_ba
     return record
 
 
-def failure_record(*, study_name: str, number: int, knobs: KnobValues | dict[str, Any], is_baseline: bool,
-                   kind: FailKind, reason: str, profile: dict[str, Any],
-                   node: dict[str, Any] | None = None) -> TrialRecord:  # fmt: skip
+def failure_record(
+    *,
+    study_name: str,
+    number: int,
+    knobs: KnobValues | dict[str, Any],
+    is_baseline: bool,
+    kind: FailKind,
+    reason: str,
+    profile: dict[str, Any],
+    node: dict[str, Any] | None = None,
+) -> TrialRecord:
     """A trial that ended without an outcome (lost, interrupted, skipped, or the worker raised)."""
     return TrialRecord(
-        study_name=study_name, trial_number=number, status="failed", fail_kind=kind, reason=reason,
-        knobs=dict(knobs), is_baseline=is_baseline, node=node or {}, profile=profile, feasible=False,
-    )  # fmt: skip
+        study_name=study_name,
+        trial_number=number,
+        status="failed",
+        fail_kind=kind,
+        reason=reason,
+        knobs=dict(knobs),
+        is_baseline=is_baseline,
+        node=node or {},
+        profile=profile,
+        feasible=False,
+    )
 
 
-def reused_record(source: TrialRecord, *, number: int, knobs: KnobValues | dict[str, Any],
-                  reuse: Literal["copy", "ppl_memo"], reason: str) -> TrialRecord:  # fmt: skip
+def reused_record(
+    source: TrialRecord,
+    *,
+    number: int,
+    knobs: KnobValues | dict[str, Any],
+    reuse: Literal["copy", "ppl_memo"],
+    reason: str,
+) -> TrialRecord:
     """A trial closed without a boot, told what ``source`` (a trial that booted) was told: its status,
     figures and judgement; a PPL-memo hit is infeasible whatever its source's identity check said."""
     memo = reuse == "ppl_memo"
     measurement = None if source.measurement is None else replace(source.measurement)
     return TrialRecord(
-        study_name=source.study_name, trial_number=number, status=source.status, knobs=dict(knobs), reason=reason,
-        profile=dict(source.profile), measurement=measurement, gate=source.gate,
-        feasible=False if memo else source.feasible, identity_diff_prompts=None if memo else source.identity_diff_prompts,
-        reuse=reuse, source=source.trial_number,
-    )  # fmt: skip
+        study_name=source.study_name,
+        trial_number=number,
+        status=source.status,
+        knobs=dict(knobs),
+        reason=reason,
+        profile=dict(source.profile),
+        measurement=measurement,
+        gate=source.gate,
+        feasible=False if memo else source.feasible,
+        identity_diff_prompts=None if memo else source.identity_diff_prompts,
+        reuse=reuse,
+        source=source.trial_number,
+    )

@@ -20,10 +20,10 @@ from rich.console import Console
 from rich.markup import escape
 
 from errors import ConfigError, SweepStopped
+from sweep.interrupts import raise_interrupt
 from sweep.spec import StudySpec, load_study
 from sweep.storage import DEFAULT_STORAGE_URL
 from sweep.storage_url import password_note, shown_url
-from sweep.interrupts import raise_interrupt
 
 __all__ = ["RunArgs", "main", "parse_args"]
 
@@ -74,11 +74,18 @@ def parse_args(argv: list[str] | None = None) -> RunArgs:
     parser.add_argument("--profile", help="benchmark profile from studies/profiles.toml (quick, challenge, ...)")
     parser.add_argument("--manifest", help="swap the study's stack: a name in studies/manifests/ or a path")
     parser.add_argument("--workers", type=int, help="trials in flight at once (one engine each)")
-    parser.add_argument("--fidelity", choices=("multi", "full"),
-                        help="override the study's [fidelity] mode: full measures every trial to the end")
-    parser.add_argument("--time-limit", type=float, metavar="SECONDS",
-                        help="start no trial that would end after this many seconds (the trials so far say how "
-                             "long one takes); the same command resumes")
+    parser.add_argument(
+        "--fidelity",
+        choices=("multi", "full"),
+        help="override the study's [fidelity] mode: full measures every trial to the end",
+    )
+    parser.add_argument(
+        "--time-limit",
+        type=float,
+        metavar="SECONDS",
+        help="start no trial that would end after this many seconds (the trials so far say how "
+        "long one takes); the same command resumes",
+    )
     parser.add_argument("--ray-address", help="join this Ray cluster (default: start a local one)")
     parser.add_argument("--dry-run", action="store_true", help="print the trials' argv and env; boot nothing")
     ns = parser.parse_args(argv)
@@ -98,7 +105,6 @@ def parse_args(argv: list[str] | None = None) -> RunArgs:
         ray_address=ns.ray_address,
         dry_run=ns.dry_run,
     )
-
 
 
 def _sweep(spec: StudySpec, args: RunArgs, out: Console) -> int:
@@ -126,8 +132,13 @@ def _sweep(spec: StudySpec, args: RunArgs, out: Console) -> int:
             signal.signal(signal.SIGTERM, raise_interrupt)
             result = run_study(spec, storage, console=console, run_dir=RUN_DIR, time_limit_s=args.time_limit)
             if not result.stopped_for_time:
-                view = promote(spec, storage, out=out, run_dir=RUN_DIR,
-                               deadline=None if args.time_limit is None else began + args.time_limit)  # fmt: skip
+                view = promote(
+                    spec,
+                    storage,
+                    out=out,
+                    run_dir=RUN_DIR,
+                    deadline=None if args.time_limit is None else began + args.time_limit,
+                )
     except KeyboardInterrupt:
         out.print(f"resume with: {args.resume_command()}", markup=False)
         return 130
@@ -138,17 +149,27 @@ def _sweep(spec: StudySpec, args: RunArgs, out: Console) -> int:
     finally:
         storage.close()
     noise = study_noise(result.records, [] if view is None else view.boots, floor=spec.promotion.noise_floor)
-    console.front(result.records, knobs=list(spec.space), noise=noise,
-                  title=f"Pareto front of {spec.name} ({spec.gate.describe()}), from the search: one boot per trial")  # fmt: skip
+    console.front(
+        result.records,
+        knobs=list(spec.space),
+        noise=noise,
+        title=f"Pareto front of {spec.name} ({spec.gate.describe()}), from the search: one boot per trial",
+    )
     if view is not None:
         print_claims(out, view, knobs=list(spec.space), study=spec.name)
     console.summary(result.progress, db=shown_url(args.storage))
     if result.stopped_for_time:
-        out.print(f"time limit reached with {result.progress.budget - result.progress.done} trial(s) of the budget left; "
-                  f"resume with: {args.resume_command()}", markup=False)
+        out.print(
+            f"time limit reached with {result.progress.budget - result.progress.done} trial(s) of the budget left; "
+            f"resume with: {args.resume_command()}",
+            markup=False,
+        )
     elif view is not None and not view.complete:
-        out.print(f"time limit reached with {view.planned - len(view.boots)} promotion boot(s) left; resume with: "
-                  f"{args.resume_command()}", markup=False)  # fmt: skip
+        out.print(
+            f"time limit reached with {view.planned - len(view.boots)} promotion boot(s) left; resume with: "
+            f"{args.resume_command()}",
+            markup=False,
+        )
     export_results(spec.name, args.storage, out=out, run_dir=RUN_DIR)
     return 0
 
@@ -159,7 +180,11 @@ def main(argv: list[str] | None = None) -> int:
     out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160)
     try:
         spec = load_study(
-            args.study, manifest=args.manifest, profile=args.profile, n_trials=args.trials, workers=args.workers,
+            args.study,
+            manifest=args.manifest,
+            profile=args.profile,
+            n_trials=args.trials,
+            workers=args.workers,
             fidelity=args.fidelity,
         )
         if args.dry_run:

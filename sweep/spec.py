@@ -71,17 +71,41 @@ from errors import ConfigError, StudySpecError
 from sweep.fidelity import FidelitySpec, front_rule_for, gate_first_unsafe, stage_counts
 from sweep.judgement import NOISE_FLOOR, Gate
 
-__all__ = ["DEFAULT_SAMPLER", "REPEATS", "SAMPLERS", "KnobSpace", "PromotionSpec", "Resources", "StudySpec", "load_study",
-           "study_path"]
+__all__ = [
+    "DEFAULT_SAMPLER",
+    "REPEATS",
+    "SAMPLERS",
+    "KnobSpace",
+    "PromotionSpec",
+    "Resources",
+    "StudySpec",
+    "load_study",
+    "study_path",
+]
 
 SAMPLERS = ("tpe", "nsga2", "gp", "random", "grid")
 DEFAULT_SAMPLER = "tpe"
 REPEATS = ("copy", "allow")
 OBJECTIVES = {"tps": "maximize", "ppl": "minimize"}
 _TOP_FIELDS = {
-    "name", "manifest", "n_trials", "sampler", "seed", "workers", "identity_required",
-    "objectives", "gate", "profile", "space", "fixed", "fidelity", "resources", "repeats", "ppl_memo", "promotion",
-}  # fmt: skip
+    "name",
+    "manifest",
+    "n_trials",
+    "sampler",
+    "seed",
+    "workers",
+    "identity_required",
+    "objectives",
+    "gate",
+    "profile",
+    "space",
+    "fixed",
+    "fidelity",
+    "resources",
+    "repeats",
+    "ppl_memo",
+    "promotion",
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -204,8 +228,9 @@ def _parse(
     name = _str(raw.get("name", path.stem), where, "name")
     if not is_plain_name(name):
         source = "field 'name'" if "name" in raw else "the file's name"
-        raise StudySpecError(f"{where}: {source}: {name!r} is not a plain name ({NAME_RULE}): it names the "
-                             "study's folders under runs/")  # fmt: skip
+        raise StudySpecError(
+            f"{where}: {source}: {name!r} is not a plain name ({NAME_RULE}): it names the study's folders under runs/"
+        )
     manifest_ref = manifest if manifest is not None else raw.get("manifest")
     if manifest_ref is None:
         raise StudySpecError(f"{where}: field 'manifest' is required (a name in studies/manifests/ or a path)")
@@ -244,8 +269,9 @@ def _parse(
         identity_required=_bool(raw.get("identity_required", False), where, "identity_required"),
         repeats=_repeats(raw.get("repeats", "copy"), where),
         ppl_memo=_bool(raw.get("ppl_memo", True), where, "ppl_memo"),
-        fidelity=_fidelity(raw.get("fidelity"), where, manifest=loaded, profile=bench, sampler=sampler,
-                           override=fidelity),  # fmt: skip
+        fidelity=_fidelity(
+            raw.get("fidelity"), where, manifest=loaded, profile=bench, sampler=sampler, override=fidelity
+        ),
         resources=_resources(raw.get("resources", {}), where),
         promotion=_promotion(raw.get("promotion"), where, profile=bench),
     )
@@ -282,9 +308,11 @@ def _bool(value: Any, where: str, name: str) -> bool:
 
 def _repeats(value: Any, where: str) -> str:
     if value not in REPEATS:
-        raise StudySpecError(f"{where}: field 'repeats' must be \"copy\" (a proposal of knobs already measured is "
-                             "told that measurement, without a boot) or \"allow\" (booted again and recorded as a "
-                             f"repeat), got {value!r}")  # fmt: skip
+        raise StudySpecError(
+            f"{where}: field 'repeats' must be \"copy\" (a proposal of knobs already measured is "
+            'told that measurement, without a boot) or "allow" (booted again and recorded as a '
+            f"repeat), got {value!r}"
+        )
     return value
 
 
@@ -312,7 +340,7 @@ def _manifest(ref: Any, study: Path, *, from_cli: bool) -> Manifest:
 def _check_objectives(value: Any, where: str) -> None:
     if value != OBJECTIVES:
         raise StudySpecError(
-            f"{where}: field 'objectives' must be {{ tps = \"maximize\", ppl = \"minimize\" }} "
+            f'{where}: field \'objectives\' must be {{ tps = "maximize", ppl = "minimize" }} '
             f"(PPL is gated by [gate], not traded), got {value!r}"
         )
 
@@ -334,8 +362,10 @@ _TOML_TYPES = {"int": (int, "an integer"), "choice": (str, "a string"), "bool": 
 def _knob_value(knob: str, value: Any, manifest: Manifest, where: str, name: str) -> KnobValue:
     kind, words = _TOML_TYPES[KNOBS[knob].type]
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise StudySpecError(f"{where}: field {name!r}: {value!r} is not {words} (knob {knob!r} is of type "
-                             f"{KNOBS[knob].type}: {KNOBS[knob].for_stack(manifest.stack).range_text})")  # fmt: skip
+        raise StudySpecError(
+            f"{where}: field {name!r}: {value!r} is not {words} (knob {knob!r} is of type "
+            f"{KNOBS[knob].type}: {KNOBS[knob].for_stack(manifest.stack).range_text})"
+        )
     try:
         return parse_knobs(manifest, {knob: value})[knob]
     except ConfigError as exc:
@@ -360,8 +390,10 @@ def _space(value: Any, manifest: Manifest, where: str) -> dict[str, KnobSpace]:
             spaces[knob] = KnobSpace(knob=knob, choices=tuple(checked))
         elif {"low", "high"} <= set(table) <= {"low", "high", "step"}:
             if KNOBS[knob].type != "int":
-                raise StudySpecError(f"{where}: [{name}] 'low'/'high' need an int knob; {knob!r} is of type "
-                                     f"{KNOBS[knob].type}: list its 'choices'")  # fmt: skip
+                raise StudySpecError(
+                    f"{where}: [{name}] 'low'/'high' need an int knob; {knob!r} is of type "
+                    f"{KNOBS[knob].type}: list its 'choices'"
+                )
             low = _knob_value(knob, table["low"], manifest, where, f"{name}.low")
             high = _knob_value(knob, table["high"], manifest, where, f"{name}.high")
             step = _int(table.get("step", 1), where, f"{name}.step", minimum=1)
@@ -441,8 +473,9 @@ def _profile(value: Any, where: str, *, override: str | None) -> BenchProfile:
 _FIDELITY_FIELDS = ("mode", "stages", "z", "floor", "min_trials")
 
 
-def _fidelity(value: Any, where: str, *, manifest: Manifest, profile: BenchProfile, sampler: str,
-              override: str | None = None) -> FidelitySpec:  # fmt: skip
+def _fidelity(
+    value: Any, where: str, *, manifest: Manifest, profile: BenchProfile, sampler: str, override: str | None = None
+) -> FidelitySpec:
     table = _table(value if value is not None else {}, where, "fidelity")
     unknown = sorted(set(table) - set(_FIDELITY_FIELDS))
     if unknown:
@@ -450,29 +483,37 @@ def _fidelity(value: Any, where: str, *, manifest: Manifest, profile: BenchProfi
     mode = override if override is not None else table.get("mode")
     named = "--fidelity" if override is not None else "field 'fidelity.mode'"
     if mode not in (None, "multi", "full"):
-        raise StudySpecError(f"{where}: {named} must be \"multi\" or \"full\", got {mode!r}")
+        raise StudySpecError(f'{where}: {named} must be "multi" or "full", got {mode!r}')
     default = FidelitySpec()
     stages = table.get("stages", list(default.stages))
-    if (not isinstance(stages, list) or not stages
-            or not all(isinstance(f, (int, float)) and not isinstance(f, bool) and 0 < f < 1 for f in stages)
-            or stages != sorted(set(stages))):  # fmt: skip
-        raise StudySpecError(f"{where}: field 'fidelity.stages' must be increasing fractions of the first run, "
-                             f"each between 0 and 1 (e.g. [0.25, 0.5]), got {stages!r}")  # fmt: skip
+    if (
+        not isinstance(stages, list)
+        or not stages
+        or not all(isinstance(f, (int, float)) and not isinstance(f, bool) and 0 < f < 1 for f in stages)
+        or stages != sorted(set(stages))
+    ):
+        raise StudySpecError(
+            f"{where}: field 'fidelity.stages' must be increasing fractions of the first run, "
+            f"each between 0 and 1 (e.g. [0.25, 0.5]), got {stages!r}"
+        )
     spec = FidelitySpec(
-        mode=mode or "multi", stages=tuple(float(f) for f in stages),
+        mode=mode or "multi",
+        stages=tuple(float(f) for f in stages),
         z=_number(table.get("z", default.z), where, "fidelity.z", minimum=0),
         floor=_number(table.get("floor", default.floor), where, "fidelity.floor", minimum=0),
         min_trials=_int(table.get("min_trials", default.min_trials), where, "fidelity.min_trials", minimum=2),
         front_rule_off=front_rule_for(sampler),
-    )  # fmt: skip
+    )
     if spec.mode == "full":
         return spec
     unsafe = gate_first_unsafe(manifest, profile, stage_counts(spec, profile))
     if unsafe is None:
         return spec
     if mode == "multi":
-        raise StudySpecError(f"{where}: {named} = \"multi\" is not safe here: {unsafe}. "
-                             "Set mode = \"full\", or make the PPL records disjoint from the timed prompts")  # fmt: skip
+        raise StudySpecError(
+            f'{where}: {named} = "multi" is not safe here: {unsafe}. '
+            'Set mode = "full", or make the PPL records disjoint from the timed prompts'
+        )
     return replace(spec, mode="full", why_full=f"multi-fidelity is not safe here: {unsafe}")
 
 
@@ -494,8 +535,9 @@ def _promotion(value: Any, where: str, *, profile: BenchProfile) -> PromotionSpe
     if target >= 1:
         raise StudySpecError(f"{where}: field 'promotion.target' must be a probability below 1, got {target!r}")
     floor = _number(table.get("noise_floor", default.noise_floor), where, "promotion.noise_floor", minimum=0)
-    boot_profile = (_profile(table["profile"], f"{where} [promotion]", override=None) if "profile" in table
-                    else profile).for_boots(verification=False)  # fmt: skip
+    boot_profile = (
+        _profile(table["profile"], f"{where} [promotion]", override=None) if "profile" in table else profile
+    ).for_boots(verification=False)
     try:
         boot_profile.load_heldout()
     except ConfigError as exc:

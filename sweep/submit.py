@@ -39,8 +39,19 @@ __all__ = ["CLEAN_ENV", "SubmitArgs", "main", "parse_args"]
 RUN_DIR = Path("runs")
 # What passes from this environment into the clean one a submission boots in: what any process
 # needs, where its dependencies live, and the variables a submission's README names.
-CLEAN_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "PYTHONPATH", "CUDA_VISIBLE_DEVICES", "GEMMA_SWEEP_CHECKPOINT",
-             "GEMMA_SWEEP_CACHE", "GEMMA_SWEEP_REPO", "VLLM_USE_FLASHINFER_SAMPLER")  # fmt: skip
+CLEAN_ENV = (
+    "PATH",
+    "HOME",
+    "LANG",
+    "LC_ALL",
+    "TMPDIR",
+    "PYTHONPATH",
+    "CUDA_VISIBLE_DEVICES",
+    "GEMMA_SWEEP_CHECKPOINT",
+    "GEMMA_SWEEP_CACHE",
+    "GEMMA_SWEEP_REPO",
+    "VLLM_USE_FLASHINFER_SAMPLER",
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,15 +77,30 @@ def parse_args(argv: list[str] | None = None) -> SubmitArgs:
     parser.add_argument("--storage", default=DEFAULT_STORAGE_URL, help=f"database URL (default {DEFAULT_STORAGE_URL})")
     parser.add_argument("--out", type=Path, help="the folder to write (default runs/exports/<study>/submission)")
     parser.add_argument("--manifest", help="the study's manifest, if sweep.run was given --manifest")
-    parser.add_argument("--allow-unverified", action="store_true",
-                        help="with no VERIFIED point, write the one of the highest P(VERIFIED), labelled so")
-    parser.add_argument("--check", type=Path, metavar="DIR", help="boot a submission folder as the organisers would, and time it")
+    parser.add_argument(
+        "--allow-unverified",
+        action="store_true",
+        help="with no VERIFIED point, write the one of the highest P(VERIFIED), labelled so",
+    )
+    parser.add_argument(
+        "--check", type=Path, metavar="DIR", help="boot a submission folder as the organisers would, and time it"
+    )
     parser.add_argument("--port", type=int, help="with --check: the port to boot on (default the manifest's)")
-    parser.add_argument("--python", default=sys.executable, help="with --check: the interpreter `python` means (default this one)")
-    parser.add_argument("--bench-python", help="with --check: the interpreter bench_serving runs in (default: engine.install sglang-bench's)")
-    parser.add_argument("--bench-script", help="with --check: the path of sglang's bench_serving.py (with --bench-python)")
-    parser.add_argument("--tokenizer", help="with --check: the tokenizer folder bench_serving counts prompts with "
-                                            "(default: the claim's, the reference checkpoint's for its stacks)")
+    parser.add_argument(
+        "--python", default=sys.executable, help="with --check: the interpreter `python` means (default this one)"
+    )
+    parser.add_argument(
+        "--bench-python",
+        help="with --check: the interpreter bench_serving runs in (default: engine.install sglang-bench's)",
+    )
+    parser.add_argument(
+        "--bench-script", help="with --check: the path of sglang's bench_serving.py (with --bench-python)"
+    )
+    parser.add_argument(
+        "--tokenizer",
+        help="with --check: the tokenizer folder bench_serving counts prompts with "
+        "(default: the claim's, the reference checkpoint's for its stacks)",
+    )
     ns = parser.parse_args(argv)
     if (ns.study is None) == (ns.check is None):
         parser.error("give --study (write a submission) or --check DIR (boot one), one of the two")
@@ -82,9 +108,19 @@ def parse_args(argv: list[str] | None = None) -> SubmitArgs:
         parser.error("--bench-python and --bench-script go together")
     if ns.port is not None and not 1 <= ns.port <= 65535:
         parser.error(f"--port must be a TCP port, got {ns.port}")
-    return SubmitArgs(study=ns.study, storage=ns.storage, out=ns.out, manifest=ns.manifest,
-                      allow_unverified=ns.allow_unverified, check=ns.check, port=ns.port, python=ns.python,
-                      bench_python=ns.bench_python, bench_script=ns.bench_script, tokenizer=ns.tokenizer)  # fmt: skip
+    return SubmitArgs(
+        study=ns.study,
+        storage=ns.storage,
+        out=ns.out,
+        manifest=ns.manifest,
+        allow_unverified=ns.allow_unverified,
+        check=ns.check,
+        port=ns.port,
+        python=ns.python,
+        bench_python=ns.bench_python,
+        bench_script=ns.bench_script,
+        tokenizer=ns.tokenizer,
+    )
 
 
 def _write(args: SubmitArgs, out: Console) -> int:
@@ -103,7 +139,9 @@ def _write(args: SubmitArgs, out: Console) -> int:
         try:
             study = optuna.load_study(study_name=spec.name, storage=storage.optuna)
         except KeyError:
-            raise UsageError(f"study {spec.name!r} not found in {shown_url(args.storage)}: run the sweep first") from None
+            raise UsageError(
+                f"study {spec.name!r} not found in {shown_url(args.storage)}: run the sweep first"
+            ) from None
         plan = study.user_attrs.get(PROMOTION_ATTR)
         view = claims_of(plan, storage.boots("promotion", spec.name)) if plan else None
         records = storage.records(spec.name, token_ids=False)
@@ -129,16 +167,32 @@ def _write(args: SubmitArgs, out: Console) -> int:
         checkpoint = str(prepare_model().checkpoint_dir)
     folder = args.out or RUN_DIR / "exports" / spec.name / "submission"
     store = shown_url(args.storage)
-    commands = [f"python -m sweep.run --study {args.study} --storage {store}",
-                f"python -m sweep.claims --study {spec.name} --storage {store}",
-                f"python -m sweep.verify --study {args.study} --storage {store} --trials {choice.record.trial_number} --repeats 3",
-                f"python -m sweep.submit --study {args.study} --storage {store}" + (" --allow-unverified" if not choice.verified else ""),
-                f"python -m sweep.submit --check {folder}"]  # fmt: skip
-    written = write_submission(folder, choice, stored=stored, model_id=spec.manifest.model_id, study=spec.name,
-                               profile=dict(profile), gate=gate, commands=commands,
-                               checkpoint=checkpoint)  # fmt: skip
-    out.print(f"submission of trial {choice.record.trial_number} ({choice.label}): TPS to report {choice.tps:.2f}"
-              + (f", P(VERIFIED) {choice.claim.p_verified:.2f}" if choice.claim else ""), markup=False)  # fmt: skip
+    commands = [
+        f"python -m sweep.run --study {args.study} --storage {store}",
+        f"python -m sweep.claims --study {spec.name} --storage {store}",
+        f"python -m sweep.verify --study {args.study} --storage {store} --trials {choice.record.trial_number} --repeats 3",
+        f"python -m sweep.submit --study {args.study} --storage {store}"
+        + (" --allow-unverified" if not choice.verified else ""),
+        f"python -m sweep.submit --check {folder}",
+    ]
+    measured = [b.provenance for b in (view.boots if view else []) if b.trial_number == choice.record.trial_number]
+    written = write_submission(
+        folder,
+        choice,
+        stored=stored,
+        model_id=spec.manifest.model_id,
+        study=spec.name,
+        profile=dict(profile),
+        gate=gate,
+        commands=commands,
+        checkpoint=checkpoint,
+        provenance=next((p for p in measured if p), choice.record.provenance),
+    )
+    out.print(
+        f"submission of trial {choice.record.trial_number} ({choice.label}): TPS to report {choice.tps:.2f}"
+        + (f", P(VERIFIED) {choice.claim.p_verified:.2f}" if choice.claim else ""),
+        markup=False,
+    )
     for path in written:
         out.print(f"  {path}", markup=False)
     return 0
@@ -178,20 +232,40 @@ def _check(args: SubmitArgs, out: Console) -> int:
     port = args.port or manifest.port
     argv = [args.python if manifest.serve[0] == "python" else manifest.serve[0], *manifest.serve[1:]]
     clean = {k: os.environ[k] for k in CLEAN_ENV if k in os.environ}
-    launch = LaunchConfig(argv=argv, env={**manifest.env, "PORT": str(port), "HF_HUB_OFFLINE": "1"}, cwd=copy,
-                          host="127.0.0.1", port=port, served_model_name=manifest.served_model_name,
-                          manifest_name=manifest.name, base_env=clean)  # fmt: skip
-    out.print(f"checking {source} as the organisers' harness runs it: in {copy}, `{' '.join(manifest.serve)}`, "
-              f"the manifest's env over a clean one, port {port}", markup=False)  # fmt: skip
+    launch = LaunchConfig(
+        argv=argv,
+        env={**manifest.env, "PORT": str(port), "HF_HUB_OFFLINE": "1"},
+        cwd=copy,
+        host="127.0.0.1",
+        port=port,
+        served_model_name=manifest.served_model_name,
+        manifest_name=manifest.name,
+        base_env=clean,
+    )
+    out.print(
+        f"checking {source} as the organisers' harness runs it: in {copy}, `{' '.join(manifest.serve)}`, "
+        f"the manifest's env over a clean one, port {port}",
+        markup=False,
+    )
     engine = EngineProcess(launch, log_path=work / "serve.log", boot_timeout_s=profile.boot_timeout_s)
     engine.start()
     try:
         out.print(f"  ready after {engine.wait_ready():.1f} s", markup=False)
         # the held-out prompts first: a fresh boot's first run, on prompts nobody timed, is the organisers'
         # private re-run; then the public ones, which their public run times
-        timed = {name: bench_serving(bench_python, script, base_url=launch.base_url, model=manifest.served_model_name,
-                                     tokenizer=Path(tokenizer), prompts=profile.path(path), profile=profile, work=work)
-                 for name, path in (("held-out", profile.heldout_prompts), ("public", profile.prompts))}  # fmt: skip
+        timed = {
+            name: bench_serving(
+                bench_python,
+                script,
+                base_url=launch.base_url,
+                model=manifest.served_model_name,
+                tokenizer=Path(tokenizer),
+                prompts=profile.path(path),
+                profile=profile,
+                work=work,
+            )
+            for name, path in (("held-out", profile.heldout_prompts), ("public", profile.prompts))
+        }
         with open_client(launch.base_url, timeout_s=profile.request_timeout_s) as client:
             ppl = measure_ppl(client, model=manifest.served_model_name, records=records)
         ids = audit(launch.base_url, model=manifest.served_model_name, record=records[0])
@@ -201,16 +275,25 @@ def _check(args: SubmitArgs, out: Console) -> int:
     gate = claim["gate"]
     ok = abs(gap) <= TPS_TOLERANCE and gate is not None and not over_gate(ppl.ppl, gate)
     for name, tps in timed.items():
-        out.print(f"  TPS, {name} prompts (the organisers' bench_serving, {profile.num_prompts} x {profile.output_len} tokens): "
-                  f"{tps:.2f}; claim {claim['claim_tps']:.2f} ({tps / claim['claim_tps'] - 1:+.1%})", markup=False)  # fmt: skip
-    out.print(f"  PPL (as their ppl_endpoint.py, {ppl.records} records, {ppl.target_tokens} tokens): {ppl.ppl:.4f}"
-              + ("" if gate is None else f"; gate {gate:.4f}"), markup=False)  # fmt: skip
+        out.print(
+            f"  TPS, {name} prompts (the organisers' bench_serving, {profile.num_prompts} x {profile.output_len} tokens): "
+            f"{tps:.2f}; claim {claim['claim_tps']:.2f} ({tps / claim['claim_tps'] - 1:+.1%})",
+            markup=False,
+        )
+    out.print(
+        f"  PPL (as their ppl_endpoint.py, {ppl.records} records, {ppl.target_tokens} tokens): {ppl.ppl:.4f}"
+        + ("" if gate is None else f"; gate {gate:.4f}"),
+        markup=False,
+    )
     out.print(f"  audit (/v1/completions, return_token_ids): {len(ids)} token ids back", markup=False)
     odds = "" if claim["p_verified"] is None else f" (the claim's P(VERIFIED): {claim['p_verified']:.2f})"
-    out.print(f"expected verdict: {'VERIFIED' if ok else 'INVALID'}: this boot's held-out run (a private re-run's stand-in) "
-              f"{'lands' if abs(gap) <= TPS_TOLERANCE else 'does not land'} within {TPS_TOLERANCE:.0%} of the claim"
-              + ("" if gate is None or not over_gate(ppl.ppl, gate) else ", and its PPL is over the gate")
-              + f"{odds}; one boot, so one draw of a private re-run; {claim['label']} submission", markup=False)  # fmt: skip
+    out.print(
+        f"expected verdict: {'VERIFIED' if ok else 'INVALID'}: this boot's held-out run (a private re-run's stand-in) "
+        f"{'lands' if abs(gap) <= TPS_TOLERANCE else 'does not land'} within {TPS_TOLERANCE:.0%} of the claim"
+        + ("" if gate is None or not over_gate(ppl.ppl, gate) else ", and its PPL is over the gate")
+        + f"{odds}; one boot, so one draw of a private re-run; {claim['label']} submission",
+        markup=False,
+    )
     shutil.rmtree(work, ignore_errors=True)
     return 0 if ok else 1
 

@@ -67,7 +67,9 @@ def _level(boots: Sequence[BootRecord], promoted: Sequence[BootRecord], floor: f
     """The held-out level and its 90% interval, as TPS."""
     if all(b.public_tps is not None and b.first is not None for b in boots):
         mine = {id(b) for b in boots}
-        fitted = fit([*promoted, *boots], floor=floor, key=lambda b: _VERIFYING if id(b) in mine else (b.run_id, b.trial_number))
+        fitted = fit(
+            [*promoted, *boots], floor=floor, key=lambda b: _VERIFYING if id(b) in mine else (b.run_id, b.trial_number)
+        )
         return interval(fitted, _VERIFYING)
     # Held-out runs alone: their mean, the spread of the promotion's boots (or of these) or the floor
     logs = [math.log(b.tps) for b in boots]  # type: ignore[arg-type]
@@ -109,8 +111,10 @@ def judge(boots: Sequence[BootRecord], *, promoted: Sequence[BootRecord] = (), f
         public_gap = (statistics.median(public) - claim) / claim * 100.0 if public else None
         band = TPS_TOLERANCE * 100.0
         if high < -band or low > band:
-            reasons.append(f"TPS gap {gap:+.1f}% (90% interval {low:+.1f}%..{high:+.1f}%) is outside {TPS_TOLERANCE:.0%} "
-                           f"of the claimed {claim:.2f} tokens/s")  # fmt: skip
+            reasons.append(
+                f"TPS gap {gap:+.1f}% (90% interval {low:+.1f}%..{high:+.1f}%) is outside {TPS_TOLERANCE:.0%} "
+                f"of the claimed {claim:.2f} tokens/s"
+            )
         elif low < -band or high > band:
             verdict = "UNDECIDED"
         if gate is None:
@@ -124,12 +128,24 @@ def judge(boots: Sequence[BootRecord], *, promoted: Sequence[BootRecord] = (), f
     elif verdict != "UNDECIDED":
         verdict = "VERIFIED"
     return Verdict(
-        trial_number=first.trial_number, verdict=verdict, reasons=tuple(reasons), claimed_tps=claim, gate=gate,
-        repeats=len(boots), failed=len(failed), tps_min=tps[0] if tps else None,
-        tps_median=statistics.median(tps) if tps else None, tps_max=tps[-1] if tps else None,
-        tps_cv=coefficient_of_variation(tps), tps_gap_pct=gap, gap_low_pct=low, gap_high_pct=high,
-        public_gap_pct=public_gap, ppl_median=ppl_median, run_id=first.run_id,
-    )  # fmt: skip
+        trial_number=first.trial_number,
+        verdict=verdict,
+        reasons=tuple(reasons),
+        claimed_tps=claim,
+        gate=gate,
+        repeats=len(boots),
+        failed=len(failed),
+        tps_min=tps[0] if tps else None,
+        tps_median=statistics.median(tps) if tps else None,
+        tps_max=tps[-1] if tps else None,
+        tps_cv=coefficient_of_variation(tps),
+        tps_gap_pct=gap,
+        gap_low_pct=low,
+        gap_high_pct=high,
+        public_gap_pct=public_gap,
+        ppl_median=ppl_median,
+        run_id=first.run_id,
+    )
 
 
 def latest_verdicts(storage: Storage, study_name: str, *, floor: float = NOISE_FLOOR) -> dict[int, Verdict]:

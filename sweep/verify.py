@@ -36,8 +36,8 @@ from rich.table import Table
 
 from engine.profiles import BenchProfile, get_profile
 from errors import ConfigError, NoCompletedTrialsError, StudyMismatchError, StudyNotFoundError, UsageError
-from sweep.verification import Verdict, judge
 from sweep.interrupts import raise_interrupt
+from sweep.verification import Verdict, judge
 
 if TYPE_CHECKING:
     from sweep.boots import BootRecord
@@ -76,7 +76,9 @@ def parse_args(argv: list[str] | None = None) -> VerifyArgs:
     parser.add_argument("--storage", default=DEFAULT_STORAGE_URL, help=f"database URL (default {DEFAULT_STORAGE_URL})")
     parser.add_argument("--prompts", help="held-out prompt set, ShareGPT JSON (default: the profile's heldout_prompts)")
     parser.add_argument("--refs", help="held-out PPL reference set, JSONL (default: the profile's heldout_refs)")
-    parser.add_argument("--top", type=int, help="the N best (by claim where promoted, else by TPS) instead of the front")
+    parser.add_argument(
+        "--top", type=int, help="the N best (by claim where promoted, else by TPS) instead of the front"
+    )
     parser.add_argument("--trials", help="comma-separated trial numbers to verify instead of the front")
     parser.add_argument("--repeats", type=int, default=3, help="fresh boots per trial (default 3)")
     parser.add_argument("--profile", help="measure with this profile's sizes (default: the claim's profile)")
@@ -97,14 +99,28 @@ def parse_args(argv: list[str] | None = None) -> VerifyArgs:
         if ns.top is not None:
             parser.error("--top and --trials exclude each other")
     return VerifyArgs(
-        study=ns.study, storage=ns.storage, prompts=_absolute(ns.prompts), refs=_absolute(ns.refs), top=ns.top,
-        trials=trials, repeats=ns.repeats, profile=ns.profile, manifest=ns.manifest, ray_address=ns.ray_address,
+        study=ns.study,
+        storage=ns.storage,
+        prompts=_absolute(ns.prompts),
+        refs=_absolute(ns.refs),
+        top=ns.top,
+        trials=trials,
+        repeats=ns.repeats,
+        profile=ns.profile,
+        manifest=ns.manifest,
+        ray_address=ns.ray_address,
         dry_run=ns.dry_run,
-    )  # fmt: skip
+    )
 
 
-def select_trials(records: list[TrialRecord], *, study_name: str, top: int | None = None, trials: tuple[int, ...] = (),
-                  claims: dict[int, float] | None = None) -> list[TrialRecord]:  # fmt: skip
+def select_trials(
+    records: list[TrialRecord],
+    *,
+    study_name: str,
+    top: int | None = None,
+    trials: tuple[int, ...] = (),
+    claims: dict[int, float] | None = None,
+) -> list[TrialRecord]:
     """The rows to verify: ``trials`` by number, else the ``top`` best (by ``claims`` where given, which
     then rank first, else by TPS; feasible trials measured to the end), else the front."""
     from sweep.judgement import front_records
@@ -124,21 +140,40 @@ def select_trials(records: list[TrialRecord], *, study_name: str, top: int | Non
         # A lossless knob (ctk) leaves every trial at one PPL, so its front is a single point:
         # "the N best" means the feasible trials, not only the non-dominated ones.
         feasible = [r for r in records if r.full and r.feasible]
-        chosen = sorted(feasible, key=lambda r: (r.trial_number not in claims, -claims.get(r.trial_number, r.tps),  # type: ignore[arg-type]
-                                                 r.trial_number))[:top]  # fmt: skip
+        chosen = sorted(
+            feasible,
+            key=lambda r: (
+                r.trial_number not in claims,
+                -claims.get(r.trial_number, r.tps),  # type: ignore[arg-type]
+                r.trial_number,
+            ),
+        )[:top]
     else:
         chosen = front_records(records)
     if not chosen:
         raise NoCompletedTrialsError(f"study {study_name!r} has no feasible measured trial to verify")
+    ungated = [r.trial_number for r in chosen if r.gate is None]
+    if ungated:
+        raise NoCompletedTrialsError(f"trial(s) {ungated} of study {study_name!r} have no gate to verify against")
     return chosen
 
 
-def print_verdicts(out: Console, verdicts: list[Verdict], *, knobs: dict[int, dict[str, Any]], swept: list[str],
-                   title: str) -> None:  # fmt: skip
+def print_verdicts(
+    out: Console, verdicts: list[Verdict], *, knobs: dict[int, dict[str, Any]], swept: list[str], title: str
+) -> None:
     """One row per trial, then each INVALID verdict's reasons in full (they are long)."""
     table = Table(title=title, title_justify="left")
-    columns = ["trial", *swept, "claimed TPS", "held-out TPS min/med/max", "gap (90% interval)", "public gap", "PPL",
-               "gate", "verdict"]  # fmt: skip
+    columns = [
+        "trial",
+        *swept,
+        "claimed TPS",
+        "held-out TPS min/med/max",
+        "gap (90% interval)",
+        "public gap",
+        "PPL",
+        "gate",
+        "verdict",
+    ]
     for column in columns:
         table.add_column(column, justify="left" if column == "verdict" else "right")
     colour = {"VERIFIED": "green", "INVALID": "red", "UNDECIDED": "yellow"}
@@ -146,19 +181,25 @@ def print_verdicts(out: Console, verdicts: list[Verdict], *, knobs: dict[int, di
         spread = "-" if v.tps_median is None else f"{v.tps_min:.2f}/{v.tps_median:.2f}/{v.tps_max:.2f}"
         gap = "-" if v.tps_gap_pct is None else f"{v.tps_gap_pct:+.1f}% ({v.gap_low_pct:+.1f}..{v.gap_high_pct:+.1f})"
         table.add_row(
-            str(v.trial_number), *(str(knobs[v.trial_number].get(k, "")) for k in swept), f"{v.claimed_tps:.2f}", spread,
-            gap, "-" if v.public_gap_pct is None else f"{v.public_gap_pct:+.1f}%",
-            "-" if v.ppl_median is None else f"{v.ppl_median:.4f}", "-" if v.gate is None else f"{v.gate:.4f}",
+            str(v.trial_number),
+            *(str(knobs[v.trial_number].get(k, "")) for k in swept),
+            f"{v.claimed_tps:.2f}",
+            spread,
+            gap,
+            "-" if v.public_gap_pct is None else f"{v.public_gap_pct:+.1f}%",
+            "-" if v.ppl_median is None else f"{v.ppl_median:.4f}",
+            "-" if v.gate is None else f"{v.gate:.4f}",
             f"[{colour[v.verdict]}]{v.verdict}[/]",
-        )  # fmt: skip
+        )
     out.print(table)
     for v in verdicts:
         if v.reasons:
             out.print(f"  trial {v.trial_number} [red]INVALID[/]: {v.reason}")
         elif v.verdict == "UNDECIDED":
-            out.print(f"  trial {v.trial_number} [yellow]UNDECIDED[/]: its interval straddles the 5% line; more boots "
-                      "(--repeats) would tell")  # fmt: skip
-
+            out.print(
+                f"  trial {v.trial_number} [yellow]UNDECIDED[/]: its interval straddles the 5% line; more boots "
+                "(--repeats) would tell"
+            )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -173,8 +214,13 @@ class _Plan:
     gates: dict[int, float | None]
 
 
-def _plan(spec: StudySpec, args: VerifyArgs, records: list[TrialRecord], promotion: dict[str, Any] | None,
-          claims: dict[int, float]) -> _Plan:  # fmt: skip
+def _plan(
+    spec: StudySpec,
+    args: VerifyArgs,
+    records: list[TrialRecord],
+    promotion: dict[str, Any] | None,
+    claims: dict[int, float],
+) -> _Plan:
     targets = select_trials(records, study_name=spec.name, top=args.top, trials=args.trials, claims=claims)
     measured = {r.trial_number: r for r in records if r.full}
 
@@ -195,14 +241,18 @@ def _plan(spec: StudySpec, args: VerifyArgs, records: list[TrialRecord], promoti
     gates: dict[int, float | None] = {}
     for r in targets:
         sweep_refs = BenchProfile.from_record(r.profile)
-        same = (sweep_refs.path(sweep_refs.refs), sweep_refs.ppl_records) == (profiles[r.trial_number].path(
-            profiles[r.trial_number].refs), profiles[r.trial_number].ppl_records)  # fmt: skip
+        same = (sweep_refs.path(sweep_refs.refs), sweep_refs.ppl_records) == (
+            profiles[r.trial_number].path(profiles[r.trial_number].refs),
+            profiles[r.trial_number].ppl_records,
+        )
         gates[r.trial_number] = spec.gate.ppl_max if spec.gate.ppl_max is not None else (r.gate if same else None)
     if any(g is None for g in gates.values()):
         baseline = next((r for r in measured.values() if r.is_baseline), None)
         if baseline is None:
-            raise NoCompletedTrialsError(f"study {spec.name!r} has a relative gate ({spec.gate.describe()}) but no "
-                                         "measured baseline to resolve it on the held-out references")  # fmt: skip
+            raise NoCompletedTrialsError(
+                f"study {spec.name!r} has a relative gate ({spec.gate.describe()}) but no "
+                "measured baseline to resolve it on the held-out references"
+            )
         profiles.setdefault(baseline.trial_number, profile_of(baseline))
         targets = [t for t in targets if t.trial_number != baseline.trial_number]
     return _Plan(targets=targets, profiles=profiles, claims=claims, baseline=baseline, gates=gates)
@@ -214,15 +264,22 @@ def _dry_run(spec: StudySpec, args: VerifyArgs, plan: _Plan, out: Console) -> in
     from engine.secrets import redact_argv, redact_env
 
     order = [*([plan.baseline] if plan.baseline else []), *plan.targets]
-    out.print(f"dry run of verify {spec.name}: {len(order)} trial(s) x {args.repeats} fresh boot(s); nothing is booted",
-              markup=False)  # fmt: skip
+    out.print(
+        f"dry run of verify {spec.name}: {len(order)} trial(s) x {args.repeats} fresh boot(s); nothing is booted",
+        markup=False,
+    )
     for r in order:
         p = plan.profiles[r.trial_number]
         claim = plan.claims.get(r.trial_number, r.tps)
-        role = f"claim {claim:.2f} tok/s" + ("; the baseline, booted first: its PPL resolves the gate" if r is plan.baseline else "")
+        role = f"claim {claim:.2f} tok/s" + (
+            "; the baseline, booted first: its PPL resolves the gate" if r is plan.baseline else ""
+        )
         launch = build_launch(spec.manifest, parse_knobs(spec.manifest, r.knobs))
-        out.print(f"\ntrial {r.trial_number} ({role}); profile {p.name}: {p.num_prompts} held-out prompts ({p.heldout_prompts}) "
-                  f"and {p.num_prompts} public ({p.prompts}) x {p.output_len} tokens a boot, PPL on {p.refs}", markup=False)  # fmt: skip
+        out.print(
+            f"\ntrial {r.trial_number} ({role}); profile {p.name}: {p.num_prompts} held-out prompts ({p.heldout_prompts}) "
+            f"and {p.num_prompts} public ({p.prompts}) x {p.output_len} tokens a boot, PPL on {p.refs}",
+            markup=False,
+        )
         out.print(f"  argv: {shlex.join(redact_argv(launch.argv))}", markup=False, soft_wrap=True)
         for key, value in redact_env(launch.env).items():
             out.print(f"  env:  {key}={value}", markup=False, soft_wrap=True)
@@ -244,7 +301,9 @@ def _verify(args: VerifyArgs, out: Console) -> int:
         try:
             study = optuna.load_study(study_name=spec.name, storage=storage.optuna)
         except KeyError:
-            raise StudyNotFoundError(f"study {spec.name!r} not found in {shown_url(args.storage)}: run the sweep first") from None
+            raise StudyNotFoundError(
+                f"study {spec.name!r} not found in {shown_url(args.storage)}: run the sweep first"
+            ) from None
         stored = study.user_attrs.get("manifest")
         if stored is not None and stored != spec.manifest.name:
             raise StudyMismatchError(
@@ -263,15 +322,18 @@ def _verify(args: VerifyArgs, out: Console) -> int:
         storage.close()
 
 
-def _boot_and_judge(spec: StudySpec, args: VerifyArgs, plan: _Plan, storage: Any, promoted: list[BootRecord],
-                    out: Console) -> int:  # fmt: skip
+def _boot_and_judge(
+    spec: StudySpec, args: VerifyArgs, plan: _Plan, storage: Any, promoted: list[BootRecord], out: Console
+) -> int:
     from sweep.booter import BootRunner, interleave, run_boots
     from sweep.cluster import check_capacity, ray_session
 
     run_id = uuid.uuid4().hex[:12]
     order = [*([plan.baseline] if plan.baseline else []), *plan.targets]
-    out.print(f"[bold]verify {spec.name}[/]: {len(order)} trial(s) x {args.repeats} fresh boot(s), each timing the held-out "
-              f"and the public prompts; run {run_id}")  # fmt: skip
+    out.print(
+        f"[bold]verify {spec.name}[/]: {len(order)} trial(s) x {args.repeats} fresh boot(s), each timing the held-out "
+        f"and the public prompts; run {run_id}"
+    )
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the engines it starts must not reach a hub
     previous_handler = signal.signal(signal.SIGTERM, raise_interrupt)
     boots: list[BootRecord] = []
@@ -279,23 +341,35 @@ def _boot_and_judge(spec: StudySpec, args: VerifyArgs, plan: _Plan, storage: Any
 
     def profile(record: TrialRecord) -> BenchProfile:
         return plan.profiles[record.trial_number]
+
     try:
         with ray_session(address=args.ray_address, temp_dir=RUN_DIR / "ray"):
             check_capacity(spec.resources)
             runner = BootRunner(spec, run_dir=RUN_DIR)
             try:
                 if plan.baseline is not None:
-                    first = interleave([plan.baseline], boots=args.repeats, profile=profile, claims=plan.claims,
-                                       gate=lambda _: None)  # fmt: skip
-                    boots += run_boots(first, runner=runner, storage=storage, kind="verification", run_id=run_id, out=out)[0]
+                    first = interleave(
+                        [plan.baseline], boots=args.repeats, profile=profile, claims=plan.claims, gate=lambda _: None
+                    )
+                    boots += run_boots(
+                        first, runner=runner, storage=storage, kind="verification", run_id=run_id, out=out
+                    )[0]
                     ppls = [b.ppl for b in boots if b.measured]
                     resolved = spec.gate.resolve(statistics.median(ppls) if ppls else None)  # type: ignore[type-var]
                     if resolved is None:
-                        out.print("[red]the baseline failed on the held-out set: the relative gate cannot be resolved[/]")
+                        out.print(
+                            "[red]the baseline failed on the held-out set: the relative gate cannot be resolved[/]"
+                        )
                         return 1
                     gates = {n: resolved if g is None else g for n, g in gates.items()}
-                laid = interleave(plan.targets, boots=args.repeats, profile=profile, claims=plan.claims,
-                                  gate=lambda r: gates[r.trial_number], start=len(boots))  # fmt: skip
+                laid = interleave(
+                    plan.targets,
+                    boots=args.repeats,
+                    profile=profile,
+                    claims=plan.claims,
+                    gate=lambda r: gates[r.trial_number],
+                    start=len(boots),
+                )
                 boots += run_boots(laid, runner=runner, storage=storage, kind="verification", run_id=run_id, out=out)[0]
             finally:
                 runner.stop()
@@ -305,9 +379,11 @@ def _boot_and_judge(spec: StudySpec, args: VerifyArgs, plan: _Plan, storage: Any
     finally:
         signal.signal(signal.SIGTERM, previous_handler)
     verdicts = [judge([b for b in boots if b.trial_number == r.trial_number], promoted=promoted) for r in order]
-    title = (f"Verification of {spec.name}, run {run_id}: VERIFIED when the 90% interval of the held-out TPS lies within 5% "
-             f"of the claim and the PPL is under the gate ({spec.gate.describe()} on the held-out references); INVALID when "
-             "it lies outside, UNDECIDED when it straddles")  # fmt: skip
+    title = (
+        f"Verification of {spec.name}, run {run_id}: VERIFIED when the 90% interval of the held-out TPS lies within 5% "
+        f"of the claim and the PPL is under the gate ({spec.gate.describe()} on the held-out references); INVALID when "
+        "it lies outside, UNDECIDED when it straddles"
+    )
     print_verdicts(out, verdicts, knobs={r.trial_number: r.knobs for r in order}, swept=list(spec.space), title=title)
     return 0 if all(v.verdict == "VERIFIED" for v in verdicts) else 1
 

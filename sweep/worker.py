@@ -52,8 +52,9 @@ def error_text(exc: BaseException, manifest: Manifest) -> str:
     return text if len(text) <= 400 else text[:397] + "..."
 
 
-def collect(ref: ray.ObjectRef, *, knobs: dict[str, Any], manifest: Manifest,
-            node: dict[str, Any] | None = None) -> tuple[TrialOutcome, bool]:  # fmt: skip
+def collect(
+    ref: ray.ObjectRef, *, knobs: dict[str, Any], manifest: Manifest, node: dict[str, Any] | None = None
+) -> tuple[TrialOutcome, bool]:
     """A trial's outcome from its Ray reference, and whether the worker was lost on the way.
 
     The trial code raising is a bug in this project, not a lost worker: a failed outcome that says so.
@@ -120,14 +121,30 @@ class TrialWorker:
             "worker_pid": os.getpid(),
         }
 
-    def run(self, manifest: Manifest, knobs: KnobValues, profile: BenchProfile, *, workdir: str, cache_dir: str,
-            plan: FidelityPlan | None = None, heldout_first: bool | None = None) -> dict[str, Any]:  # fmt: skip
+    def run(
+        self,
+        manifest: Manifest,
+        knobs: KnobValues,
+        profile: BenchProfile,
+        *,
+        workdir: str,
+        cache_dir: str,
+        plan: FidelityPlan | None = None,
+        heldout_first: bool | None = None,
+    ) -> dict[str, Any]:
         """One trial; without a plan (multi-fidelity's rule for it) it is measured to the end. With
         ``heldout_first`` (True or False) a promotion or verification boot: the profile's held-out run too."""
         Path(workdir).mkdir(parents=True, exist_ok=True)
-        outcome = self._run_trial(manifest, knobs, profile, workdir=Path(workdir), host="127.0.0.1",
-                                  cache_dir=Path(cache_dir), stages=stages_for(plan) if plan else None,
-                                  heldout_first=heldout_first)  # fmt: skip
+        outcome = self._run_trial(
+            manifest,
+            knobs,
+            profile,
+            workdir=Path(workdir),
+            host="127.0.0.1",
+            cache_dir=Path(cache_dir),
+            stages=stages_for(plan) if plan else None,
+            heldout_first=heldout_first,
+        )
         outcome.node = {**outcome.node, **self.node()}
         if outcome.measurement is not None and plan is not None:
             outcome.measurement.fidelity = plan.record()

@@ -30,8 +30,10 @@ def challenge_folder() -> Path:
     where ``GEMMA_SWEEP_REQUIRE_CHALLENGE=1`` says the files must be there."""
     folder = os.environ.get(CHALLENGE_DATA_ENV)
     if not folder:
-        why = (f"{CHALLENGE_DATA_ENV} is not set: export it to the folder of the organisers' files "
-               "(README, \"The organisers' files\")")  # fmt: skip
+        why = (
+            f"{CHALLENGE_DATA_ENV} is not set: export it to the folder of the organisers' files "
+            '(README, "The organisers\' files")'
+        )
         if os.environ.get(REQUIRE_CHALLENGE_ENV) == "1":
             pytest.fail(f"{why}; {REQUIRE_CHALLENGE_ENV}=1 requires them", pytrace=False)
         pytest.skip(why)

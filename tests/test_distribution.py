@@ -23,9 +23,25 @@ def _install(tmp_path: Path) -> Path:
         else:
             source.mkdir(exist_ok=True)
             shutil.copy2(REPO / name, source / name)
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
-                    "--no-build-isolation", "--target", str(target), str(source)],
-                   check=True, capture_output=True, text=True, timeout=300)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-index",
+            "--no-build-isolation",
+            "--target",
+            str(target),
+            str(source),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     return target
 
 
@@ -36,13 +52,17 @@ def test_an_installed_copy_dry_runs_ctk_from_outside_the_checkout(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(target)}
 
     def run(*argv: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, *argv], cwd=elsewhere, env=env, capture_output=True, text=True,
-                              timeout=300)
+        return subprocess.run(
+            [sys.executable, *argv], cwd=elsewhere, env=env, capture_output=True, text=True, timeout=300
+        )
 
     # The checkout's editable install is still on this interpreter's path: the modules (and so the
     # files they read) must come from the installed copy, or this test would prove nothing.
-    where = run("-c", "import engine.knobs, engine.profiles, studies, sweep.run; "
-                      "print(engine.knobs.KNOBS_FILE, engine.profiles.STUDIES_DIR, studies.__file__, sweep.run.__file__)")
+    where = run(
+        "-c",
+        "import engine.knobs, engine.profiles, studies, sweep.run; "
+        "print(engine.knobs.KNOBS_FILE, engine.profiles.STUDIES_DIR, studies.__file__, sweep.run.__file__)",
+    )
     assert where.returncode == 0, where.stderr
     assert all(Path(p).is_relative_to(target) for p in where.stdout.split()), where.stdout
     done = run("-m", "sweep.run", "--study", "ctk", "--dry-run")

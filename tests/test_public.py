@@ -17,71 +17,214 @@ REPO = Path(__file__).resolve().parent.parent
 # Every public module of the three packages and what it exports. A change to a surface is a
 # change to this table too, made on purpose.
 SURFACE = {
-    "engine.bench": ["PplResult", "TpsResult", "TpsRuns", "chat_payload", "coefficient_of_variation", "measure",
-                     "measure_ppl", "measure_tps", "open_client", "parse_chat", "parse_counters", "ppl_payload",
-                     "read_spec_counters", "record_nll", "stream_pass", "summarize", "tps_rule", "warm_up"],
+    "engine.bench": [
+        "PplResult",
+        "TpsResult",
+        "TpsRuns",
+        "chat_payload",
+        "coefficient_of_variation",
+        "measure",
+        "measure_ppl",
+        "measure_tps",
+        "open_client",
+        "parse_chat",
+        "parse_counters",
+        "ppl_payload",
+        "read_spec_counters",
+        "record_nll",
+        "stream_pass",
+        "summarize",
+        "tps_rule",
+        "warm_up",
+    ],
     "engine.boot_phases": ["boot_phases"],
     "engine.data": ["PplRecord", "Prompt", "load_ppl_records", "load_prompts"],
     "engine.files": ["load_json", "load_toml", "parse_json", "read_text"],
-    "engine.gpu": ["FREE_FLOOR_MIB", "GpuState", "gpu_identity", "gpu_states", "held_after_stop", "visible_gpus",
-                   "wait_until_free"],
+    "engine.gpu": [
+        "FREE_FLOOR_MIB",
+        "GpuState",
+        "gpu_identity",
+        "gpu_states",
+        "held_after_stop",
+        "visible_gpus",
+        "wait_until_free",
+    ],
     "engine.provenance": ["KEYS", "provenance"],
     "engine.install": ["InstallResult", "RECIPES", "Recipe", "default_venv", "install_stack", "is_installed", "main"],
-    "engine.knobs": ["KNOBS", "KNOBS_FILE", "Knob", "KnobValue", "KnobValues", "StackLimit", "Target", "apply_knobs",
-                     "baseline_knobs", "consumed_knobs", "load_registry", "parse_assignments", "parse_knobs"],
+    "engine.knobs": [
+        "KNOBS",
+        "KNOBS_FILE",
+        "Knob",
+        "KnobValue",
+        "KnobValues",
+        "StackLimit",
+        "Target",
+        "apply_knobs",
+        "baseline_knobs",
+        "consumed_knobs",
+        "load_registry",
+        "parse_assignments",
+        "parse_knobs",
+    ],
     "engine.launch": ["LaunchConfig", "build_launch", "free_port"],
-    "engine.manifest": ["MANIFESTS_DIR", "Manifest", "NAME_RULE", "PLACEHOLDERS", "is_plain_name", "load_manifest",
-                        "parse_manifest"],
+    "engine.manifest": [
+        "MANIFESTS_DIR",
+        "Manifest",
+        "NAME_RULE",
+        "PLACEHOLDERS",
+        "is_plain_name",
+        "load_manifest",
+        "parse_manifest",
+    ],
     "engine.measurement": ["Measurement", "SUMMARY", "TrialOutcome", "TrialStatus"],
     "engine.organisers": ["audit", "bench_serving"],
     "engine.process": ["EngineProcess", "OWNER_ENV", "group_members", "read_log_tail", "stop_groups"],
-    "engine.profiles": ["CHALLENGE_DATA_ENV", "PROFILES_FILE", "STUDIES_DIR", "BenchProfile", "get_profile",
-                        "load_profiles"],
+    "engine.profiles": [
+        "CHALLENGE_DATA_ENV",
+        "PROFILES_FILE",
+        "STUDIES_DIR",
+        "BenchProfile",
+        "get_profile",
+        "load_profiles",
+    ],
     "engine.logpipe": ["LogPipe", "MAX_LINE"],
-    "engine.secrets": ["REDACTED", "SECRET_MARKERS", "Scrubber", "is_secret_key", "redact_argv", "redact_env",
-                       "redact_text", "redact_value", "scrub_text", "secret_values"],
+    "engine.secrets": [
+        "REDACTED",
+        "SECRET_MARKERS",
+        "Scrubber",
+        "is_secret_key",
+        "redact_argv",
+        "redact_env",
+        "redact_text",
+        "redact_value",
+        "scrub_text",
+        "secret_values",
+    ],
     "engine.stages": ["Checkpoint", "Partial", "Stages", "Stop"],
     "engine.trial": ["node_info", "run_trial"],
     "engine.reference.prepare": ["PreparedModel", "default_cache_dir", "prepare_model"],
-    "engine.reference.runtime": ["Decoder", "Generation", "Runtime", "SpecConfig", "SpecStats", "load_runtime",
-                                 "resolve_device"],
+    "engine.reference.runtime": [
+        "Decoder",
+        "Generation",
+        "Runtime",
+        "SpecConfig",
+        "SpecStats",
+        "load_runtime",
+        "resolve_device",
+    ],
     "sweep.cluster": ["check_capacity", "ray_session"],
     "sweep.console": ["Progress", "SweepConsole"],
     "sweep.core": ["CONVERGED_AFTER", "MemoryRecords", "PlannedTrial", "RecordBook", "StudyCore"],
     "sweep.driver": ["StudyResult", "run_study"],
     "sweep.dryrun": ["MAX_SHOWN", "plan_trials", "print_dry_run"],
     "sweep.exports": ["EXPORT_TIMEOUT_S", "export_results"],
-    "sweep.fidelity": ["FidelityPlan", "FidelitySpec", "build_plan", "decide", "front_rule_for", "full_plan",
-                       "gate_first_unsafe", "stage_counts", "stages_for"],
+    "sweep.fidelity": [
+        "FidelityPlan",
+        "FidelitySpec",
+        "build_plan",
+        "decide",
+        "front_rule_for",
+        "full_plan",
+        "gate_first_unsafe",
+        "stage_counts",
+        "stages_for",
+    ],
     "sweep.identity": ["differing_prompts", "pack_token_ids", "unpack_token_ids"],
-    "sweep.judgement": ["FRONT_STOP", "FrontPoint", "GATE_STOP", "Gate", "NOISE_FLOOR", "Noise", "StopKind", "Z",
-                        "chance_under_gate", "dominates", "faster", "front_records", "front_ties", "is_feasible",
-                        "lower_ppl", "over_gate", "pareto_front", "pooled_log_sd"],
+    "sweep.judgement": [
+        "FRONT_STOP",
+        "FrontPoint",
+        "GATE_STOP",
+        "Gate",
+        "NOISE_FLOOR",
+        "Noise",
+        "StopKind",
+        "Z",
+        "chance_under_gate",
+        "dominates",
+        "faster",
+        "front_records",
+        "front_ties",
+        "is_feasible",
+        "lower_ppl",
+        "over_gate",
+        "pareto_front",
+        "pooled_log_sd",
+    ],
     "sweep.reaper": ["engine_groups", "owned_groups", "stop_engine_groups"],
-    "sweep.record": ["FailKind", "GATE_CONSTRAINT", "IDENTITY_CONSTRAINT", "Judge", "RecordStatus", "Reuse",
-                     "TrialRecord", "failure_record", "identity_comparable", "outcome_record", "reused_record"],
+    "sweep.record": [
+        "FailKind",
+        "GATE_CONSTRAINT",
+        "IDENTITY_CONSTRAINT",
+        "Judge",
+        "RecordStatus",
+        "Reuse",
+        "TrialRecord",
+        "failure_record",
+        "identity_comparable",
+        "outcome_record",
+        "reused_record",
+    ],
     "sweep.run": ["RunArgs", "main", "parse_args"],
     "sweep.scrub": ["scrub_unfinished_logs"],
     "sweep.sampling": ["make_sampler", "sampler_exhausted", "suggest_knobs"],
-    "sweep.spec": ["DEFAULT_SAMPLER", "KnobSpace", "PromotionSpec", "REPEATS", "Resources", "SAMPLERS", "StudySpec",
-                   "load_study", "study_path"],
-    "sweep.storage": ["DEFAULT_STORAGE_URL", "METADATA", "Storage", "StudyRecords", "as_utc", "measurements",
-                      "open_existing", "open_storage", "promotions", "verifications"],
+    "sweep.spec": [
+        "DEFAULT_SAMPLER",
+        "KnobSpace",
+        "PromotionSpec",
+        "REPEATS",
+        "Resources",
+        "SAMPLERS",
+        "StudySpec",
+        "load_study",
+        "study_path",
+    ],
+    "sweep.storage": [
+        "DEFAULT_STORAGE_URL",
+        "METADATA",
+        "Storage",
+        "StudyRecords",
+        "as_utc",
+        "measurements",
+        "open_existing",
+        "open_storage",
+        "promotions",
+        "verifications",
+    ],
     "sweep.storage_url": ["PASSWORD_ENV", "connect_url", "password_note", "shown_url"],
     "sweep.verification": ["Verdict", "VerdictName", "judge", "latest_verdicts"],
     "sweep.booter": ["BootRunner", "PlannedBoot", "interleave", "run_boots"],
     "sweep.boots": ["BootRecord", "BootStatus", "boot_record", "heldout_first"],
     "sweep.claims": ["PROMOTION_ATTR", "StudyClaims", "claims_of", "main", "print_claims", "resolve_gate"],
-    "sweep.estimate": ["Claim", "Fit", "INTERVAL", "Level", "TPS_TOLERANCE", "best_claim", "claim_for", "fit",
-                       "interval", "study_noise"],
+    "sweep.estimate": [
+        "Claim",
+        "Fit",
+        "INTERVAL",
+        "Level",
+        "TPS_TOLERANCE",
+        "best_claim",
+        "claim_for",
+        "fit",
+        "interval",
+        "study_noise",
+    ],
     "sweep.promotion": ["CLAIMS_ATTR", "promote", "select"],
     "sweep.interrupts": ["raise_interrupt"],
     "sweep.submission": ["Choice", "NothingToSubmit", "choose", "write_submission"],
     "sweep.submit": ["CLEAN_ENV", "SubmitArgs", "main", "parse_args"],
     "sweep.verify": ["VerifyArgs", "main", "parse_args", "print_verdicts", "select_trials"],
     "sweep.worker": ["ACCELERATOR_PREFIX", "TrialWorker", "actor_options", "collect", "error_text"],
-    "dashboards": ["StudyData", "TrialRow", "attach_all", "attach_to_study", "history_figure", "knob_figure",
-                   "load_study_data", "pareto_figure", "study_data", "trials_frame"],
+    "dashboards": [
+        "StudyData",
+        "TrialRow",
+        "attach_all",
+        "attach_to_study",
+        "history_figure",
+        "knob_figure",
+        "load_study_data",
+        "pareto_figure",
+        "study_data",
+        "trials_frame",
+    ],
     "dashboards.attach": ["GRAPH_ID", "NOTE_BEGIN", "NOTE_END", "attach_all", "attach_to_study", "study_note"],
     "dashboards.best": ["BestPoint", "best_point", "write_best"],
     "dashboards.importance": ["OBJECTIVES", "importance_figure", "knob_importances", "slice_figures"],
@@ -121,34 +264,49 @@ def test_every_public_module_of_the_packages_is_pinned(package):
 
 def _sources(*places: str) -> dict[Path, ast.Module]:
     """Every Python file under the folders named (or the file itself)."""
-    paths = [p for place in places for p in ([REPO / place] if place.endswith(".py") else sorted((REPO / place).rglob("*.py")))]
+    paths = [
+        p
+        for place in places
+        for p in ([REPO / place] if place.endswith(".py") else sorted((REPO / place).rglob("*.py")))
+    ]
     return {p: ast.parse(p.read_text()) for p in paths}
 
 
 def _calls(tree: ast.Module, names: set[str]) -> set[str]:
-    return {node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id
-            for node in ast.walk(tree) if isinstance(node, ast.Call)
-            and (getattr(node.func, "attr", None) in names or getattr(node.func, "id", None) in names)}  # fmt: skip
+    return {
+        node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and (getattr(node.func, "attr", None) in names or getattr(node.func, "id", None) in names)
+    }
 
 
 def test_only_the_core_creates_enqueues_constrains_and_tells_a_study():
     policy = {"create_study", "enqueue_trial", "set_constraint", "tell"}
-    callers = {path.relative_to(REPO).as_posix(): sorted(_calls(tree, policy))
-               for path, tree in _sources("sweep", "benchmarks").items() if _calls(tree, policy)}  # fmt: skip
+    callers = {
+        path.relative_to(REPO).as_posix(): sorted(_calls(tree, policy))
+        for path, tree in _sources("sweep", "benchmarks").items()
+        if _calls(tree, policy)
+    }
     assert callers == {"sweep/core.py": sorted(policy)}
 
 
 def _names(node: ast.AST) -> str:
     """The identifiers an expression reads, lower-cased and joined: ``r.ppl``, ``plan.gate``, ..."""
-    return " ".join((n.id if isinstance(n, ast.Name) else n.attr).lower()
-                    for n in ast.walk(node) if isinstance(n, (ast.Name, ast.Attribute)))  # fmt: skip
+    return " ".join(
+        (n.id if isinstance(n, ast.Name) else n.attr).lower()
+        for n in ast.walk(node)
+        if isinstance(n, (ast.Name, ast.Attribute))
+    )
 
 
 def _gate_comparisons(tree: ast.Module) -> int:
     """Comparisons of a PPL with a gate: one side reads a name holding "ppl", the other one holding "gate"."""
     count = 0
     for node in ast.walk(tree):
-        if isinstance(node, ast.Compare) and not any(isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in node.ops):
+        if isinstance(node, ast.Compare) and not any(
+            isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in node.ops
+        ):
             sides = [_names(side) for side in (node.left, *node.comparators)]
             count += any("ppl" in a and "gate" in b for a in sides for b in sides if a is not b)
     return count
@@ -156,8 +314,11 @@ def _gate_comparisons(tree: ast.Module) -> int:
 
 def test_ppl_is_compared_with_the_gate_in_one_module():
     # The gate's one comparison is sweep.judgement.over_gate; everything else calls it.
-    comparing = {path.relative_to(REPO).as_posix(): n for path, tree in _sources("sweep", "benchmarks", "dashboards").items()
-                 if (n := _gate_comparisons(tree))}  # fmt: skip
+    comparing = {
+        path.relative_to(REPO).as_posix(): n
+        for path, tree in _sources("sweep", "benchmarks", "dashboards").items()
+        if (n := _gate_comparisons(tree))
+    }
     assert comparing == {"sweep/judgement.py": 1}
 
 
@@ -171,15 +332,20 @@ def _imports(tree: ast.Module) -> set[str]:
     return names
 
 
-@pytest.mark.parametrize(("folder", "never"), [
-    ("engine", ("sweep", "dashboards", "benchmarks", "datagen", "tests")),
-    ("sweep", ("dashboards", "benchmarks", "datagen", "tests")),
-    ("sweep/judgement.py", ("sweep", "dashboards", "benchmarks", "datagen", "tests")),
-    ("dashboards", ("benchmarks", "datagen", "tests")),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("folder", "never"),
+    [
+        ("engine", ("sweep", "dashboards", "benchmarks", "datagen", "tests")),
+        ("sweep", ("dashboards", "benchmarks", "datagen", "tests")),
+        ("sweep/judgement.py", ("sweep", "dashboards", "benchmarks", "datagen", "tests")),
+        ("dashboards", ("benchmarks", "datagen", "tests")),
+    ],
+)
 def test_imports_flow_down_never_back_up(folder, never):
-    upward = {path.relative_to(REPO).as_posix(): sorted(i for i in _imports(tree) if i.split(".")[0] in never)
-              for path, tree in _sources(folder).items()}  # fmt: skip
+    upward = {
+        path.relative_to(REPO).as_posix(): sorted(i for i in _imports(tree) if i.split(".")[0] in never)
+        for path, tree in _sources(folder).items()
+    }
     assert {k: v for k, v in upward.items() if v} == {}
 
 

@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         draft = GraphDecoder(model, heads, spec=spec, centroid_top_k=args.ctk, engine=engine)
 
         cache = model.new_cache(len(prompt))
-        prefill = timed(lambda: model.prefill(torch.tensor(prompt[:-1], device=model.device), cache), 10)
+        prefill = timed(lambda cache=cache: model.prefill(torch.tensor(prompt[:-1], device=model.device), cache), 10)
         position = len(prompt) + 64  # a position inside the decode's range, in the prompt's bucket or the next
         while engine.room(position) < max(args.k, PLAIN_STEPS - 1):
             position += 1

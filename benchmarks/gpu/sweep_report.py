@@ -51,7 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     gpu = {t.number: ",".join(rows[t.number].node.get("gpu_ids") or []) or "-" for t in timeline}
 
     print(f"study {args.study}: {len(timeline)} trials in {args.storage}")
-    print(f"{'trial':>5} {'host':<14} {'gpu':>4} {'CVD':>4} {'ask s':>7} {'tell s':>7} {'TPS':>9} {'PPL':>8} {'feas':>5}  knobs")
+    print(
+        f"{'trial':>5} {'host':<14} {'gpu':>4} {'CVD':>4} {'ask s':>7} {'tell s':>7} {'TPS':>9} {'PPL':>8} {'feas':>5}  knobs"
+    )
     for t in timeline:
         r = rows[t.number]
         tps = f"{r.tps:9.1f}" if r.tps is not None else f"{'-':>9}"
@@ -71,8 +73,10 @@ def main(argv: list[str] | None = None) -> int:
             pairs.append((a.number, b.number, shared))
             together += shared
     gpus = sorted(set(gpu.values()))
-    print(f"\nGPUs used: {gpus}; overlapping pairs on different GPUs: {len(pairs)}; "
-          f"seconds with two engines at once: {together:.1f}")
+    print(
+        f"\nGPUs used: {gpus}; overlapping pairs on different GPUs: {len(pairs)}; "
+        f"seconds with two engines at once: {together:.1f}"
+    )
     for a, b, shared in pairs[:12]:
         print(f"  trials {a} (GPU {gpu[a]}) and {b} (GPU {gpu[b]}) overlapped {shared:.1f} s")
 
@@ -82,16 +86,21 @@ def main(argv: list[str] | None = None) -> int:
         single = load_timeline(args.single, args.study)
         parallel1, loop1 = _spans(single)
         workers = max(2, len(gpus))
-        print(f"{args.study}, 1 worker:  after-baseline span {parallel1:.1f} s, loop {loop1:.1f} s "
-              f"({len(single)} trials)")
+        print(
+            f"{args.study}, 1 worker:  after-baseline span {parallel1:.1f} s, loop {loop1:.1f} s ({len(single)} trials)"
+        )
         if len(single) == len(timeline):
-            print(f"parallel efficiency ({workers} workers vs 1, same budget): after the baseline "
-                  f"{parallel1 / (workers * parallel):.1%}, whole loop {loop1 / (workers * loop):.1%}")
+            print(
+                f"parallel efficiency ({workers} workers vs 1, same budget): after the baseline "
+                f"{parallel1 / (workers * parallel):.1%}, whole loop {loop1 / (workers * loop):.1%}"
+            )
         else:
             per1 = parallel1 / max(len(single) - 1, 1)
             per2 = parallel / max(len(timeline) - 1, 1)
-            print(f"the 1-worker run finished {len(single)} of {len(timeline)} trials: efficiency from the "
-                  f"after-baseline time per trial, {per1 / (workers * per2):.1%}")
+            print(
+                f"the 1-worker run finished {len(single)} of {len(timeline)} trials: efficiency from the "
+                f"after-baseline time per trial, {per1 / (workers * per2):.1%}"
+            )
 
     points = [
         FrontPoint(number=n, tps=r.tps, ppl=r.ppl, feasible=bool(r.feasible))

@@ -18,12 +18,35 @@ def fmt(x: float, digits: int = 3) -> str:
     return f"{mantissa:.{digits - 1}f} × 10^{exponent}"
 
 
-FACTORS = (0.5, 2.0, 0.25, 4.0, 1 / math.sqrt(2), math.sqrt(2), 0.1, 10.0, 1.5, 2 / 3, math.pi, 1 / math.pi,
-           0.8, 1.25, 3.0, 1 / 3)
+FACTORS = (
+    0.5,
+    2.0,
+    0.25,
+    4.0,
+    1 / math.sqrt(2),
+    math.sqrt(2),
+    0.1,
+    10.0,
+    1.5,
+    2 / 3,
+    math.pi,
+    1 / math.pi,
+    0.8,
+    1.25,
+    3.0,
+    1 / 3,
+)
 
 
-def numeric_options(rng: random.Random, correct: float, count: int, *, unit: str = "",
-                    digits: int = 3, factors: tuple[float, ...] = FACTORS) -> tuple[list[str], int]:
+def numeric_options(
+    rng: random.Random,
+    correct: float,
+    count: int,
+    *,
+    unit: str = "",
+    digits: int = 3,
+    factors: tuple[float, ...] = FACTORS,
+) -> tuple[list[str], int]:
     """``count`` distinct formatted options: the correct value and scaled distractors, shuffled."""
     suffix = f" {unit}" if unit else ""
     right = fmt(correct, digits) + suffix

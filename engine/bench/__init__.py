@@ -45,7 +45,7 @@ from engine.bench._tps import (
     parse_chat,
     stream_pass,
     warm_up,
-)  # fmt: skip
+)
 from engine.data import PplRecord, Prompt
 from engine.measurement import Measurement
 from engine.profiles import BenchProfile
@@ -114,10 +114,12 @@ def measure(
     timings = {} if timings is None else timings
     per_run = profile.num_prompts
     if len(prompts) < per_run * profile.tps_repeats:
-        raise ValueError(f"{profile.tps_repeats} runs of {per_run} prompts need {per_run * profile.tps_repeats}, got {len(prompts)}")
+        raise ValueError(
+            f"{profile.tps_repeats} runs of {per_run} prompts need {per_run * profile.tps_repeats}, got {len(prompts)}"
+        )
     if heldout is not None and (stages is not None or len(heldout) < per_run):
         raise ValueError(f"a held-out run needs {per_run} prompts and a measurement without stages")
-    slices = [prompts[i * per_run:(i + 1) * per_run] for i in range(profile.tps_repeats)]
+    slices = [prompts[i * per_run : (i + 1) * per_run] for i in range(profile.tps_repeats)]
     order = ["public"] * len(slices)
     if heldout is not None:
         order = ["heldout", *order] if heldout_first else [*order, "heldout"]
@@ -139,8 +141,14 @@ def measure(
         for label in order:
             run = heldout[:per_run] if label == "heldout" else next(public)  # type: ignore[index]
             with _phase(timings, "warmup"):
-                warm_up(client, model=model, prompt=run[0], requests=profile.warmup_requests,
-                        output_len=profile.warmup_output_len, pause_s=profile.warmup_pause_s)
+                warm_up(
+                    client,
+                    model=model,
+                    prompt=run[0],
+                    requests=profile.warmup_requests,
+                    output_len=profile.warmup_output_len,
+                    pause_s=profile.warmup_pause_s,
+                )
             if label == "heldout":
                 with _phase(timings, "heldout"):
                     held = measure_tps(client, model=model, prompts=run, output_len=profile.output_len)
@@ -157,9 +165,16 @@ def measure(
                 if stages.ppl_first and ppl is None:
                     ppl = scored(client)
                 so_far = TpsResult.join(parts)
-                stopped = stages.checkpoint(Partial(
-                    prompts_timed=end, prompts_planned=len(run), tps=so_far.tps, latencies_s=tuple(so_far.latencies_s),
-                    tokens=tuple(so_far.tokens), ppl=ppl.ppl if ppl else None))  # fmt: skip
+                stopped = stages.checkpoint(
+                    Partial(
+                        prompts_timed=end,
+                        prompts_planned=len(run),
+                        tps=so_far.tps,
+                        latencies_s=tuple(so_far.latencies_s),
+                        tokens=tuple(so_far.tokens),
+                        ppl=ppl.ppl if ppl else None,
+                    )
+                )
                 if stopped:
                     break
             results.append(TpsResult.join(parts))

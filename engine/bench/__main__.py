@@ -54,12 +54,22 @@ class _Parser(argparse.ArgumentParser):
 def parse_args(argv: list[str] | None) -> BenchArgs:
     parser = _Parser(prog="python -m engine.bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--manifest", required=True, help="manifest file, or a name in studies/manifests/")
-    parser.add_argument("--set", action="append", default=[], metavar="KNOB=VALUE", dest="sets",
-                        help="knob value, e.g. sliding_window=188 (repeatable)")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KNOB=VALUE",
+        dest="sets",
+        help="knob value, e.g. sliding_window=188 (repeatable)",
+    )
     parser.add_argument("--profile", default="challenge", help="benchmark profile in studies/profiles.toml")
-    parser.add_argument("--repeats", type=int, metavar="R",
-                        help="timed TPS runs in the one boot (default: the profile's tps_repeats); TPS is the "
-                             "slower of the first run and the median")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        metavar="R",
+        help="timed TPS runs in the one boot (default: the profile's tps_repeats); TPS is the "
+        "slower of the first run and the median",
+    )
     parser.add_argument("--prompts", type=Path, help="prompt set to time (ShareGPT JSON) instead of the profile's")
     parser.add_argument("--refs", type=Path, help="PPL reference set (JSONL) instead of the profile's")
     parser.add_argument("--num-prompts", type=int, metavar="N", help="prompts per timed run instead of the profile's")
@@ -68,16 +78,33 @@ def parse_args(argv: list[str] | None) -> BenchArgs:
     parser.add_argument("--workdir", type=Path, help="folder for the engine log (default: runs/bench/...)")
     parser.add_argument("--host", default="127.0.0.1", help="address the stack binds (default 127.0.0.1)")
     ns = parser.parse_args(argv)
-    data = {"prompts": ns.prompts and str(ns.prompts.expanduser().resolve()),
-            "refs": ns.refs and str(ns.refs.expanduser().resolve()), "num_prompts": ns.num_prompts}  # fmt: skip
-    return BenchArgs(manifest=ns.manifest, sets=tuple(ns.sets), profile=ns.profile, repeats=ns.repeats,
-                     data={k: v for k, v in data.items() if v is not None}, dry_run=ns.dry_run,
-                     json_only=ns.json_only, workdir=ns.workdir, host=ns.host)  # fmt: skip
+    data = {
+        "prompts": ns.prompts and str(ns.prompts.expanduser().resolve()),
+        "refs": ns.refs and str(ns.refs.expanduser().resolve()),
+        "num_prompts": ns.num_prompts,
+    }
+    return BenchArgs(
+        manifest=ns.manifest,
+        sets=tuple(ns.sets),
+        profile=ns.profile,
+        repeats=ns.repeats,
+        data={k: v for k, v in data.items() if v is not None},
+        dry_run=ns.dry_run,
+        json_only=ns.json_only,
+        workdir=ns.workdir,
+        host=ns.host,
+    )
 
 
 def _dry_run_record(launch: LaunchConfig) -> dict:
-    return {"argv": redact_argv(launch.argv), "cwd": str(launch.cwd), "env": redact_env(launch.env),
-            "host": launch.host, "port": launch.port, "knobs": launch.knobs}
+    return {
+        "argv": redact_argv(launch.argv),
+        "cwd": str(launch.cwd),
+        "env": redact_env(launch.env),
+        "host": launch.host,
+        "port": launch.port,
+        "knobs": launch.knobs,
+    }
 
 
 def _print_dry_run(launch: LaunchConfig, *, json_only: bool) -> None:
@@ -102,22 +129,32 @@ def _table(outcome: TrialOutcome, *, manifest: str, profile: str, workdir: Path)
     if m is not None:
         lat = m.latency_s
         rows += [
-            ("TPS", f"{m.tps:.2f} tokens/s ({m.completion_tokens} tokens in {m.tps_wall_s:.2f} s, "
-                    f"{m.num_prompts} prompts)"),
+            (
+                "TPS",
+                f"{m.tps:.2f} tokens/s ({m.completion_tokens} tokens in {m.tps_wall_s:.2f} s, {m.num_prompts} prompts)",
+            ),
         ]
         if m.tps_cv is not None:
             rows.append(("TPS runs", f"median of {' '.join(f'{t:.2f}' for t in m.tps_runs)}; CV {m.tps_cv:.1%}"))
         rows.append(("TPS rule", m.tps_rule))
         rows += [
-            ("PPL", f"{m.ppl:.4f} token-weighted over {m.ppl_target_tokens} tokens of "
-                    f"{m.num_ppl_records} records; mean per record {m.ppl_mean_record:.4f}"),
+            (
+                "PPL",
+                f"{m.ppl:.4f} token-weighted over {m.ppl_target_tokens} tokens of "
+                f"{m.num_ppl_records} records; mean per record {m.ppl_mean_record:.4f}",
+            ),
             ("latency s", " ".join(f"{k} {lat[k]:.3f}" for k in ("p50", "p90", "p99", "mean") if k in lat)),
-            ("acceptance", f"{_fmt(m.acceptance_rate)} (drafted {m.drafted_tokens}, accepted {m.accepted_tokens})"
-             if m.drafted_tokens is not None else "n/a (no spec-decoding counters in /metrics)"),
+            (
+                "acceptance",
+                f"{_fmt(m.acceptance_rate)} (drafted {m.drafted_tokens}, accepted {m.accepted_tokens})"
+                if m.drafted_tokens is not None
+                else "n/a (no spec-decoding counters in /metrics)",
+            ),
         ]
         if m.stream:
-            rows.append(("stream s", " ".join(f"{k} {v:.4f}" for k, v in m.stream.items()
-                                              if k.endswith(("p50", "p99")))))
+            rows.append(
+                ("stream s", " ".join(f"{k} {v:.4f}" for k, v in m.stream.items() if k.endswith(("p50", "p99"))))
+            )
     else:
         rows.append(("reason", outcome.reason or ""))
     rows.append(("timings s", " ".join(f"{k} {v:.1f}" for k, v in outcome.timings_s.items())))

@@ -68,16 +68,13 @@ def record_nll(data: dict[str, Any], record: PplRecord) -> float:
             f"(one per prompt token), got {size!r}"
         )
     start = len(record.context_token_ids)
-    return -sum(
-        _logprob(entries[i], prompt[i], where=f"{what} position {i}") for i in range(start, len(prompt))
-    )
+    return -sum(_logprob(entries[i], prompt[i], where=f"{what} position {i}") for i in range(start, len(prompt)))
 
 
 def measure_ppl(client: httpx.Client, *, model: str, records: list[PplRecord]) -> PplResult:
     total_nll, total_tokens, per_record = 0.0, 0, []
     for record in records:
-        data = post_json(client, "/v1/completions", ppl_payload(record, model=model),
-                         what=f"PPL record {record.id}")
+        data = post_json(client, "/v1/completions", ppl_payload(record, model=model), what=f"PPL record {record.id}")
         nll = record_nll(data, record)
         tokens = len(record.target_token_ids)
         total_nll += nll

@@ -47,7 +47,7 @@ class TpsResult:
         return acceptance_rate(self.drafted_tokens, self.accepted_tokens)
 
     @classmethod
-    def join(cls, parts: list["TpsResult"]) -> "TpsResult":
+    def join(cls, parts: list[TpsResult]) -> TpsResult:
         """One run timed in consecutive stages: their tokens over the sum of their own windows
         (the time between two stages, spent elsewhere, is no part of the run)."""
         if len(parts) == 1:
@@ -55,13 +55,18 @@ class TpsResult:
         tokens, wall = sum(p.completion_tokens for p in parts), sum(p.wall_s for p in parts)
         counted = all(p.drafted_tokens is not None and p.accepted_tokens is not None for p in parts)
         return cls(
-            tps=tokens / wall, completion_tokens=tokens, wall_s=wall,
-            latencies_s=[x for p in parts for x in p.latencies_s], tokens=[x for p in parts for x in p.tokens],
-            output_token_ids=[x for p in parts for x in p.output_token_ids] if all(p.output_token_ids for p in parts) else [],
+            tps=tokens / wall,
+            completion_tokens=tokens,
+            wall_s=wall,
+            latencies_s=[x for p in parts for x in p.latencies_s],
+            tokens=[x for p in parts for x in p.tokens],
+            output_token_ids=[x for p in parts for x in p.output_token_ids]
+            if all(p.output_token_ids for p in parts)
+            else [],
             output_text_sha256=[x for p in parts for x in p.output_text_sha256],
             drafted_tokens=sum(p.drafted_tokens for p in parts) if counted else None,  # type: ignore[misc]
             accepted_tokens=sum(p.accepted_tokens for p in parts) if counted else None,  # type: ignore[misc]
-        )  # fmt: skip
+        )
 
 
 def acceptance_rate(drafted: int | None, accepted: int | None) -> float | None:
@@ -152,8 +157,10 @@ def warm_up(
     at once (bench_serving gathers them), then a pause."""
     if requests:
         with ThreadPoolExecutor(max_workers=requests) as pool:
-            answers = [pool.submit(chat, client, prompt, model=model, max_tokens=output_len,
-                                   what=f"warm-up request {i + 1}") for i in range(requests)]  # fmt: skip
+            answers = [
+                pool.submit(chat, client, prompt, model=model, max_tokens=output_len, what=f"warm-up request {i + 1}")
+                for i in range(requests)
+            ]
             for answer in answers:
                 answer.result()  # a failed warm-up request is the stack's failure, named
     time.sleep(pause_s)
@@ -226,7 +233,9 @@ def _stream_one(client: httpx.Client, prompt: Prompt, *, model: str, max_tokens:
     return arrivals[0] - start, gaps
 
 
-def stream_pass(client: httpx.Client, *, model: str, prompts: list[Prompt], output_len: int) -> tuple[list[float], list[float]]:
+def stream_pass(
+    client: httpx.Client, *, model: str, prompts: list[Prompt], output_len: int
+) -> tuple[list[float], list[float]]:
     """Time to first token per prompt, and every gap between content chunks (inter-token latency)."""
     ttfts, itls = [], []
     for prompt in prompts:

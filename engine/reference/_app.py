@@ -80,8 +80,12 @@ def build_app(service: Service) -> FastAPI:
     @app.get("/version")
     async def version() -> dict[str, Any]:
         # vLLM's route, with what a measurement's provenance needs to tell this stack's builds apart
-        return {"version": _VERSION, "stack": "gemma-sweep reference", "torch": torch.__version__,
-                "device": str(service.runtime.model.device)}  # fmt: skip
+        return {
+            "version": _VERSION,
+            "stack": "gemma-sweep reference",
+            "torch": torch.__version__,
+            "device": str(service.runtime.model.device),
+        }
 
     @app.get("/metrics")
     async def metrics() -> PlainTextResponse:

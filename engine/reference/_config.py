@@ -86,14 +86,18 @@ def _window(env: Mapping[str, str]) -> int | None:
         text = overrides.pop("text_config", {})
         if not isinstance(text, dict):
             raise ConfigError("HF_OVERRIDES.text_config must be a JSON object")
-        unknown = sorted(set(overrides) - {"sliding_window"}) + sorted(f"text_config.{k}" for k in set(text) - {"sliding_window"})
+        unknown = sorted(set(overrides) - {"sliding_window"}) + sorted(
+            f"text_config.{k}" for k in set(text) - {"sliding_window"}
+        )
         if unknown:
             raise ConfigError(
                 f"HF_OVERRIDES sets {', '.join(unknown)}: the reference stack only honours "
                 "sliding_window (top level or under text_config)"
             )
-        for key, value in (("HF_OVERRIDES.text_config.sliding_window", text.get("sliding_window")),
-                           ("HF_OVERRIDES.sliding_window", overrides.get("sliding_window"))):
+        for key, value in (
+            ("HF_OVERRIDES.text_config.sliding_window", text.get("sliding_window")),
+            ("HF_OVERRIDES.sliding_window", overrides.get("sliding_window")),
+        ):
             if value is not None:
                 return _int(key, value, low=1)
     if raw := env.get("SLIDING_WINDOW", "").strip():

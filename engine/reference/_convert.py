@@ -117,6 +117,7 @@ def build_tokenizer(gguf_path: Path):
             else f"use a transformers that builds it right (5.24 does, 5.17 does not), or set {TOKENIZER_ENV} "
             "to the `checkpoint` folder of a cache prepared with one (only its tokenizer files are read)"
         )
-        raise EngineBootError(f"the tokenizer built from {origin} encodes {text!r} as {got}, not as Gemma 3 does "
-                              f"({want}): {fix}")
+        raise EngineBootError(
+            f"the tokenizer built from {origin} encodes {text!r} as {got}, not as Gemma 3 does ({want}): {fix}"
+        )
     return tokenizer

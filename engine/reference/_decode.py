@@ -42,7 +42,7 @@ class SpecStats:
         for i in range(accepted):
             self.accepted_per_pos[i] += 1
 
-    def merge(self, other: "SpecStats") -> None:
+    def merge(self, other: SpecStats) -> None:
         self.drafts += other.drafts
         self.draft_tokens += other.draft_tokens
         self.accepted_tokens += other.accepted_tokens
@@ -110,7 +110,7 @@ class Decoder:
 
     # ------------------------------------------------------------------ cycles
 
-    def _cycle(self, state: "_State", stats: SpecStats, *, budget: int) -> tuple[list[int], list[torch.Tensor]]:
+    def _cycle(self, state: _State, stats: SpecStats, *, budget: int) -> tuple[list[int], list[torch.Tensor]]:
         """Emitted tokens and, for each, the final hidden state it was chosen from."""
         k = min(self.lookahead, budget - 1)  # never draft past what the request can still emit
         if self.spec is None or k <= 0:
@@ -127,14 +127,16 @@ class Decoder:
     def _embed(self, token: int) -> torch.Tensor:
         return self.model.embed(torch.tensor([token], device=self.model.device))
 
-    def _plain(self, state: "_State") -> tuple[list[int], list[torch.Tensor]]:
-        x = self.model.step(self._embed(state.pending), state.cache, layers=self.model.all_layers(), position=state.position)
+    def _plain(self, state: _State) -> tuple[list[int], list[torch.Tensor]]:
+        x = self.model.step(
+            self._embed(state.pending), state.cache, layers=self.model.all_layers(), position=state.position
+        )
         h = self.model.final(x)
         token = self.heads.greedy_one(h)
         state.advance([token])
         return [token], [h]
 
-    def _run_positions(self, state: "_State", tokens: list[int]) -> list[torch.Tensor]:
+    def _run_positions(self, state: _State, tokens: list[int]) -> list[torch.Tensor]:
         """Final hidden states of ``tokens`` at positions state.position.., one position at a time."""
         layers = self.model.all_layers()
         return [
@@ -142,7 +144,7 @@ class Decoder:
             for i, t in enumerate(tokens)
         ]
 
-    def _draft(self, state: "_State", stats: SpecStats, k: int) -> tuple[list[int], list[torch.Tensor]]:
+    def _draft(self, state: _State, stats: SpecStats, k: int) -> tuple[list[int], list[torch.Tensor]]:
         model, heads = self.model, self.heads
         residuals, drafts, token = [], [], state.pending
         for i in range(k + 1):
@@ -159,12 +161,12 @@ class Decoder:
         return self._verify(state, stats, drafts, finals)
 
     def _verify(
-        self, state: "_State", stats: SpecStats, proposal: list[int], finals: list[torch.Tensor]
+        self, state: _State, stats: SpecStats, proposal: list[int], finals: list[torch.Tensor]
     ) -> tuple[list[int], list[torch.Tensor]]:
         return self._accept(state, stats, proposal, self.heads.greedy_many(finals), finals)
 
     def _accept(
-        self, state: "_State", stats: SpecStats, proposal: list[int], targets: list[int], finals: list[torch.Tensor]
+        self, state: _State, stats: SpecStats, proposal: list[int], targets: list[int], finals: list[torch.Tensor]
     ) -> tuple[list[int], list[torch.Tensor]]:
         """Keep the longest prefix of ``proposal`` that agrees with ``targets``, plus the next target."""
         accepted = 0

@@ -76,8 +76,12 @@ class _Program:
                 with torch.cuda.graph(graph, pool=self.pool, capture_error_mode="thread_local"):
                     self.outputs = self.fn()
             except RuntimeError as exc:  # not capturable here: run it uncaptured from now on, and say so
-                print(f"engine.reference: a decode program could not be captured, running it uncaptured: "
-                      f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", file=sys.stderr, flush=True)
+                print(
+                    f"engine.reference: a decode program could not be captured, running it uncaptured: "
+                    f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 self.pool = None
                 return self.fn()
             self.graph = graph
@@ -141,10 +145,13 @@ class GraphEngine:
                 if i + 1 == len(attempts):
                     raise
                 first = str(exc).splitlines()[0] if str(exc) else ""
-                print(f"engine.reference: the decode step failed with compile={backend or 'none'}, "
-                      f"graphs={'yes' if graphs else 'no'} ({type(exc).__name__}: {first}); trying "
-                      f"compile={attempts[i + 1][0] or 'none'}, graphs={'yes' if attempts[i + 1][1] else 'no'}",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"engine.reference: the decode step failed with compile={backend or 'none'}, "
+                    f"graphs={'yes' if graphs else 'no'} ({type(exc).__name__}: {first}); trying "
+                    f"compile={attempts[i + 1][0] or 'none'}, graphs={'yes' if attempts[i + 1][1] else 'no'}",
+                    file=sys.stderr,
+                    flush=True,
+                )
         raise AssertionError("unreachable")
 
     # ------------------------------------------------------------------ requests
@@ -246,7 +253,9 @@ class GraphEngine:
         kept = finals.clone()
         return [kept[i : i + 1] for i in range(kept.shape[0])]
 
-    def _decider(self, backend: str | None) -> Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
+    def _decider(
+        self, backend: str | None
+    ) -> Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
         """decide_rows over this engine's heads, compiled with the step's backend: uncompiled it is
         about twenty small kernels a decision (a few reductions over 262,144 logits, the rest scalars)."""
 

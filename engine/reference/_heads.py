@@ -99,5 +99,7 @@ class Heads:
         scores = F.linear(h, self.centroids)[0]
         clusters = scores.topk(top_k).indices.sort().values
         rows = self._rows_by_cluster.index_select(0, clusters).view(-1, self.hidden)
-        row_ids = (clusters[:, None] * self.cluster_size + torch.arange(self.cluster_size, device=clusters.device)).view(-1)
+        row_ids = (
+            clusters[:, None] * self.cluster_size + torch.arange(self.cluster_size, device=clusters.device)
+        ).view(-1)
         return self.decide([h], F.linear(h, rows), row_ids)[0]

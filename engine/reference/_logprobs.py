@@ -19,7 +19,9 @@ class Scored:
     top: list[tuple[int, float]]  # (token, logprob), best first
 
 
-def score(heads: Heads, hidden: torch.Tensor, targets: list[int], *, top_n: int, row_of_token: torch.Tensor) -> list[Scored]:
+def score(
+    heads: Heads, hidden: torch.Tensor, targets: list[int], *, top_n: int, row_of_token: torch.Tensor
+) -> list[Scored]:
     """hidden [n, d] final states; targets[i] is the token that followed the state hidden[i]."""
     out: list[Scored] = []
     target_rows = row_of_token[torch.tensor(targets, device=hidden.device)]

@@ -55,16 +55,50 @@ class Metrics:
             lines.extend(f"{name}{{{labels}{extra}}} {value}" for extra, value in samples)
 
         with self._lock:
-            metric("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.", [("", self.running)])
-            metric("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.", [("", self.waiting)])
-            metric("vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.", [("", self.prompt_tokens)])
-            metric("vllm:generation_tokens_total", "counter", "Number of generation tokens processed.", [("", self.generation_tokens)])
-            metric("vllm:request_success_total", "counter", "Count of successfully processed requests.", [("", self.requests_success)])
+            metric(
+                "vllm:num_requests_running",
+                "gauge",
+                "Number of requests in model execution batches.",
+                [("", self.running)],
+            )
+            metric(
+                "vllm:num_requests_waiting",
+                "gauge",
+                "Number of requests waiting to be processed.",
+                [("", self.waiting)],
+            )
+            metric(
+                "vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.", [("", self.prompt_tokens)]
+            )
+            metric(
+                "vllm:generation_tokens_total",
+                "counter",
+                "Number of generation tokens processed.",
+                [("", self.generation_tokens)],
+            )
+            metric(
+                "vllm:request_success_total",
+                "counter",
+                "Count of successfully processed requests.",
+                [("", self.requests_success)],
+            )
             if speculative:
                 s = self.spec
-                metric("vllm:spec_decode_num_drafts_total", "counter", "Number of spec decoding drafts.", [("", s.drafts)])
-                metric("vllm:spec_decode_num_draft_tokens_total", "counter", "Number of draft tokens.", [("", s.draft_tokens)])
-                metric("vllm:spec_decode_num_accepted_tokens_total", "counter", "Number of accepted tokens.", [("", s.accepted_tokens)])
+                metric(
+                    "vllm:spec_decode_num_drafts_total", "counter", "Number of spec decoding drafts.", [("", s.drafts)]
+                )
+                metric(
+                    "vllm:spec_decode_num_draft_tokens_total",
+                    "counter",
+                    "Number of draft tokens.",
+                    [("", s.draft_tokens)],
+                )
+                metric(
+                    "vllm:spec_decode_num_accepted_tokens_total",
+                    "counter",
+                    "Number of accepted tokens.",
+                    [("", s.accepted_tokens)],
+                )
                 metric(
                     "vllm:spec_decode_num_accepted_tokens_per_pos_total",
                     "counter",

@@ -45,7 +45,7 @@ class Gemma3Config:
     eos_ids: tuple[int, ...]
 
     @classmethod
-    def from_dir(cls, checkpoint_dir: Path) -> "Gemma3Config":
+    def from_dir(cls, checkpoint_dir: Path) -> Gemma3Config:
         c = json.loads((checkpoint_dir / "config.json").read_text())
         gen_path = checkpoint_dir / "generation_config.json"
         eos = json.loads(gen_path.read_text()).get("eos_token_id") if gen_path.exists() else None
@@ -179,7 +179,9 @@ class Gemma3:
         }
         q_norm, k_norm = w[p + "self_attn.q_norm.weight"], w[p + "self_attn.k_norm.weight"]
         scales = {name: _scale(weight) for name, weight in norms.items()}
-        scales["qk"] = torch.cat([_scale(q_norm).expand(cfg.heads, -1), _scale(k_norm).expand(cfg.kv_heads, -1)]).contiguous()
+        scales["qk"] = torch.cat(
+            [_scale(q_norm).expand(cfg.heads, -1), _scale(k_norm).expand(cfg.kv_heads, -1)]
+        ).contiguous()
         return Layer(
             input_norm=norms["input"],
             q=q,
@@ -318,7 +320,7 @@ class Gemma3:
             x = x + scaled_norm(F.linear(F.gelu(gate, approximate="tanh") * up, layer.down), scales["post_ff"], eps)
         return x
 
-    def with_window(self, window: int) -> "Gemma3":
+    def with_window(self, window: int) -> Gemma3:
         """The same weights with another sliding window (a shallow copy: no weight is duplicated)."""
         other = copy.copy(self)
         other.window = window
@@ -326,4 +328,3 @@ class Gemma3:
 
     def all_layers(self) -> range:
         return range(self.cfg.layers)
-

@@ -56,9 +56,16 @@ class Service:
 
     def _check_common(self, req: CompletionRequest | ChatRequest) -> None:
         if req.model is not None and req.model != self.cfg.served_model_name:
-            raise APIError(404, f"The model `{req.model}` does not exist (this server serves `{self.cfg.served_model_name}`).", kind="NotFoundError")
+            raise APIError(
+                404,
+                f"The model `{req.model}` does not exist (this server serves `{self.cfg.served_model_name}`).",
+                kind="NotFoundError",
+            )
         if req.temperature not in (None, 0, 0.0):
-            raise APIError(400, f"temperature={req.temperature} is not supported: only greedy decoding (temperature 0) is supported")
+            raise APIError(
+                400,
+                f"temperature={req.temperature} is not supported: only greedy decoding (temperature 0) is supported",
+            )
         if req.n != 1:
             raise APIError(400, f"n={req.n} is not supported: one choice per request")
         if req.stop:
@@ -72,7 +79,10 @@ class Service:
         if n == 0:
             raise APIError(400, "the prompt is empty")
         if n > limit:
-            raise APIError(400, f"This model's maximum context length is {limit} tokens. However, your request has {n} input tokens.")
+            raise APIError(
+                400,
+                f"This model's maximum context length is {limit} tokens. However, your request has {n} input tokens.",
+            )
         if max_tokens is None:
             max_tokens = limit - n
         if max_tokens < 1:
@@ -94,7 +104,9 @@ class Service:
         prompt = req.prompt
         if isinstance(prompt, list) and prompt and isinstance(prompt[0], (str, list)):
             if len(prompt) != 1:
-                raise APIError(400, f"batched prompts are not supported: send one prompt per request (got {len(prompt)})")
+                raise APIError(
+                    400, f"batched prompts are not supported: send one prompt per request (got {len(prompt)})"
+                )
             prompt = prompt[0]
         if isinstance(prompt, str):
             ids = self.tokenizer(prompt, add_special_tokens=req.add_special_tokens).input_ids
@@ -135,6 +147,7 @@ class Service:
             self.metrics.started()
             ok, gen = False, None
             try:
+
                 def each(token: int) -> None:
                     if job.cancel.is_set():
                         raise _Cancelled
@@ -143,7 +156,11 @@ class Service:
 
                 with torch.inference_mode():
                     gen = self.decoder.generate(
-                        job.prompt, max_new_tokens=job.max_tokens, stop_ids=job.stop_ids, on_token=each, keep_hidden=job.keep_hidden
+                        job.prompt,
+                        max_new_tokens=job.max_tokens,
+                        stop_ids=job.stop_ids,
+                        on_token=each,
+                        keep_hidden=job.keep_hidden,
                     )
                 ok = True
                 return gen
@@ -189,7 +206,11 @@ class Service:
                 if gen.prompt_hidden is not None
                 else []
             )
-            new = score(heads, torch.cat(gen.hidden), gen.token_ids, top_n=top_n, row_of_token=row_of) if gen.hidden else []
+            new = (
+                score(heads, torch.cat(gen.hidden), gen.token_ids, top_n=top_n, row_of_token=row_of)
+                if gen.hidden
+                else []
+            )
         return prompt, new
 
     def _decoded(self, token: int) -> str:
@@ -198,8 +219,13 @@ class Service:
     def _prompt_logprobs(self, scored: list[Scored]) -> list[dict[str, dict[str, Any]] | None]:
         out: list[dict[str, dict[str, Any]] | None] = [None]
         for s in scored:
-            entry = {str(t): {"logprob": lp, "rank": r + 1, "decoded_token": self._decoded(t)} for r, (t, lp) in enumerate(s.top)}
-            entry.setdefault(str(s.token), {"logprob": s.logprob, "rank": s.rank, "decoded_token": self._decoded(s.token)})
+            entry = {
+                str(t): {"logprob": lp, "rank": r + 1, "decoded_token": self._decoded(t)}
+                for r, (t, lp) in enumerate(s.top)
+            }
+            entry.setdefault(
+                str(s.token), {"logprob": s.logprob, "rank": s.rank, "decoded_token": self._decoded(s.token)}
+            )
             out.append(entry)
         return out
 
@@ -237,7 +263,10 @@ class Service:
             if req.logprobs is not None:
                 trim = lambda s: Scored(s.token, s.logprob, s.rank, s.top[: req.logprobs])  # noqa: E731
                 if req.echo:
-                    tokens, scored = job.prompt + gen.token_ids, [None, *map(trim, prompt_scored), *map(trim, new_scored)]
+                    tokens, scored = (
+                        job.prompt + gen.token_ids,
+                        [None, *map(trim, prompt_scored), *map(trim, new_scored)],
+                    )
                 else:
                     tokens, scored = gen.token_ids, list(map(trim, new_scored))
                 choice["logprobs"] = self._legacy_logprobs(tokens, scored, offset=0)
@@ -290,8 +319,14 @@ class Service:
         task.add_done_callback(finished)
 
         def event(choices: list[dict[str, Any]], **extra: Any) -> str:
-            body = {"id": ident, "object": "chat.completion.chunk" if chat else "text_completion", "created": created,
-                    "model": self.cfg.served_model_name, "choices": choices, **extra}
+            body = {
+                "id": ident,
+                "object": "chat.completion.chunk" if chat else "text_completion",
+                "created": created,
+                "model": self.cfg.served_model_name,
+                "choices": choices,
+                **extra,
+            }
             return f"data: {json.dumps(body)}\n\n"
 
         def delta_choice(text: str, tokens: list[int], finish: str | None) -> dict[str, Any]:
@@ -306,7 +341,16 @@ class Service:
         sent_chars, sent_tokens = 0, 0
         try:
             if chat:
-                yield event([{"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}])
+                yield event(
+                    [
+                        {
+                            "index": 0,
+                            "delta": {"role": "assistant", "content": ""},
+                            "logprobs": None,
+                            "finish_reason": None,
+                        }
+                    ]
+                )
             while (token := await queue.get()) is not None:
                 new = streamed.add(token)
                 if new is None:  # an incomplete UTF-8 sequence: wait for the next token

@@ -63,7 +63,9 @@ class Position:
     window_mask: torch.Tensor | None  # additive [W]
 
 
-def _attend(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, scaling: float) -> torch.Tensor:
+def _attend(
+    q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, scaling: float
+) -> torch.Tensor:
     """q [heads, d] over keys/values [kv_heads, L, d] with an additive mask [L] -> [1, heads * d].
 
     Query head h reads kv head h // (heads / kv_heads), as repeat_interleave in _model.py.
@@ -112,7 +114,13 @@ class StaticStep:
 
     def _pieces(self) -> tuple[Callable, Callable, Callable, Callable]:
         """The per-layer functions before, of and after attention, and the final norm (compile units)."""
-        eps, heads, kv, d, scaling = self.cfg.eps, self.cfg.heads, self.cfg.kv_heads, self.cfg.head_dim, self.cfg.scaling
+        eps, heads, kv, d, scaling = (
+            self.cfg.eps,
+            self.cfg.heads,
+            self.cfg.kv_heads,
+            self.cfg.head_dim,
+            self.cfg.scaling,
+        )
 
         def pre(x, input_scale, qkv_w, qk_scale, cos, sin):
             """-> q [heads, d] and the position's key and value as [2, kv_heads, 1, d] (a cache write)."""
@@ -149,7 +157,9 @@ class StaticStep:
 
     def _position_tensors(self, index: torch.Tensor, keys: int) -> dict:
         """A compile unit: about ten small kernels uncompiled (RoPE gathers, masks, the window's index)."""
-        rope = {kind: (cos.index_select(0, index), sin.index_select(0, index)) for kind, (cos, sin) in self._rope.items()}
+        rope = {
+            kind: (cos.index_select(0, index), sin.index_select(0, index)) for kind, (cos, sin) in self._rope.items()
+        }
         span = self._arange[:keys]
         full_mask = torch.where(span <= index, self._zero, self._min)
         window_index = window_mask = None
@@ -192,7 +202,9 @@ def hidden_error_scale(heads: Heads) -> float:
     return fp32_sum_error(heads.hidden) * float(heads.rows.float().norm(dim=1).max())
 
 
-def decide_rows(heads: Heads, hidden: torch.Tensor, logits: torch.Tensor, *, error_scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+def decide_rows(
+    heads: Heads, hidden: torch.Tensor, logits: torch.Tensor, *, error_scale: float
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``Heads.decide`` on device for rows of hidden [m, hidden] / logits [m, vocab] (row order).
 
     Returns the argmax token of each row and how many rows lie within the decision margin of

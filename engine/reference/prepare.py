@@ -20,10 +20,10 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from engine.reference._config import TOP_K_RANGE
 from engine.reference._convert import convert, require
@@ -68,8 +68,10 @@ def _verified(folder: Path) -> bool:
     try:
         manifest = json.loads((folder / MANIFEST).read_text())
         files = manifest["files"]
-        return manifest.get("format") == FORMAT and bool(files) and all(
-            _sha256(folder / rel) == digest for rel, digest in files.items()
+        return (
+            manifest.get("format") == FORMAT
+            and bool(files)
+            and all(_sha256(folder / rel) == digest for rel, digest in files.items())
         )
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return False

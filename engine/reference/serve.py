@@ -54,7 +54,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"engine.reference.serve: {exc}", file=sys.stderr)
         return 1
     except RuntimeError as exc:  # e.g. --device cuda on a machine without one
-        print(f"engine.reference.serve: cannot load the model on {cfg.device!r}: {exc}".splitlines()[0], file=sys.stderr)
+        print(
+            f"engine.reference.serve: cannot load the model on {cfg.device!r}: {exc}".splitlines()[0], file=sys.stderr
+        )
         return 2
     tokenizer = AutoTokenizer.from_pretrained(runtime.checkpoint_dir)
     service = Service(cfg, runtime, tokenizer)

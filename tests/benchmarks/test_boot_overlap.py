@@ -15,8 +15,10 @@ def rounds(alone, overlapped):
     """ABAB: each overlapped run right after an alone one."""
     out = []
     for a, b in zip(alone, overlapped):
-        out += [Round(number=len(out) + 1, overlapped=False, tps=a, run_s=1.0),
-                Round(number=len(out) + 2, overlapped=True, tps=b, run_s=1.0, boot_s=0.5)]  # fmt: skip
+        out += [
+            Round(number=len(out) + 1, overlapped=False, tps=a, run_s=1.0),
+            Round(number=len(out) + 2, overlapped=True, tps=b, run_s=1.0, boot_s=0.5),
+        ]
     return out
 
 
@@ -30,9 +32,13 @@ def test_a_slowdown_beyond_the_runs_noise_is_called_so_and_one_within_it_is_not(
 
 def test_the_second_stack_boots_during_the_timed_run_and_is_stopped_after_it(tmp_path, capsys):
     # a 0.2 s boot against runs of about 1 s: B is up before every overlapped run ends
-    manifest = write_manifest(tmp_path, STUB_BOOT_DELAY_S="0.2", STUB_DECODE_STEP_S="0.015", GS_TEST_MARKER=str(tmp_path))
-    assert boot_overlap.main(["--manifest", str(manifest), "--rounds", "2", "--num-prompts", "2",
-                              "--output-len", "32"]) == 0  # fmt: skip
+    manifest = write_manifest(
+        tmp_path, STUB_BOOT_DELAY_S="0.2", STUB_DECODE_STEP_S="0.015", GS_TEST_MARKER=str(tmp_path)
+    )
+    assert (
+        boot_overlap.main(["--manifest", str(manifest), "--rounds", "2", "--num-prompts", "2", "--output-len", "32"])
+        == 0
+    )
     out = capsys.readouterr().out
     assert len(re.findall(r"^\d+\s+alone\s", out, re.M)) == 2
     assert len(re.findall(r"^\d+\s+with a boot\s+\S+\s+\S+\s+\d+\.\d", out, re.M)) == 2  # B's boot time, in the run

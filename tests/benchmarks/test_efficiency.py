@@ -36,13 +36,16 @@ def test_hypervolume_of_a_staircase() -> None:
 
 
 def test_surface_means_noise_and_baseline(tmp_path: Path) -> None:
-    grid = write_grid(tmp_path / "g.csv", [
-        "g,0,True,complete,32,512,100,10.0",
-        "g,1,False,complete,32,512,110,10.0",
-        "g,2,False,complete,8,512,50,10.0",
-        "g,3,False,complete,8,64,200,20.0",
-        "g,4,False,failed,32,64,,",
-    ])  # fmt: skip
+    grid = write_grid(
+        tmp_path / "g.csv",
+        [
+            "g,0,True,complete,32,512,100,10.0",
+            "g,1,False,complete,32,512,110,10.0",
+            "g,2,False,complete,8,512,50,10.0",
+            "g,3,False,complete,8,64,200,20.0",
+            "g,4,False,failed,32,64,,",
+        ],
+    )
     surface = load_surface(grid)
     assert surface.knobs == ("centroid_top_k", "sliding_window")
     assert surface.baseline == (32, 512)
@@ -69,9 +72,16 @@ def test_surface_refuses_a_file_that_is_not_a_grid(tmp_path: Path) -> None:
 
 
 def test_trials_to_reach_and_the_curve(tmp_path: Path) -> None:
-    surface = load_surface(write_grid(tmp_path / "g.csv", [
-        "g,0,True,complete,32,512,100,10.0", "g,1,False,complete,8,512,50,10.0", "g,2,False,complete,64,512,120,10.0",
-    ]))  # fmt: skip
+    surface = load_surface(
+        write_grid(
+            tmp_path / "g.csv",
+            [
+                "g,0,True,complete,32,512,100,10.0",
+                "g,1,False,complete,8,512,50,10.0",
+                "g,2,False,complete,64,512,120,10.0",
+            ],
+        )
+    )
     ref = reference_point(surface, 10.5)
     run = [
         Replayed(knobs={}, tps=100, ppl=10.0, feasible=True),

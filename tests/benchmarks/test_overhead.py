@@ -16,10 +16,15 @@ PHASES = {"boot": 5.0, "warmup": 1.0, "tps": 10.0, "ppl": 3.0, "stop": 0.5}
 
 def timing(number: int, asked_s: float, total_s: float, wall_s: float, row_s: float) -> TrialTiming:
     return TrialTiming(
-        number=number, knobs={"centroid_top_k": 32}, status="complete", is_baseline=number == 0,
-        asked=T0 + timedelta(seconds=asked_s), written=T0 + timedelta(seconds=asked_s + row_s),
-        told=T0 + timedelta(seconds=asked_s + wall_s), phases={**PHASES, "total": total_s},
-    )  # fmt: skip
+        number=number,
+        knobs={"centroid_top_k": 32},
+        status="complete",
+        is_baseline=number == 0,
+        asked=T0 + timedelta(seconds=asked_s),
+        written=T0 + timedelta(seconds=asked_s + row_s),
+        told=T0 + timedelta(seconds=asked_s + wall_s),
+        phases={**PHASES, "total": total_s},
+    )
 
 
 def test_sequential_trials_count_the_driver_between_them() -> None:

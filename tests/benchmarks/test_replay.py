@@ -17,12 +17,23 @@ from tests.sweep.kit import write_manifest, write_study
 # The stub manifest's baseline: window 512, CENTROID_TOP_K 32. Window 64 is over the +5% gate.
 ROWS = [
     "g,0,True,complete,32,512,100,10.0",
-    *(f"g,{i},False,complete,{k},{w},{tps},{ppl}" for i, (k, w, tps, ppl) in enumerate([
-        (8, 512, 60, 10.0), (16, 512, 90, 10.0), (64, 512, 130, 10.0),
-        (8, 64, 70, 12.0), (16, 64, 95, 12.0), (32, 64, 105, 12.0), (64, 64, 140, 12.0),
-    ], start=1)),
+    *(
+        f"g,{i},False,complete,{k},{w},{tps},{ppl}"
+        for i, (k, w, tps, ppl) in enumerate(
+            [
+                (8, 512, 60, 10.0),
+                (16, 512, 90, 10.0),
+                (64, 512, 130, 10.0),
+                (8, 64, 70, 12.0),
+                (16, 64, 95, 12.0),
+                (32, 64, 105, 12.0),
+                (64, 64, 140, 12.0),
+            ],
+            start=1,
+        )
+    ),
     "g,8,False,complete,32,512,104,10.0",
-]  # fmt: skip
+]
 
 
 @pytest.fixture
@@ -35,10 +46,15 @@ def grid(tmp_path: Path) -> Path:
 @pytest.fixture
 def spec(tmp_path: Path) -> StudySpec:
     study = write_study(
-        tmp_path, manifest=write_manifest(tmp_path), profile=stub_profile(tmp_path), name="joint",
+        tmp_path,
+        manifest=write_manifest(tmp_path),
+        profile=stub_profile(tmp_path),
+        name="joint",
         space={"centroid_top_k": {"low": 8, "high": 64}, "sliding_window": {"choices": [64, 128, 512]}},
-        sampler="tpe", seed=1, n_trials=12,
-    )  # fmt: skip
+        sampler="tpe",
+        seed=1,
+        n_trials=12,
+    )
     return load_study(study)
 
 

@@ -26,10 +26,18 @@ def trace_row(trial, ctk, window, *, baseline=False, repeat=1.0):
     rate = (10 + ctk / 4) * repeat
     latencies = [TOKENS / rate * (1.1 if i % 2 else 0.9) for i in range(PROMPTS)]
     tps = TOKENS * PROMPTS / sum(latencies)
-    return {"study": "g", "trial": trial, "is_baseline": baseline, "status": "complete",
-            "knobs": {"centroid_top_k": ctk, "sliding_window": window, "num_speculative_tokens": 3},
-            "tps": tps, "ppl": 2.3 if window == 512 else 2.6, "latencies_s": latencies, "tokens": [TOKENS] * PROMPTS,
-            "timings_s": {**PHASES, "tps": sum(latencies)}}
+    return {
+        "study": "g",
+        "trial": trial,
+        "is_baseline": baseline,
+        "status": "complete",
+        "knobs": {"centroid_top_k": ctk, "sliding_window": window, "num_speculative_tokens": 3},
+        "tps": tps,
+        "ppl": 2.3 if window == 512 else 2.6,
+        "latencies_s": latencies,
+        "tokens": [TOKENS] * PROMPTS,
+        "timings_s": {**PHASES, "tps": sum(latencies)},
+    }
 
 
 @pytest.fixture
@@ -37,8 +45,14 @@ def grid(tmp_path: Path) -> Path:
     rows = [trace_row(0, 32, 512, baseline=True)]
     rows += [trace_row(i, ctk, w) for i, (ctk, w) in enumerate([(c, w) for c in (8, 16, 32, 64) for w in (64, 512)], 1)]
     rows.append(trace_row(9, 32, 512, repeat=1.02))  # a repeat: the noise
-    profile = {"name": "quick", "prompts": "p.json", "refs": "r.jsonl", "num_prompts": PROMPTS, "output_len": TOKENS,
-               "ppl_records": 2}
+    profile = {
+        "name": "quick",
+        "prompts": "p.json",
+        "refs": "r.jsonl",
+        "num_prompts": PROMPTS,
+        "output_len": TOKENS,
+        "ppl_records": 2,
+    }
     path = tmp_path / "grid.json"
     path.write_text(json.dumps({"notes": ["made by hand"], "profile": profile, "rows": rows}))
     return path
@@ -47,10 +61,16 @@ def grid(tmp_path: Path) -> Path:
 @pytest.fixture
 def study(tmp_path: Path) -> Path:
     return write_study(
-        tmp_path, manifest=write_manifest(tmp_path), profile=stub_profile(tmp_path), name="joint",
+        tmp_path,
+        manifest=write_manifest(tmp_path),
+        profile=stub_profile(tmp_path),
+        name="joint",
         space={"centroid_top_k": {"choices": [8, 16, 32, 64]}, "sliding_window": {"choices": [64, 512]}},
-        sampler="tpe", seed=1, n_trials=12, fidelity={"mode": "multi", "stages": [0.25]},
-    )  # fmt: skip
+        sampler="tpe",
+        seed=1,
+        n_trials=12,
+        fidelity={"mode": "multi", "stages": [0.25]},
+    )
 
 
 def test_a_replay_stops_trials_at_the_gate_and_prunes_slow_ones_as_the_driver_would(grid, study):
@@ -79,21 +99,59 @@ def test_a_full_fidelity_replay_measures_every_trial_to_the_end(grid, study):
     old = replace(spec, fidelity=replace(spec.fidelity, mode="full"), sampler="grid", repeats="allow", ppl_memo=False)
     run = replay(old, surface, seed=0, n_trials=20)
     assert all(t.record.full for t in run)
-    assert all(t.cost_s == pytest.approx(sum(PHASES.values()) + sum(surface.traces[surface.key(t.knobs)].latencies_s)
-                                         / (t.record.tps / surface.traces[surface.key(t.knobs)].tps)) for t in run)
+    assert all(
+        t.cost_s
+        == pytest.approx(
+            sum(PHASES.values())
+            + sum(surface.traces[surface.key(t.knobs)].latencies_s)
+            / (t.record.tps / surface.traces[surface.key(t.knobs)].tps)
+        )
+        for t in run
+    )
 
 
 def test_the_benchmark_reports_each_grid_paired_by_seed_and_names_the_grids(grid, study, capsys):
-    code = time_to_optimum.main(["--grid", str(grid), "--grid", f"{study}={grid}", "--study", str(study),
-                                 "--seeds", "4", "--trials", "9", "--processes", "1"])  # fmt: skip
+    code = time_to_optimum.main(
+        [
+            "--grid",
+            str(grid),
+            "--grid",
+            f"{study}={grid}",
+            "--study",
+            str(study),
+            "--seeds",
+            "4",
+            "--trials",
+            "9",
+            "--processes",
+            "1",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0
     assert len(re.findall(r"^per-seed ratio: median (\S+), geometric mean (\S+)", out, re.M)) == 2
     assert len(re.findall(r"^\d of 4 seeds end more than 1% slower", out, re.M)) == 2
     assert f"grids replayed: grid.json (study {study}); grid.json (study {study})" in out
     assert "new: multi-fidelity: PPL gate first, then the front rule after 25% of the first run" in out
-    assert time_to_optimum.main(["--grid", str(grid), "--study", str(study), "--seeds", "2", "--trials", "9",
-                                 "--processes", "1", "--stages", "0.25,0.5"]) == 0  # fmt: skip
+    assert (
+        time_to_optimum.main(
+            [
+                "--grid",
+                str(grid),
+                "--study",
+                str(study),
+                "--seeds",
+                "2",
+                "--trials",
+                "9",
+                "--processes",
+                "1",
+                "--stages",
+                "0.25,0.5",
+            ]
+        )
+        == 0
+    )
     assert "the front rule after 25%, 50% of the first run" in capsys.readouterr().out
 
 
@@ -103,15 +161,25 @@ def replayed(costs, *, best_at=None, copies=()):
     run = []
     for i, cost in enumerate(costs):
         best = i == best_at
-        record = measured_record(i, 20.0 if best else 10.0, 2.3, knobs={"centroid_top_k": 64 if best else 8 * (i + 1)},
-                                 feasible=True, reuse="copy" if i in copies else None)  # fmt: skip
+        record = measured_record(
+            i,
+            20.0 if best else 10.0,
+            2.3,
+            knobs={"centroid_top_k": 64 if best else 8 * (i + 1)},
+            feasible=True,
+            reuse="copy" if i in copies else None,
+        )
         run.append(Replayed(knobs=record.knobs, tps=record.tps, ppl=2.3, feasible=True, record=record, cost_s=cost))
     return run
 
 
 def test_the_paired_ratio_is_the_old_time_to_the_best_over_the_new_seed_by_seed():
     old = [replayed([10, 30], best_at=1), replayed([10, 20, 50], best_at=2), replayed([10, 20])]
-    new = [replayed([10, 0, 5, 10], best_at=3, copies=(1,)), replayed([10, 10], best_at=1), replayed([10, 6], best_at=1)]
+    new = [
+        replayed([10, 0, 5, 10], best_at=3, copies=(1,)),
+        replayed([10, 10], best_at=1),
+        replayed([10, 6], best_at=1),
+    ]
     old_out = [time_to_optimum.time_to_best(run, best_tps=20.0) for run in old]
     new_out = [time_to_optimum.time_to_best(run, best_tps=20.0) for run in new]
     assert [o.time_to_best_s for o in old_out] == [40, 80, None]
@@ -125,13 +193,19 @@ def test_the_paired_ratio_is_the_old_time_to_the_best_over_the_new_seed_by_seed(
 
 def test_a_seed_ending_on_a_best_more_than_1_percent_slower_is_counted(tmp_path):
     csv = tmp_path / "g.csv"
-    csv.write_text("study,trial,is_baseline,status,centroid_top_k,tps,ppl\n"
-                   "g,0,True,complete,32,100,2\ng,1,False,complete,16,99.5,2\ng,2,False,complete,8,98,2\n")  # fmt: skip
+    csv.write_text(
+        "study,trial,is_baseline,status,centroid_top_k,tps,ppl\n"
+        "g,0,True,complete,32,100,2\ng,1,False,complete,16,99.5,2\ng,2,False,complete,8,98,2\n"
+    )
     surface = load_surface(csv)
 
     def ended(ctk):
-        return time_to_optimum.Outcome(time_to_best_s=None, boots_to_best=None, total_s=0.0,
-                                       final_best=None if ctk is None else (("centroid_top_k", ctk),))  # fmt: skip
+        return time_to_optimum.Outcome(
+            time_to_best_s=None,
+            boots_to_best=None,
+            total_s=0.0,
+            final_best=None if ctk is None else (("centroid_top_k", ctk),),
+        )
 
     old = [ended(32), ended(32), ended(32), ended(None)]
     new = [ended(16), ended(8), ended(None), ended(8)]  # within 1%, 2% slower, none at all, nothing to compare
@@ -146,7 +220,9 @@ def test_stages_out_of_order_are_refused(grid, study, capsys):
 
 def test_a_grid_without_traces_is_refused(tmp_path, study, capsys):
     csv = tmp_path / "g.csv"
-    csv.write_text("study,trial,is_baseline,status,centroid_top_k,sliding_window,tps,ppl\ng,0,True,complete,32,512,1,1\n")
+    csv.write_text(
+        "study,trial,is_baseline,status,centroid_top_k,sliding_window,tps,ppl\ng,0,True,complete,32,512,1,1\n"
+    )
     assert time_to_optimum.main(["--grid", str(csv), "--study", str(study)]) == 2
     assert "records no prompt timings" in capsys.readouterr().err
 

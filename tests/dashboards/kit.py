@@ -29,8 +29,9 @@ def child_env() -> dict[str, str]:
 
 
 def python_m(module: str, *args: str, cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, env=child_env(),
-                          capture_output=True, text=True, timeout=timeout)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", module, *args], cwd=cwd, env=child_env(), capture_output=True, text=True, timeout=timeout
+    )
 
 
 @dataclass(frozen=True)
@@ -41,26 +42,33 @@ class StubStudy:
     url: str
 
 
-def stub_study(folder: Path, *, name: str, space: dict, decode_step_s: str = "0.004", tps_repeats: int = 1,
-               **fields) -> StubStudy:  # fmt: skip
+def stub_study(
+    folder: Path, *, name: str, space: dict, decode_step_s: str = "0.004", tps_repeats: int = 1, **fields
+) -> StubStudy:
     """A study on the stub stack where CENTROID_TOP_K=8 fails at boot and 16 changes the
     greedy output (a lossless knob breaking identity): every kind of point a chart shows."""
     folder.mkdir(parents=True, exist_ok=True)
-    manifest = write_manifest(folder, fault_if="CENTROID_TOP_K=16:wrong_tokens",
-                              STUB_BOOT_EXIT_IF="CENTROID_TOP_K=8", STUB_DECODE_STEP_S=decode_step_s)  # fmt: skip
+    manifest = write_manifest(
+        folder,
+        fault_if="CENTROID_TOP_K=16:wrong_tokens",
+        STUB_BOOT_EXIT_IF="CENTROID_TOP_K=8",
+        STUB_DECODE_STEP_S=decode_step_s,
+    )
     profile = stub_profile(folder, tps_repeats=tps_repeats)
     # The PPL memo off: the memo would answer a configuration whose window is known over the gate
     # without booting it, and these studies are to boot every kind of trial (K=8 at every window).
     fields.setdefault("ppl_memo", False)
-    toml = write_study(folder, manifest=manifest, profile=profile, space=space, name=name,
-                       sampler="grid", seed=1, workers=1, **fields)  # fmt: skip
+    toml = write_study(
+        folder, manifest=manifest, profile=profile, space=space, name=name, sampler="grid", seed=1, workers=1, **fields
+    )
     return StubStudy(folder=folder, toml=toml, name=name, url=f"sqlite:///{folder / 'sweep.db'}")
 
 
 def run_sweep(study: StubStudy, *extra: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """``python -m sweep.run`` as a user runs it (its own local Ray), in the study's folder."""
-    return python_m("sweep.run", "--study", str(study.toml), "--storage", study.url, *extra,
-                    cwd=study.folder, timeout=timeout)  # fmt: skip
+    return python_m(
+        "sweep.run", "--study", str(study.toml), "--storage", study.url, *extra, cwd=study.folder, timeout=timeout
+    )
 
 
 def free_port() -> int:
@@ -82,9 +90,13 @@ def serving(url: str, *args: str, cwd: Path, ready_s: float = 120) -> Iterator[S
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "dashboards.serve", "--storage", url, "--port", str(port), *args],
-        cwd=cwd, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        cwd=cwd,
+        env=child_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
         start_new_session=True,
-    )  # fmt: skip
+    )
     lines: list[str] = []
     ready: queue.Queue[str] = queue.Queue()
 

@@ -15,9 +15,26 @@ from tests.stacks import stub_manifest
 
 
 def _verdict(number: int, claimed: float, heldout: list[float]):
-    return judge([BootRecord(study_name="s", trial_number=number, run_id="v", repeat=i, status="complete",
-                             claimed_tps=claimed, claimed_ppl=2.3, gate=GATE, tps=h, ppl=2.3, prompts="p", refs="r",
-                             profile="quick") for i, h in enumerate(heldout)])  # fmt: skip
+    return judge(
+        [
+            BootRecord(
+                study_name="s",
+                trial_number=number,
+                run_id="v",
+                repeat=i,
+                status="complete",
+                claimed_tps=claimed,
+                claimed_ppl=2.3,
+                gate=GATE,
+                tps=h,
+                ppl=2.3,
+                prompts="p",
+                refs="r",
+                profile="quick",
+            )
+            for i, h in enumerate(heldout)
+        ]
+    )
 
 
 def _data(verdicts):
@@ -35,7 +52,11 @@ def test_the_fastest_point_found_invalid_is_never_offered(tmp_path):
     written = write_best(data, tmp_path, storage="sqlite:///runs/sweeps.db")
     assert [p.name for p in written] == ["manifest.json", "README.md"]
     manifest = load_manifest(tmp_path / "best" / "manifest.json")
-    assert dict(baseline_knobs(manifest)) == {**baseline_knobs(stub_manifest()), "centroid_top_k": 16, "num_speculative_tokens": 3}
+    assert dict(baseline_knobs(manifest)) == {
+        **baseline_knobs(stub_manifest()),
+        "centroid_top_k": 16,
+        "num_speculative_tokens": 3,
+    }
     note = manifest.model_extra["gemma_sweep"]
     assert note["trial"] == 1 and note["verification"].startswith("VERIFIED")
     assert "Verification: **VERIFIED**" in (tmp_path / "best" / "README.md").read_text()

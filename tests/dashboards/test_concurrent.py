@@ -37,8 +37,12 @@ def test_sweep_and_dashboard_share_the_database(short_tmp):
     with (short_tmp / "sweep.log").open("w") as log:
         sweep = subprocess.Popen(
             [sys.executable, "-m", "sweep.run", "--study", str(study.toml), "--storage", study.url],
-            cwd=short_tmp, env=child_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
+            cwd=short_tmp,
+            env=child_env(),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         try:
             deadline = time.monotonic() + 120
             while not database.exists():  # the sweep creates it; the dashboard only opens one

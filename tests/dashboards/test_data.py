@@ -28,9 +28,25 @@ def row(number: int, tps: float | None, ppl: float | None, **kw) -> TrialRow:
 
 
 def verdict(number: int, claimed: float, rerun: float):
-    return judge([BootRecord(study_name="s", trial_number=number, run_id="r", repeat=0, status="complete",
-                             claimed_tps=claimed, claimed_ppl=2.3, gate=GATE, tps=rerun, ppl=2.3,
-                             prompts="p", refs="r", profile="quick")])  # fmt: skip
+    return judge(
+        [
+            BootRecord(
+                study_name="s",
+                trial_number=number,
+                run_id="r",
+                repeat=0,
+                status="complete",
+                claimed_tps=claimed,
+                claimed_ppl=2.3,
+                gate=GATE,
+                tps=rerun,
+                ppl=2.3,
+                prompts="p",
+                refs="r",
+                profile="quick",
+            )
+        ]
+    )
 
 
 @pytest.fixture
@@ -45,8 +61,9 @@ def data():
         row(6, 100.0, 2.28),  # front: best PPL (dominates the baseline)
         row(7, None, None, state="RUNNING"),
     ]
-    return study_data(study_name="ctk", trials=trials, gate=GATE,
-                      verdicts={1: verdict(1, 120.0, 119.0), 3: verdict(3, 140.0, 100.0)})  # fmt: skip
+    return study_data(
+        study_name="ctk", trials=trials, gate=GATE, verdicts={1: verdict(1, 120.0, 119.0), 3: verdict(3, 140.0, 100.0)}
+    )
 
 
 def test_front_is_feasible_non_dominated_sorted_by_ppl(data):
@@ -69,10 +86,14 @@ def test_feasibility_is_the_drivers_judgement_never_re_derived_from_the_gate():
 
 def test_only_knobs_that_vary_are_swept_knobs_and_come_first(data):
     assert data.knob_names == ("centroid_top_k",)
-    fixed_first = study_data(study_name="s", gate=GATE, trials=[
-        row(0, 1.0, 2.0, knobs={"num_speculative_tokens": 3, "centroid_top_k": 8}),
-        row(1, 1.0, 2.0, knobs={"num_speculative_tokens": 3, "centroid_top_k": 16}),
-    ])  # fmt: skip
+    fixed_first = study_data(
+        study_name="s",
+        gate=GATE,
+        trials=[
+            row(0, 1.0, 2.0, knobs={"num_speculative_tokens": 3, "centroid_top_k": 8}),
+            row(1, 1.0, 2.0, knobs={"num_speculative_tokens": 3, "centroid_top_k": 16}),
+        ],
+    )
     assert list(fixed_first.trials[0].knobs) == ["centroid_top_k", "num_speculative_tokens"]
 
 
@@ -124,9 +145,17 @@ def test_themes_switch_the_template(data):
 
 def test_hover_names_trial_knobs_metrics_identity_and_verdict(data):
     text = hover_text({t.number: t for t in data.trials}[3])
-    for part in ("trial 3", "centroid_top_k = 32", "num_speculative_tokens = 3", "TPS = 140.00 tokens/s",
-                 "PPL = 2.3900", "acceptance = n/a", "identity diffs = 2 prompt(s)", "INVALID",
-                 "TPS gap -28.6%"):  # fmt: skip
+    for part in (
+        "trial 3",
+        "centroid_top_k = 32",
+        "num_speculative_tokens = 3",
+        "TPS = 140.00 tokens/s",
+        "PPL = 2.3900",
+        "acceptance = n/a",
+        "identity diffs = 2 prompt(s)",
+        "INVALID",
+        "TPS gap -28.6%",
+    ):
         assert part in text
 
 
@@ -158,14 +187,25 @@ def test_the_public_surface_is_pinned():
     import dashboards
 
     assert dashboards.__all__ == [
-        "StudyData", "TrialRow", "attach_all", "attach_to_study", "history_figure",
-        "knob_figure", "load_study_data", "pareto_figure", "study_data", "trials_frame",
-    ]  # fmt: skip
+        "StudyData",
+        "TrialRow",
+        "attach_all",
+        "attach_to_study",
+        "history_figure",
+        "knob_figure",
+        "load_study_data",
+        "pareto_figure",
+        "study_data",
+        "trials_frame",
+    ]
 
 
 def test_a_failure_the_driver_re_runs_says_so_beside_the_chart():
-    trials = [row(0, 100.0, 2.3), row(1, None, None, fail_reason="interrupted by the user", fail_kind="interrupted"),
-              row(2, None, None, fail_reason="exited during boot", fail_kind="engine")]  # fmt: skip
+    trials = [
+        row(0, 100.0, 2.3),
+        row(1, None, None, fail_reason="interrupted by the user", fail_kind="interrupted"),
+        row(2, None, None, fail_reason="exited during boot", fail_kind="engine"),
+    ]
     side = pareto_figure(study_data(study_name="s", gate=GATE, trials=trials)).layout.annotations[-1].text
     assert "#1 centroid_top_k=16 [interrupted]" in side and "#2 centroid_top_k=24<br>" in side
 

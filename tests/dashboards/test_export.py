@@ -35,8 +35,17 @@ def test_the_sweep_itself_wrote_the_exports(swept):
 
 def test_export_writes_its_files_and_the_html_works_offline(swept, tmp_path):
     out = tmp_path / "out"
-    result = python_m("dashboards.export", "--study", swept.name, "--storage", swept.url, "--out", str(out),
-                      cwd=swept.folder, timeout=180)  # fmt: skip
+    result = python_m(
+        "dashboards.export",
+        "--study",
+        swept.name,
+        "--storage",
+        swept.url,
+        "--out",
+        str(out),
+        cwd=swept.folder,
+        timeout=180,
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == [str(out / name) for name in FILES]
     trials = _trials(swept.url, swept.name)
@@ -51,8 +60,18 @@ def test_export_writes_its_files_and_the_html_works_offline(swept, tmp_path):
 
     frame = pd.read_csv(out / "trials.csv")
     assert sorted(frame["number"]) == sorted(t.number for t in trials)
-    for column in ("knob.centroid_top_k", "knob.sliding_window", "tps", "ppl", "acceptance_rate",
-                   "identity_diff_prompts", "feasible", "on_front", "verify_verdict", "fail_reason"):  # fmt: skip
+    for column in (
+        "knob.centroid_top_k",
+        "knob.sliding_window",
+        "tps",
+        "ppl",
+        "acceptance_rate",
+        "identity_diff_prompts",
+        "feasible",
+        "on_front",
+        "verify_verdict",
+        "fail_reason",
+    ):
         assert column in frame.columns
     # each measured trial's profile timed it 3 times, and their spread is kept
     assert frame[frame["state"] == "COMPLETE"]["tps_cv"].notna().all()
@@ -104,24 +123,47 @@ def test_images_render_with_no_network_at_all(swept, tmp_path):
         pytest.skip("needs unshare -n (root, or user namespaces) to cut the network off")
     out = tmp_path / "offline"
     result = subprocess.run(
-        [unshare, "-n", sys.executable, "-m", "dashboards.export", "--study", swept.name, "--storage", swept.url,
-         "--out", str(out)],
-        cwd=swept.folder, env=child_env(), capture_output=True, text=True, timeout=180,
-    )  # fmt: skip
+        [
+            unshare,
+            "-n",
+            sys.executable,
+            "-m",
+            "dashboards.export",
+            "--study",
+            swept.name,
+            "--storage",
+            swept.url,
+            "--out",
+            str(out),
+        ],
+        cwd=swept.folder,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert result.returncode == 0, result.stderr
     assert (out / "pareto.png").stat().st_size > 10_000 and (out / "pareto.svg").read_text().startswith("<svg")
 
 
-@pytest.mark.parametrize(("browser", "code", "message"), [
-    ("/nonexistent/chromium", 2, "BROWSER_PATH='/nonexistent/chromium' is not an executable file"),
-    ("/bin/false", 1, "/bin/false failed to render pareto.png, pareto.svg: BrowserFailedError"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("browser", "code", "message"),
+    [
+        ("/nonexistent/chromium", 2, "BROWSER_PATH='/nonexistent/chromium' is not an executable file"),
+        ("/bin/false", 1, "/bin/false failed to render pareto.png, pareto.svg: BrowserFailedError"),
+    ],
+)
 def test_a_missing_or_broken_browser_is_one_clear_line(swept, tmp_path, browser, code, message):
     out = tmp_path / "out"
     env = {**child_env(), "BROWSER_PATH": browser}
-    result = subprocess.run([sys.executable, "-m", "dashboards.export", "--study", swept.name, "--storage", swept.url,
-                             "--out", str(out)], cwd=swept.folder, env=env, capture_output=True, text=True,
-                            timeout=180)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", "dashboards.export", "--study", swept.name, "--storage", swept.url, "--out", str(out)],
+        cwd=swept.folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert result.returncode == code and "Traceback" not in result.stderr
     error = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
     assert len(error) == 1 and message in error[0]
@@ -130,28 +172,54 @@ def test_a_missing_or_broken_browser_is_one_clear_line(swept, tmp_path, browser,
 
 def test_best_offers_no_unverified_point_and_lists_the_promotions_claims(swept, tmp_path):
     out = tmp_path / "out"
-    assert python_m("dashboards.export", "--study", swept.name, "--storage", swept.url, "--out", str(out),
-                    cwd=swept.folder, timeout=180).returncode == 0  # fmt: skip
+    assert (
+        python_m(
+            "dashboards.export",
+            "--study",
+            swept.name,
+            "--storage",
+            swept.url,
+            "--out",
+            str(out),
+            cwd=swept.folder,
+            timeout=180,
+        ).returncode
+        == 0
+    )
     storage = open_storage(swept.url)
     try:
         promoted = storage.boots("promotion", swept.name)
     finally:
         storage.close()
-    assert len(promoted) == 9 and all(b.measured for b in promoted)  # 3 candidates x 3 boots, the study's default
+    assert len(promoted) == 4 and all(b.measured for b in promoted)  # 2 candidates x 2 boots
     assert not (out / "best" / "manifest.json").exists()
     readme = (out / "best" / "README.md").read_text()
     assert "no point to submit yet" in readme and "## Claims (promotion" in readme
     assert f"python -m sweep.verify --study {swept.name} --storage {swept.url}" in readme
     frame = pd.read_csv(out / "trials.csv").set_index("number")
     promoted_trials = sorted({b.trial_number for b in promoted})
-    assert frame.loc[promoted_trials, "claim_tps"].notna().all() and frame.loc[promoted_trials, "claim_boots"].eq(3).all()
+    assert (
+        frame.loc[promoted_trials, "claim_tps"].notna().all() and frame.loc[promoted_trials, "claim_boots"].eq(2).all()
+    )
     assert frame["provenance.stack"].dropna().eq("stub").all()
 
 
 def test_the_importances_say_which_knob_moved_ppl(swept, tmp_path):
     out = tmp_path / "out"
-    assert python_m("dashboards.export", "--study", swept.name, "--storage", swept.url, "--out", str(out),
-                    cwd=swept.folder, timeout=180).returncode == 0  # fmt: skip
+    assert (
+        python_m(
+            "dashboards.export",
+            "--study",
+            swept.name,
+            "--storage",
+            swept.url,
+            "--out",
+            str(out),
+            cwd=swept.folder,
+            timeout=180,
+        ).returncode
+        == 0
+    )
     shares = pd.read_csv(out / "importances.csv")
     ppl = shares[shares["objective"] == "PPL"].set_index("knob")["importance"]
     assert ppl.idxmax() == "sliding_window"  # the stub's window moves PPL; its centroid count never does

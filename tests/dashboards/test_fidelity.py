@@ -33,9 +33,17 @@ def mf() -> Iterator[tuple[StubStudy, str]]:
     manifest = write_manifest(folder, STUB_DECODE_STEP_S="0.004")
     # The PPL memo off: it would answer three of the four window-64 points without a boot
     # (tests/sweep/test_cluster.py), and these are to show four stops at the gate.
-    toml = write_study(folder, manifest=manifest, profile=stub_profile(folder, num_prompts=8), space=SPACE,
-                       name="stubmf", sampler="grid", seed=1, ppl_memo=False,
-                       fidelity={"mode": "multi", "stages": [0.25]})  # fmt: skip
+    toml = write_study(
+        folder,
+        manifest=manifest,
+        profile=stub_profile(folder, num_prompts=8),
+        space=SPACE,
+        name="stubmf",
+        sampler="grid",
+        seed=1,
+        ppl_memo=False,
+        fidelity={"mode": "multi", "stages": [0.25]},
+    )
     study = StubStudy(folder=folder, toml=toml, name="stubmf", url=f"sqlite:///{folder / 'sweep.db'}")
     result = run_sweep(study)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -85,15 +93,26 @@ def test_optuna_is_told_pruned_and_gate_stopped_trials_for_what_they_are(mf):
 def test_the_csv_and_the_chart_keep_early_stops_off_the_front(mf, tmp_path):
     study, _ = mf
     records, data = _records(study)
-    result = python_m("dashboards.export", "--study", study.name, "--storage", study.url, "--out", str(tmp_path),
-                      cwd=study.folder, timeout=180)  # fmt: skip
+    result = python_m(
+        "dashboards.export",
+        "--study",
+        study.name,
+        "--storage",
+        study.url,
+        "--out",
+        str(tmp_path),
+        cwd=study.folder,
+        timeout=180,
+    )
     assert result.returncode == 0, result.stderr
     frame = pd.read_csv(tmp_path / "trials.csv").set_index("number")
     stopped = {r.trial_number: r.stopped for r in records if r.stopped}
     assert frame["stopped"].dropna().to_dict() == stopped
     assert set(frame.loc[frame["stopped"] == "front", "state"]) == {"PRUNED"}
     assert not frame.loc[list(stopped), "on_front"].any()
-    assert frame.loc[list(stopped), "stop_reason"].notna().all() and frame.loc[list(stopped), "fail_reason"].isna().all()
+    assert (
+        frame.loc[list(stopped), "stop_reason"].notna().all() and frame.loc[list(stopped), "fail_reason"].isna().all()
+    )
     assert (frame.loc[list(stopped), "metric.prompts_timed"] == 2).all()
 
     traces = {t.name.rsplit(" (", 1)[0]: t for t in pareto_figure(data).data}

@@ -77,7 +77,8 @@ def test_the_dashboards_own_pareto_view_draws_a_trial_over_the_gate_as_infeasibl
         script = """return [...document.querySelectorAll('.js-plotly-plot')].flatMap(div => (div.data || [])
             .map(t => ({template: String(t.hovertemplate || ''), x: t.x || [], y: t.y || []})))"""
         WebDriverWait(browser, 90).until(
-            lambda b: any("Infeasible Trial" in t["template"] for t in b.execute_script(script)))
+            lambda b: any("Infeasible Trial" in t["template"] for t in b.execute_script(script))
+        )
         traces = browser.execute_script(script)
     infeasible = [t for t in traces if "Infeasible Trial" in t["template"]]
     drawn = {round(v, 4) for t in infeasible for v in (*t["x"], *t["y"])}

@@ -73,8 +73,10 @@ def test_the_set_is_as_long_as_the_organisers_and_the_project_sets_are_alike(rec
 
     ours = [r["conversations"][0]["value"] for r in records]
     pairs = {
-        "organisers' public vs prompts_heldout_challenge": (median(_texts(challenge / heldout.CHALLENGE_FILE)),
-                                                            median(ours)),
+        "organisers' public vs prompts_heldout_challenge": (
+            median(_texts(challenge / heldout.CHALLENGE_FILE)),
+            median(ours),
+        ),
         "prompts_public vs prompts_heldout": (median(_texts(FILES["public"])), median(_texts(FILES["heldout"]))),
     }
     for name, (a, b) in pairs.items():

@@ -19,7 +19,7 @@ def test_tps_is_completion_tokens_over_the_timed_window(tmp_path, stub_profile):
     profile = stub_profile.with_overrides({"warmup_pause_s": 1.0}, source="test")
     m, log, launch, _, _ = measure_on_stub(tmp_path, profile, **env)
     chats = [r for r in log if r["path"] == "/v1/chat/completions"]
-    warmup, timed = chats[: profile.warmup_requests], chats[profile.warmup_requests:]
+    warmup, timed = chats[: profile.warmup_requests], chats[profile.warmup_requests :]
     assert len(timed) == m.num_prompts == profile.num_prompts
     assert m.completion_tokens == sum(r["completion_tokens"] for r in timed) == 4 * profile.output_len
     assert m.tps == m.completion_tokens / m.tps_wall_s
@@ -38,8 +38,9 @@ def test_tps_is_completion_tokens_over_the_timed_window(tmp_path, stub_profile):
 
 
 def test_ppl_is_the_token_weighted_value_computed_by_hand(tmp_path, stub_profile):
-    m, _, launch, _, records = measure_on_stub(tmp_path, stub_profile, SLIDING_WINDOW="100",
-                                        HF_OVERRIDES='{"text_config": {"sliding_window": 100}}')
+    m, _, launch, _, records = measure_on_stub(
+        tmp_path, stub_profile, SLIDING_WINDOW="100", HF_OVERRIDES='{"text_config": {"sliding_window": 100}}'
+    )
     nlls, counts = [], []
     for r in records:
         prompt = [*r.context_token_ids, *r.target_token_ids]
@@ -98,10 +99,12 @@ def vllm_answer(entries):
 
 
 def test_record_nll_reads_the_prompt_tokens_entry_not_the_top_ranked_one():
-    entries = [None,
-               {"10": {"logprob": -0.5, "rank": 1, "decoded_token": "a"}},
-               {"99": {"logprob": -0.1, "rank": 1}, "11": {"logprob": -1.0, "rank": 3}},
-               {"12": {"logprob": -2.0, "rank": 1, "decoded_token": "c"}}]
+    entries = [
+        None,
+        {"10": {"logprob": -0.5, "rank": 1, "decoded_token": "a"}},
+        {"99": {"logprob": -0.1, "rank": 1}, "11": {"logprob": -1.0, "rank": 3}},
+        {"12": {"logprob": -2.0, "rank": 1, "decoded_token": "c"}},
+    ]
     assert record_nll(vllm_answer(entries), RECORD) == pytest.approx(3.0)
 
 
@@ -111,10 +114,14 @@ def test_record_nll_reads_the_prompt_tokens_entry_not_the_top_ranked_one():
         ({"choices": []}, r"no 'choices\[0\]' object"),
         (vllm_answer(None), r"expected 'choices\[0\]\.prompt_logprobs' with 4 entries .*got None"),
         (vllm_answer([None, {}, {}]), r"with 4 entries .*got 3"),
-        (vllm_answer([None, {}, {"99": {"logprob": -1}}, {"12": {"logprob": -1}}]),
-         r"position 2: the prompt token 11 is missing"),
-        (vllm_answer([None, {}, {"11": {"logprob": "x"}}, {"12": {"logprob": -1}}]),
-         r"position 2: logprob of token 11 is 'x', not a finite number"),
+        (
+            vllm_answer([None, {}, {"99": {"logprob": -1}}, {"12": {"logprob": -1}}]),
+            r"position 2: the prompt token 11 is missing",
+        ),
+        (
+            vllm_answer([None, {}, {"11": {"logprob": "x"}}, {"12": {"logprob": -1}}]),
+            r"position 2: logprob of token 11 is 'x', not a finite number",
+        ),
         (vllm_answer([None, {}, None, {"12": {"logprob": -1}}]), r"position 2: prompt_logprobs entry is NoneType"),
     ],
 )
@@ -124,11 +131,13 @@ def test_malformed_ppl_answers_are_benchmark_errors(answer, message):
 
 
 def test_parse_counters_sums_label_sets_and_skips_comments():
-    text = ("# HELP vllm:spec_decode_num_draft_tokens_total x\n"
-            'vllm:spec_decode_num_draft_tokens_total{model_name="a"} 10.0\n'
-            'vllm:spec_decode_num_draft_tokens_total{model_name="b"} 5\n'
-            "vllm:spec_decode_num_accepted_tokens_total 7.0\n"
-            "vllm:other_total 3\n")
+    text = (
+        "# HELP vllm:spec_decode_num_draft_tokens_total x\n"
+        'vllm:spec_decode_num_draft_tokens_total{model_name="a"} 10.0\n'
+        'vllm:spec_decode_num_draft_tokens_total{model_name="b"} 5\n'
+        "vllm:spec_decode_num_accepted_tokens_total 7.0\n"
+        "vllm:other_total 3\n"
+    )
     names = ("vllm:spec_decode_num_draft_tokens_total", "vllm:spec_decode_num_accepted_tokens_total")
     assert parse_counters(text, names) == {names[0]: 15.0, names[1]: 7.0}
 
@@ -151,8 +160,10 @@ def test_bad_http_answers_are_benchmark_errors_naming_the_request(tmp_path, stub
 def test_a_hanging_stack_is_a_timeout_error(tmp_path, stub_profile):
     launch = build_launch(stub_manifest(STUB_FAULT="hang_after_ready"))
     records = load_ppl_records(stub_profile.path(stub_profile.refs), limit=1)
-    with EngineProcess(launch, log_path=tmp_path / "engine.log", stop_grace_s=2), \
-            open_client(launch.base_url, timeout_s=0.5) as client:
+    with (
+        EngineProcess(launch, log_path=tmp_path / "engine.log", stop_grace_s=2),
+        open_client(launch.base_url, timeout_s=0.5) as client,
+    ):
         with pytest.raises(BenchmarkError, match=r"PPL record r0: POST /v1/completions timed out after 0.5 s"):
             measure_ppl(client, model="stub", records=records)
 
@@ -172,14 +183,20 @@ def test_the_identity_evidence_is_the_first_runs_answers_whichever_run_gives_the
 
     def timed(client, *, model, prompts, output_len):
         tps, answer = next(runs)
-        return bench.TpsResult(tps=tps, completion_tokens=len(prompts), wall_s=len(prompts) / tps,
-                               latencies_s=[1 / tps] * len(prompts), tokens=[1] * len(prompts),
-                               output_text_sha256=[answer] * len(prompts))  # fmt: skip
+        return bench.TpsResult(
+            tps=tps,
+            completion_tokens=len(prompts),
+            wall_s=len(prompts) / tps,
+            latencies_s=[1 / tps] * len(prompts),
+            tokens=[1] * len(prompts),
+            output_text_sha256=[answer] * len(prompts),
+        )
 
     monkeypatch.setattr(bench, "measure_tps", timed)
     monkeypatch.setattr(bench, "warm_up", lambda *a, **k: None)
-    monkeypatch.setattr(bench, "measure_ppl", lambda *a, **k: bench.PplResult(ppl=2.0, ppl_mean_record=2.0,
-                                                                              target_tokens=1, records=1))
+    monkeypatch.setattr(
+        bench, "measure_ppl", lambda *a, **k: bench.PplResult(ppl=2.0, ppl_mean_record=2.0, target_tokens=1, records=1)
+    )
     profile = stub_profile.with_overrides({"tps_repeats": 3}, source="test")
     prompts, records = profile.load_data()
     m = measure("http://127.0.0.1:9", model="stub", profile=profile, prompts=prompts, records=records)
@@ -194,7 +211,9 @@ def staged_measure(tmp_path, profile, checkpoint, *, after=(1, 3), ppl_first=Tru
         seen.append(partial)
         return checkpoint(partial)
 
-    m, log, _, _, _ = measure_on_stub(tmp_path, profile, stages=Stages(after=after, ppl_first=ppl_first, checkpoint=look))
+    m, log, _, _, _ = measure_on_stub(
+        tmp_path, profile, stages=Stages(after=after, ppl_first=ppl_first, checkpoint=look)
+    )
     return m, [r["path"] for r in log], seen
 
 

@@ -16,9 +16,18 @@ from errors import DataError
 
 # The first prompts sglang 0.5.2's bench_serving sends for their file with --seed 1, read off its
 # own code run against the file (random.seed(1); random.shuffle after dropping <2-turn records).
-BENCH_SERVING_ORDER = ["mmlu_pro-006f3a2112", "mmlu_pro-012f0d5c8d", "gpqa_diamond-123161632f",
-                       "mmlu_pro-00ff96e757", "gpqa_diamond-27ae63a859", "gpqa_diamond-435ccdce7c",
-                       "gpqa_diamond-1ce3d847d2", "mmlu_pro-0081aeb9c3", "mmlu_pro-001de7fe6d", "mmlu_pro-0151fb8117"]
+BENCH_SERVING_ORDER = [
+    "mmlu_pro-006f3a2112",
+    "mmlu_pro-012f0d5c8d",
+    "gpqa_diamond-123161632f",
+    "mmlu_pro-00ff96e757",
+    "gpqa_diamond-27ae63a859",
+    "gpqa_diamond-435ccdce7c",
+    "gpqa_diamond-1ce3d847d2",
+    "mmlu_pro-0081aeb9c3",
+    "mmlu_pro-001de7fe6d",
+    "mmlu_pro-0151fb8117",
+]
 
 
 def _digests(folder):
@@ -29,7 +38,10 @@ def test_the_challenge_profile_reads_their_prompts_and_ground_truth_as_their_har
     before = _digests(challenge_data)
     profile = get_profile("challenge")
     prompts, records = profile.load_data()
-    raw = {r["id"]: r["conversations"][0]["value"] for r in json.loads((challenge_data / "eval_prompts_sharegpt.json").read_text())}
+    raw = {
+        r["id"]: r["conversations"][0]["value"]
+        for r in json.loads((challenge_data / "eval_prompts_sharegpt.json").read_text())
+    }
     assert [p.id for p in prompts[:10]] == BENCH_SERVING_ORDER
     assert len(prompts) == 128 and sorted(p.id for p in prompts) == sorted(raw)
     assert all(p.text == raw[p.id] for p in prompts)  # the text as it is in their file
@@ -47,22 +59,44 @@ def test_their_example_manifest_loads_as_it_is(challenge_data):
 
 def test_without_the_setting_the_profile_says_what_to_set(monkeypatch):
     monkeypatch.delenv(CHALLENGE_DATA_ENV, raising=False)
-    with pytest.raises(DataError, match=rf"profile 'challenge' reads the organisers' own files .*set {CHALLENGE_DATA_ENV}"):
+    with pytest.raises(
+        DataError, match=rf"profile 'challenge' reads the organisers' own files .*set {CHALLENGE_DATA_ENV}"
+    ):
         get_profile("challenge").load_data()
 
 
 def test_the_challenge_study_gates_at_the_challenges_own_ppl(challenge_data):
-    out = subprocess.run([sys.executable, "-m", "sweep.run", "--study", "ctk-a10g", "--dry-run"], cwd=REPO_ROOT,
-                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-m", "sweep.run", "--study", "ctk-a10g", "--dry-run"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert "gate PPL <= 2.42" in out.stdout
 
 
 @pytest.mark.slow  # boots the reference stack on the CPU
 def test_engine_bench_measures_the_reference_stack_on_their_files(challenge_data, tmp_path):
-    out = subprocess.run([sys.executable, "-m", "engine.bench", "--manifest", "reference", "--profile",
-                          "challenge-quick", "--json", "--workdir", str(tmp_path)],
-                         cwd=REPO_ROOT, capture_output=True, text=True, timeout=900)  # fmt: skip
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "engine.bench",
+            "--manifest",
+            "reference",
+            "--profile",
+            "challenge-quick",
+            "--json",
+            "--workdir",
+            str(tmp_path),
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert out.returncode == 0, out.stderr[-2000:] + out.stdout[-2000:]
     m = json.loads(out.stdout)["measurement"]
     assert m["num_prompts"] == 4 and m["completion_tokens"] == 4 * 64 and m["tps"] > 0

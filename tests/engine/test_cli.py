@@ -12,13 +12,13 @@ from tests.stacks import STUB_MANIFEST
 
 
 def bench(*args, timeout=120):
-    return subprocess.run([sys.executable, "-m", "engine.bench", *args], cwd=REPO_ROOT, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "engine.bench", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def test_dry_run_of_the_winning_manifest_prints_the_patched_argv_and_env():
-    result = bench("--manifest", "studies/manifests/vidraft-w188-ctk49.json", "--set", "centroid_top_k=44",
-                   "--dry-run")
+    result = bench("--manifest", "studies/manifests/vidraft-w188-ctk49.json", "--set", "centroid_top_k=44", "--dry-run")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert "python serve.py" in lines
@@ -34,10 +34,17 @@ def test_dry_run_of_the_winning_manifest_prints_the_patched_argv_and_env():
 def test_dry_run_boots_nothing(tmp_path):
     marker = tmp_path / "started"
     manifest = tmp_path / "m.json"
-    manifest.write_text(json.dumps({
-        "name": "marker", "model_id": "m", "served_model_name": "s",
-        "serve": [sys.executable, "-c", f"open({str(marker)!r}, 'w')"],
-        "env": {"PORT": "{port}", "CENTROID_TOP_K": "32"}}))
+    manifest.write_text(
+        json.dumps(
+            {
+                "name": "marker",
+                "model_id": "m",
+                "served_model_name": "s",
+                "serve": [sys.executable, "-c", f"open({str(marker)!r}, 'w')"],
+                "env": {"PORT": "{port}", "CENTROID_TOP_K": "32"},
+            }
+        )
+    )
     result = bench("--manifest", str(manifest), "--set", "centroid_top_k=5", "--dry-run", "--json")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["env"]["CENTROID_TOP_K"] == "5"
@@ -53,7 +60,10 @@ def test_dry_run_boots_nothing(tmp_path):
         (["--manifest", "reference", "--set", "sliding_window"], r"expected knob=value"),
         (["--manifest", "reference", "--profile", "fast"], r"unknown profile 'fast'; valid: \[.*'quick'"),
         (["--set", "a=1"], r"the following arguments are required: --manifest"),
-        (["--manifest", "reference", "--repeats", "0"], r"--repeats: profile field 'tps_repeats' must be an integer >= 1, got 0"),
+        (
+            ["--manifest", "reference", "--repeats", "0"],
+            r"--repeats: profile field 'tps_repeats' must be an integer >= 1, got 0",
+        ),
     ],
 )
 def test_user_errors_are_one_line_on_stderr_and_exit_2(args, message):
@@ -66,8 +76,18 @@ def test_user_errors_are_one_line_on_stderr_and_exit_2(args, message):
 
 
 def test_a_quick_run_prints_a_table_and_a_json_record(tmp_path):
-    result = bench("--manifest", str(STUB_MANIFEST), "--set", "sliding_window=64", "--profile", "quick",
-                   "--repeats", "3", "--workdir", str(tmp_path))
+    result = bench(
+        "--manifest",
+        str(STUB_MANIFEST),
+        "--set",
+        "sliding_window=64",
+        "--profile",
+        "quick",
+        "--repeats",
+        "3",
+        "--workdir",
+        str(tmp_path),
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     table, record_line = result.stdout.rsplit("\n", 2)[0], result.stdout.splitlines()[-1]
     for row in ("TPS", "TPS runs", "TPS rule", "PPL", "latency s", "acceptance", "timings s"):
@@ -97,8 +117,16 @@ def test_the_reference_stack_on_the_quick_profile_and_a_narrow_window(tmp_path):
     and a higher PPL with --set sliding_window=32 than at its default window."""
     records = {}
     for name, extra in (("default", []), ("w32", ["--set", "sliding_window=32"])):
-        result = bench("--manifest", "studies/manifests/reference.json", "--profile", "quick", *extra,
-                       "--workdir", str(tmp_path / name), timeout=600)
+        result = bench(
+            "--manifest",
+            "studies/manifests/reference.json",
+            "--profile",
+            "quick",
+            *extra,
+            "--workdir",
+            str(tmp_path / name),
+            timeout=600,
+        )
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
         records[name] = json.loads(result.stdout.splitlines()[-1])["measurement"]
         assert "acceptance" in result.stdout and "latency s" in result.stdout

@@ -28,10 +28,17 @@ def test_prompts_ask_varied_questions():
 
 def test_the_challenge_sharegpt_format_loads(tmp_path):
     path = tmp_path / "eval_prompts_sharegpt.json"
-    path.write_text(json.dumps([
-        {"id": "mmlu_pro-1", "conversations": [{"from": "human", "value": "Q1?"}, {"from": "gpt", "value": "A"}]},
-        {"conversation": [{"from": "user", "value": "Q2?"}, {"from": "gpt", "value": ""}]},
-    ]))
+    path.write_text(
+        json.dumps(
+            [
+                {
+                    "id": "mmlu_pro-1",
+                    "conversations": [{"from": "human", "value": "Q1?"}, {"from": "gpt", "value": "A"}],
+                },
+                {"conversation": [{"from": "user", "value": "Q2?"}, {"from": "gpt", "value": ""}]},
+            ]
+        )
+    )
     prompts = load_prompts(path)
     assert [(p.id, p.text) for p in prompts] == [("mmlu_pro-1", "Q1?"), ("1", "Q2?")]
     assert len(load_prompts(path, limit=1)) == 1
@@ -39,8 +46,10 @@ def test_the_challenge_sharegpt_format_loads(tmp_path):
 
 def test_the_challenge_jsonl_format_loads(tmp_path):
     path = tmp_path / "ppl_ground_truth_tokens.jsonl"
-    path.write_text('{"id": 0, "context_token_ids": [2, 105, 7], "target_token_ids": [9, 10]}\n\n'
-                    '{"id": 1, "context_token_ids": [2], "target_token_ids": [11]}\n')
+    path.write_text(
+        '{"id": 0, "context_token_ids": [2, 105, 7], "target_token_ids": [9, 10]}\n\n'
+        '{"id": 1, "context_token_ids": [2], "target_token_ids": [11]}\n'
+    )
     records = load_ppl_records(path, vocab_size=262144)
     assert records[0].context_token_ids == (2, 105, 7) and records[1].target_token_ids == (11,)
     assert records[0].id == "0"
@@ -75,8 +84,10 @@ def test_bad_prompt_files_are_data_errors_naming_file_and_record(tmp_path, conte
         ('{"context_token_ids": [1, "a"], "target_token_ids": [2]}', r"'context_token_ids' holds 'a', not a token id"),
         ('{"context_token_ids": [1, -4], "target_token_ids": [2]}', r"holds -4, not a token id"),
         ('{"context_token_ids": [1, 2.5], "target_token_ids": [2]}', r"holds 2.5, not a token id"),
-        ('{"context_token_ids": [1], "target_token_ids": [262144]}',
-         r"'target_token_ids' holds token id 262144, outside the vocabulary of 262144"),
+        (
+            '{"context_token_ids": [1], "target_token_ids": [262144]}',
+            r"'target_token_ids' holds token id 262144, outside the vocabulary of 262144",
+        ),
         ("\n\n", r"no records"),
     ],
 )

@@ -7,16 +7,19 @@ from engine.files import load_json, load_toml, read_text
 from errors import DataError, ManifestError, StudySpecError
 
 
-@pytest.mark.parametrize(("load", "data", "says"), [
-    (load_json, None, "cannot read the prompt set: No such file or directory"),
-    (load_json, b'{"a": "\xff"}', r"not UTF-8 text \(byte 7: invalid start byte\)"),
-    (load_json, b'{"a": ', r"not valid JSON \(Expecting value"),
-    (load_json, b"[" * 100_000 + b"]" * 100_000, r"not valid JSON \(nested too deeply\)"),
-    (load_json, b"1" * 5000, r"not valid JSON \(Exceeds the limit"),
-    (load_toml, b"a = ", r"not valid TOML \(Invalid value"),
-    (load_toml, b"a = " + b"[" * 100_000, r"not valid TOML \(nested too deeply\)"),
-    (load_toml, b"a = " + b"1" * 5000, r"not valid TOML \(Exceeds the limit"),
-])
+@pytest.mark.parametrize(
+    ("load", "data", "says"),
+    [
+        (load_json, None, "cannot read the prompt set: No such file or directory"),
+        (load_json, b'{"a": "\xff"}', r"not UTF-8 text \(byte 7: invalid start byte\)"),
+        (load_json, b'{"a": ', r"not valid JSON \(Expecting value"),
+        (load_json, b"[" * 100_000 + b"]" * 100_000, r"not valid JSON \(nested too deeply\)"),
+        (load_json, b"1" * 5000, r"not valid JSON \(Exceeds the limit"),
+        (load_toml, b"a = ", r"not valid TOML \(Invalid value"),
+        (load_toml, b"a = " + b"[" * 100_000, r"not valid TOML \(nested too deeply\)"),
+        (load_toml, b"a = " + b"1" * 5000, r"not valid TOML \(Exceeds the limit"),
+    ],
+)
 @pytest.mark.parametrize("error", [DataError, ManifestError, StudySpecError])
 def test_each_way_a_file_fails_to_load_is_the_callers_error_naming_the_file(tmp_path, load, data, says, error):
     path = tmp_path / "input"

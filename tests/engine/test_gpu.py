@@ -75,18 +75,24 @@ def test_a_free_gpu_boots_at_once_and_a_busy_one_after_it_frees(smi):
 def test_a_gpu_that_stays_held_is_a_clear_boot_failure(smi):
     smi(30_000, pids=(4242,))
     began = time.monotonic()
-    with pytest.raises(EngineBootError, match=r"not free after 1 s \(GPU 0: 30000 of 143771 MiB in use, processes \[4242\]\)"):
+    with pytest.raises(
+        EngineBootError, match=r"not free after 1 s \(GPU 0: 30000 of 143771 MiB in use, processes \[4242\]\)"
+    ):
         wait_until_free(["0"], owner_env=OWNER_ENV, timeout_s=1, poll_s=0.1)
     assert time.monotonic() - began < 5
 
 
 def test_an_engine_of_this_sweep_on_the_gpu_is_refused_at_once(smi):
-    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
-                             env={**os.environ, OWNER_ENV: "12345"})  # fmt: skip
+    other = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)"], env={**os.environ, OWNER_ENV: "12345"}
+    )
     try:
         smi(2_000, pids=(other.pid,))
-        with pytest.raises(EngineBootError, match=rf"GPU 0 is in use by engine pid {other.pid} of this sweep "
-                                                  r"\(started by worker pid 12345\)"):
+        with pytest.raises(
+            EngineBootError,
+            match=rf"GPU 0 is in use by engine pid {other.pid} of this sweep "
+            r"\(started by worker pid 12345\)",
+        ):
             wait_until_free(["0"], owner_env=OWNER_ENV, timeout_s=30, poll_s=0.1)
     finally:
         other.kill()
@@ -129,7 +135,14 @@ VLLM_BOOT_LOG = """\
 
 def test_vllm_boot_phases_are_read_from_its_log():
     phases = boot_phases(VLLM_BOOT_LOG, started=datetime(2026, 12, 1, 10, 0, 1, 500000))
-    assert phases == {"boot_first_log": 19.0, "boot_weights": 0.61, "boot_model_load": 1.234567, "boot_dynamo": 5.91,
-                      "boot_compile_cache_load": 1.25, "boot_torch_compile": 7.8, "boot_cuda_graphs": 1.0,
-                      "boot_engine_init": 3.4}  # fmt: skip
+    assert phases == {
+        "boot_first_log": 19.0,
+        "boot_weights": 0.61,
+        "boot_model_load": 1.234567,
+        "boot_dynamo": 5.91,
+        "boot_compile_cache_load": 1.25,
+        "boot_torch_compile": 7.8,
+        "boot_cuda_graphs": 1.0,
+        "boot_engine_init": 3.4,
+    }
     assert boot_phases("stub: serving 'stub' on 127.0.0.1:8000") == {}  # a stack that names no phase

@@ -20,8 +20,16 @@ VIDRAFT = "vidraft-w188-ctk49"
 
 
 def manifest(env=None, serve=("python", "serve.py"), name="demo", stack=None):
-    return parse_manifest({"name": name, "model_id": "m", "served_model_name": "s",
-                           "serve": list(serve), "env": env or {}, **({"stack": stack} if stack else {})})
+    return parse_manifest(
+        {
+            "name": name,
+            "model_id": "m",
+            "served_model_name": "s",
+            "serve": list(serve),
+            "env": env or {},
+            **({"stack": stack} if stack else {}),
+        }
+    )
 
 
 def test_the_registry_holds_the_challenge_knobs_with_ranges_and_their_lossless_flag():
@@ -67,8 +75,14 @@ def test_existing_hf_overrides_without_a_window_are_merged_not_replaced():
 
 
 def test_cli_flags_with_json_values_are_patched_in_both_spellings():
-    serve = ["vllm", "serve", "model", "--hf-overrides", '{"sliding_window": 512}',
-             '--speculative_config={"method": "ngram", "num_speculative_tokens": 3}']
+    serve = [
+        "vllm",
+        "serve",
+        "model",
+        "--hf-overrides",
+        '{"sliding_window": 512}',
+        '--speculative_config={"method": "ngram", "num_speculative_tokens": 3}',
+    ]
     m = manifest(serve=serve)
     assert consumed_knobs(m) == ["sliding_window", "num_speculative_tokens"]
     assert baseline_knobs(m) == {"sliding_window": 512, "num_speculative_tokens": 3}
@@ -81,9 +95,17 @@ def test_cli_flags_with_json_values_are_patched_in_both_spellings():
 
 
 def test_a_plain_cli_flag_target_is_one_registry_entry():
-    registry = {**KNOBS, "max_model_len": Knob(
-        name="max_model_len", type="int", minimum=16, maximum=131072,
-        targets=(Target("flag", "--max-model-len"),), doc="context length")}
+    registry = {
+        **KNOBS,
+        "max_model_len": Knob(
+            name="max_model_len",
+            type="int",
+            minimum=16,
+            maximum=131072,
+            targets=(Target("flag", "--max-model-len"),),
+            doc="context length",
+        ),
+    }
     m = manifest(serve=["vllm", "serve", "model", "--max-model-len", "4096"])
     assert "max_model_len" in consumed_knobs(m, registry=registry)
     assert baseline_knobs(m, registry=registry) == {"max_model_len": 4096}
@@ -92,15 +114,21 @@ def test_a_plain_cli_flag_target_is_one_registry_entry():
 
 
 def test_an_unknown_knob_lists_the_valid_ones():
-    with pytest.raises(KnobError, match=r"unknown knob 'windw'; valid knobs: \['async_scheduling', 'centroid_top_k', "
-                                        r"'cudagraph_mode', .*'sliding_window'\]"):
+    with pytest.raises(
+        KnobError,
+        match=r"unknown knob 'windw'; valid knobs: \['async_scheduling', 'centroid_top_k', "
+        r"'cudagraph_mode', .*'sliding_window'\]",
+    ):
         parse_knobs(load_manifest(VIDRAFT), {"windw": 3})
 
 
 def test_a_knob_the_manifest_does_not_consume_names_manifest_and_knob():
     m = manifest({"SLIDING_WINDOW": "512"}, name="window-only")
-    with pytest.raises(KnobError, match=r"manifest 'window-only' does not consume knob 'centroid_top_k'"
-                                        r": it sets none of CENTROID_TOP_K"):
+    with pytest.raises(
+        KnobError,
+        match=r"manifest 'window-only' does not consume knob 'centroid_top_k'"
+        r": it sets none of CENTROID_TOP_K",
+    ):
         apply_knobs(m, parse_knobs(m, {"centroid_top_k": 8}))
 
 
@@ -138,7 +166,9 @@ def test_a_manifest_with_a_garbage_knob_value_is_a_manifest_error():
 
 def test_parse_assignments():
     assert parse_assignments(["sliding_window=32", " centroid_top_k = 8 "]) == {
-        "sliding_window": "32", "centroid_top_k": "8"}
+        "sliding_window": "32",
+        "centroid_top_k": "8",
+    }
     with pytest.raises(KnobError, match=r"--set 'sliding_window': expected knob=value"):
         parse_assignments(["sliding_window"])
 
@@ -151,19 +181,38 @@ def test_a_json_target_whose_parent_is_not_an_object_is_a_manifest_error():
 
 # --- the registry is data: knob types, switches, the registry file's own errors ---------------
 
-VLLM_SERVE = ["python", "-m", "vllm.entrypoints.openai.api_server", "--model", "m",
-              "--kv-cache-dtype", "auto", "--quantization", "None", "--no-async-scheduling",
-              "--compilation-config", '{"cudagraph_mode": "FULL_AND_PIECEWISE"}',
-              "--speculative-config", '{"method": "ngram", "num_speculative_tokens": 5, "prompt_lookup_max": 4}']
+VLLM_SERVE = [
+    "python",
+    "-m",
+    "vllm.entrypoints.openai.api_server",
+    "--model",
+    "m",
+    "--kv-cache-dtype",
+    "auto",
+    "--quantization",
+    "None",
+    "--no-async-scheduling",
+    "--compilation-config",
+    '{"cudagraph_mode": "FULL_AND_PIECEWISE"}',
+    "--speculative-config",
+    '{"method": "ngram", "num_speculative_tokens": 5, "prompt_lookup_max": 4}',
+]
 
 
 def test_serving_flags_of_every_kind_are_knobs_with_their_own_types():
     m = manifest(serve=VLLM_SERVE)
-    assert baseline_knobs(m) == {"num_speculative_tokens": 5, "prompt_lookup_max": 4, "kv_cache_dtype": "auto",
-                                 "quantization": "None", "cudagraph_mode": "FULL_AND_PIECEWISE",
-                                 "async_scheduling": False}
-    knobs = parse_knobs(m, {"kv_cache_dtype": "fp8", "async_scheduling": "true", "cudagraph_mode": "PIECEWISE",
-                            "prompt_lookup_max": "8"})
+    assert baseline_knobs(m) == {
+        "num_speculative_tokens": 5,
+        "prompt_lookup_max": 4,
+        "kv_cache_dtype": "auto",
+        "quantization": "None",
+        "cudagraph_mode": "FULL_AND_PIECEWISE",
+        "async_scheduling": False,
+    }
+    knobs = parse_knobs(
+        m,
+        {"kv_cache_dtype": "fp8", "async_scheduling": "true", "cudagraph_mode": "PIECEWISE", "prompt_lookup_max": "8"},
+    )
     serve = apply_knobs(m, knobs).serve
     assert serve[serve.index("--kv-cache-dtype") + 1] == "fp8"
     assert "--async-scheduling" in serve and "--no-async-scheduling" not in serve
@@ -173,11 +222,14 @@ def test_serving_flags_of_every_kind_are_knobs_with_their_own_types():
     assert baseline_knobs(back) == {**baseline_knobs(m), **knobs}  # what was written reads back
 
 
-@pytest.mark.parametrize(("knob", "value", "message"), [
-    ("kv_cache_dtype", "fp4", r"value 'fp4' is not one of \['auto', 'bfloat16', 'fp8'"),
-    ("async_scheduling", "maybe", r"value 'maybe' is not a boolean; valid: true or false"),
-    ("cudagraph_mode", 3, r"value 3 is not one of"),
-])
+@pytest.mark.parametrize(
+    ("knob", "value", "message"),
+    [
+        ("kv_cache_dtype", "fp4", r"value 'fp4' is not one of \['auto', 'bfloat16', 'fp8'"),
+        ("async_scheduling", "maybe", r"value 'maybe' is not a boolean; valid: true or false"),
+        ("cudagraph_mode", 3, r"value 3 is not one of"),
+    ],
+)
 def test_typed_knobs_refuse_values_outside_their_type(knob, value, message):
     with pytest.raises(KnobError, match=message):
         parse_knobs(manifest(serve=VLLM_SERVE), {knob: value})
@@ -195,7 +247,7 @@ def test_knob_values_are_immutable_and_tied_to_their_manifest():
 
 def test_a_new_knob_is_a_registry_entry(tmp_path):
     path = tmp_path / "knobs.toml"
-    path.write_text('''
+    path.write_text("""
 [max_num_seqs]
 doc = "sequences in one batch"
 type = "int"
@@ -203,20 +255,32 @@ min = 1
 max = 1024
 lossless = true
 targets = [{ flag = "--max-num-seqs" }]
-''')
+""")
     registry = load_registry(path)
     m = manifest(serve=["vllm", "--max-num-seqs", "1"])
     assert registry["max_num_seqs"].lossless and baseline_knobs(m, registry=registry) == {"max_num_seqs": 1}
     assert apply_knobs(m, parse_knobs(m, {"max_num_seqs": 4}, registry=registry), registry=registry).serve[-1] == "4"
 
 
-@pytest.mark.parametrize(("entry", "message"), [
-    ('[k]\ndoc = "d"\ntype = "int"\nmin = 1\ntargets = [{ flag = "--k" }]', "an int knob needs integer 'min' and 'max'"),
-    ('[k]\ndoc = "d"\ntype = "float"\ntargets = [{ flag = "--k" }]', "'type' must be 'int', 'choice' or 'bool'"),
-    ('[k]\ndoc = "d"\ntype = "int"\nmin = 1\nmax = 2\ntargets = [{ switch = "--k" }]', "a switch target needs a knob of type 'bool'"),
-    ('[k]\ndoc = "d"\ntype = "bool"\ntargets = [{ env = "K", flag = "--k" }]', "a target needs exactly one of"),
-    ('[k]\ndoc = "d"\ntype = "bool"\ntargets = [{ env_json = "K" }]', "'paths' .* belong to env_json and flag_json"),
-])
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        (
+            '[k]\ndoc = "d"\ntype = "int"\nmin = 1\ntargets = [{ flag = "--k" }]',
+            "an int knob needs integer 'min' and 'max'",
+        ),
+        ('[k]\ndoc = "d"\ntype = "float"\ntargets = [{ flag = "--k" }]', "'type' must be 'int', 'choice' or 'bool'"),
+        (
+            '[k]\ndoc = "d"\ntype = "int"\nmin = 1\nmax = 2\ntargets = [{ switch = "--k" }]',
+            "a switch target needs a knob of type 'bool'",
+        ),
+        ('[k]\ndoc = "d"\ntype = "bool"\ntargets = [{ env = "K", flag = "--k" }]', "a target needs exactly one of"),
+        (
+            '[k]\ndoc = "d"\ntype = "bool"\ntargets = [{ env_json = "K" }]',
+            "'paths' .* belong to env_json and flag_json",
+        ),
+    ],
+)
 def test_a_malformed_registry_entry_names_the_file_and_the_knob(tmp_path, entry, message):
     path = tmp_path / "knobs.toml"
     path.write_text(entry)
@@ -234,20 +298,26 @@ def test_a_stacks_limit_narrows_the_range_for_the_manifests_that_name_it(tmp_pat
     small, other = (manifest(env={"K": "3"}, stack=stack) for stack in ("small", "other"))
     assert parse_knobs(other, {"k": 64}, registry=registry) == {"k": 64}  # another stack: the whole range
     assert parse_knobs(small, {"k": 32}, registry=registry) == {"k": 32}
-    with pytest.raises(KnobError, match=rf"value 33 is out of range 1\.\.32, the limit of stack 'small' "
-                                        rf"\({path} \[k\.stacks\.small\]\) \(its kernel stops at 32\)"):
+    with pytest.raises(
+        KnobError,
+        match=rf"value 33 is out of range 1\.\.32, the limit of stack 'small' "
+        rf"\({path} \[k\.stacks\.small\]\) \(its kernel stops at 32\)",
+    ):
         parse_knobs(small, {"k": 33}, registry=registry)
     with pytest.raises(ManifestError, match="out of range 1..32"):  # the manifest's own value too
         baseline_knobs(manifest(env={"K": "40"}, stack="small"), registry=registry)
 
 
-@pytest.mark.parametrize(("table", "message"), [
-    ('[k.stacks.small]\nmax = 32\n', "'doc' must say why the stack accepts less"),
-    ('[k.stacks.small]\ndoc = "d"\n', "needs 'doc' and 'min' and/or 'max'"),
-    ('[k.stacks.small]\ndoc = "d"\nmax = 128\n', r"1 <= min <= max <= 64 \(a stack's limit narrows"),
-    ('[k.stacks.small]\ndoc = "d"\nmin = 8\nmax = 4\n', r"1 <= min <= max <= 64"),
-    ('[k.stacks.small]\ndoc = "d"\nmax = 32\nstep = 2\n', r"fields: \['doc', 'max', 'min'\]"),
-])
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ("[k.stacks.small]\nmax = 32\n", "'doc' must say why the stack accepts less"),
+        ('[k.stacks.small]\ndoc = "d"\n', "needs 'doc' and 'min' and/or 'max'"),
+        ('[k.stacks.small]\ndoc = "d"\nmax = 128\n', r"1 <= min <= max <= 64 \(a stack's limit narrows"),
+        ('[k.stacks.small]\ndoc = "d"\nmin = 8\nmax = 4\n', r"1 <= min <= max <= 64"),
+        ('[k.stacks.small]\ndoc = "d"\nmax = 32\nstep = 2\n', r"fields: \['doc', 'max', 'min'\]"),
+    ],
+)
 def test_a_malformed_stack_limit_names_its_table(tmp_path, table, message):
     path = tmp_path / "knobs.toml"
     path.write_text(_INT_KNOB + table)

@@ -21,8 +21,14 @@ def test_placeholders_are_filled_and_the_port_is_free_and_exported():
 
 
 def test_a_port_placeholder_in_argv_gets_a_free_port_too():
-    m = parse_manifest({"name": "a", "model_id": "m", "served_model_name": "s",
-                        "serve": ["vllm", "serve", "m", "--port", "{port}", "--host", "{host}"]})
+    m = parse_manifest(
+        {
+            "name": "a",
+            "model_id": "m",
+            "served_model_name": "s",
+            "serve": ["vllm", "serve", "m", "--port", "{port}", "--host", "{host}"],
+        }
+    )
     launch = build_launch(m, host="127.0.0.1")
     assert launch.argv[4] == str(launch.port) != "8000"
     assert launch.argv[6] == "127.0.0.1"

@@ -63,8 +63,10 @@ def test_a_stack_that_echoes_its_secrets_has_none_in_its_log_while_it_runs(tmp_p
 def test_a_stack_that_prints_megabytes_at_boot_is_not_stalled_and_loses_nothing(tmp_path):
     manifest = stub_manifest()
     flood = 8 << 20  # eight times what the pipe holds: only a reader that keeps up lets it boot
-    script = ("import os, runpy, sys; os.write(1, b'x' * %d + b'\\n'); sys.argv = sys.argv[1:]; "
-              "runpy.run_path(sys.argv[0], run_name='__main__')") % flood
+    script = (
+        f"import os, runpy, sys; os.write(1, b'x' * {flood} + b'\\n'); sys.argv = sys.argv[1:]; "
+        "runpy.run_path(sys.argv[0], run_name='__main__')"
+    )
     manifest = manifest.model_copy(update={"serve": [manifest.serve[0], "-c", script, *manifest.serve[1:]]})
     with EngineProcess(build_launch(manifest), log_path=tmp_path / "engine.log", boot_timeout_s=30) as engine:
         assert engine.wait_ready() >= 0

@@ -67,8 +67,9 @@ def test_a_serve_argv_that_exits_at_once_fails_within_seconds_with_its_log_tail(
 
 
 def test_a_missing_executable_is_a_boot_error(tmp_path):
-    m = parse_manifest({"name": "gone", "model_id": "m", "served_model_name": "s",
-                        "serve": ["/no/such/binary", "--port", "{port}"]})
+    m = parse_manifest(
+        {"name": "gone", "model_id": "m", "served_model_name": "s", "serve": ["/no/such/binary", "--port", "{port}"]}
+    )
     with pytest.raises(EngineBootError, match=r"cannot start '/no/such/binary'"):
         engine_for(tmp_path, m).start()
 
@@ -101,15 +102,21 @@ def test_a_server_that_ignores_term_is_killed(tmp_path):
 
 def test_stop_groups_terms_every_group_and_kills_only_those_that_outlive_their_grace():
     # The one TERM -> KILL rule, for an engine's own stop and for the reaper's.
-    ignore_term = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print(flush=True); time.sleep(60)"
-    polite = subprocess.Popen([sys.executable, "-c", "import time; print(flush=True); time.sleep(60)"],
-                              start_new_session=True, stdout=subprocess.PIPE)
+    ignore_term = (
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print(flush=True); time.sleep(60)"
+    )
+    polite = subprocess.Popen(
+        [sys.executable, "-c", "import time; print(flush=True); time.sleep(60)"],
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+    )
     stubborn = subprocess.Popen([sys.executable, "-c", ignore_term], start_new_session=True, stdout=subprocess.PIPE)
     for process in (polite, stubborn):
         process.stdout.readline()  # started, its signal handler set
     killed = []
-    left = stop_groups([polite.pid, stubborn.pid], grace_s=1.0, reap=lambda: [polite.poll(), stubborn.poll()],
-                       on_kill=killed.extend)
+    left = stop_groups(
+        [polite.pid, stubborn.pid], grace_s=1.0, reap=lambda: [polite.poll(), stubborn.poll()], on_kill=killed.extend
+    )
     assert left == [] and killed == [stubborn.pid]
     assert (polite.wait(), stubborn.wait()) == (-15, -9)
     assert stop_groups([polite.pid], grace_s=1.0) == []  # a group with no live member: nothing to signal

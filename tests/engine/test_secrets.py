@@ -15,8 +15,15 @@ def test_secret_looking_keys_are_redacted_and_others_kept():
         "LM_HEAD_KEEPSET_BUCKET": "hf://x",
     }
     redacted = redact_env(env)
-    secret = {"HF_TOKEN", "WANDB_API_KEY", "AWS_SECRET_ACCESS_KEY", "DB_PASSWORD",
-              "GOOGLE_APPLICATION_CREDENTIALS", "BASIC_AUTH", "OPENAI_APIKEY"}
+    secret = {
+        "HF_TOKEN",
+        "WANDB_API_KEY",
+        "AWS_SECRET_ACCESS_KEY",
+        "DB_PASSWORD",
+        "GOOGLE_APPLICATION_CREDENTIALS",
+        "BASIC_AUTH",
+        "OPENAI_APIKEY",
+    }
     assert {k for k, v in redacted.items() if v == REDACTED} == secret
     assert redacted["MAX_NUM_BATCHED_TOKENS"] == "512"
     assert env["HF_TOKEN"] == "hf_abc"  # the input is not changed
@@ -37,20 +44,48 @@ def test_the_broader_rule_sees_these_names_as_secret_and_not_these():
 
 
 def test_credentials_inside_a_url_are_removed_whatever_the_name():
-    env = {"DATABASE_URL": "postgresql://sweeper:s3cret@db:5432/runs", "MIRROR": "https://user:tok@x.org/simple",
-           "HOMEPAGE": "https://example.org/a@b", "CLONE": "https://ghp_0123456789@github.com/o/r"}  # fmt: skip
+    env = {
+        "DATABASE_URL": "postgresql://sweeper:s3cret@db:5432/runs",
+        "MIRROR": "https://user:tok@x.org/simple",
+        "HOMEPAGE": "https://example.org/a@b",
+        "CLONE": "https://ghp_0123456789@github.com/o/r",
+    }
     # The user stays (a command that repeats the URL is still readable); a lone token goes whole.
-    assert redact_env(env) == {"DATABASE_URL": "postgresql://sweeper:***@db:5432/runs",
-                               "MIRROR": "https://user:***@x.org/simple", "HOMEPAGE": "https://example.org/a@b",
-                               "CLONE": "https://***@github.com/o/r"}  # fmt: skip
-    assert scrub_text("connecting to postgresql://sweeper:s3cret@db:5432/runs", {}) == \
-        "connecting to postgresql://sweeper:***@db:5432/runs"
+    assert redact_env(env) == {
+        "DATABASE_URL": "postgresql://sweeper:***@db:5432/runs",
+        "MIRROR": "https://user:***@x.org/simple",
+        "HOMEPAGE": "https://example.org/a@b",
+        "CLONE": "https://***@github.com/o/r",
+    }
+    assert (
+        scrub_text("connecting to postgresql://sweeper:s3cret@db:5432/runs", {})
+        == "connecting to postgresql://sweeper:***@db:5432/runs"
+    )
 
 
 def test_secret_flags_in_argv_are_redacted_in_both_spellings_and_scrubbed_from_text():
-    argv = ["vllm", "serve", "--api-key", "sk-12345", "--hf-token=hf_67890", "--port", "8000", "--max-num-batched-tokens", "512"]
-    assert redact_argv(argv) == ["vllm", "serve", "--api-key", REDACTED, f"--hf-token={REDACTED}", "--port", "8000",
-                                 "--max-num-batched-tokens", "512"]  # fmt: skip
+    argv = [
+        "vllm",
+        "serve",
+        "--api-key",
+        "sk-12345",
+        "--hf-token=hf_67890",
+        "--port",
+        "8000",
+        "--max-num-batched-tokens",
+        "512",
+    ]
+    assert redact_argv(argv) == [
+        "vllm",
+        "serve",
+        "--api-key",
+        REDACTED,
+        f"--hf-token={REDACTED}",
+        "--port",
+        "8000",
+        "--max-num-batched-tokens",
+        "512",
+    ]
     assert scrub_text("args: sk-12345 hf_67890 512", {}, argv) == "args: *** *** 512"
 
 
@@ -63,22 +98,49 @@ def test_passphrases_are_secret_and_tokenizer_folders_and_settings_are_not():
 
 def test_a_bearer_token_in_argv_is_redacted_in_each_spelling_and_scrubbed_from_an_echo():
     token = "tok_5f3a9c0d"
-    argv = ["curl", "--header", f"Authorization: Bearer {token}", "-H", f"Authorization:Bearer {token}",
-            f"--header=Authorization: Bearer {token}", "-H", f"proxy-authorization: Basic {token}", "--max-time", "5"]
-    assert redact_argv(argv) == ["curl", "--header", "Authorization: Bearer ***", "-H", "Authorization:Bearer ***",
-                                 "--header=Authorization: Bearer ***", "-H", "proxy-authorization: Basic ***",
-                                 "--max-time", "5"]  # fmt: skip
+    argv = [
+        "curl",
+        "--header",
+        f"Authorization: Bearer {token}",
+        "-H",
+        f"Authorization:Bearer {token}",
+        f"--header=Authorization: Bearer {token}",
+        "-H",
+        f"proxy-authorization: Basic {token}",
+        "--max-time",
+        "5",
+    ]
+    assert redact_argv(argv) == [
+        "curl",
+        "--header",
+        "Authorization: Bearer ***",
+        "-H",
+        "Authorization:Bearer ***",
+        "--header=Authorization: Bearer ***",
+        "-H",
+        "proxy-authorization: Basic ***",
+        "--max-time",
+        "5",
+    ]
     # A stack that prints the token alone, out of its header, is scrubbed too.
     assert scrub_text(f"auth ok for {token}; Bearer {token}", {}, argv) == "auth ok for ***; Bearer ***"
 
 
 def test_a_password_inside_a_connection_string_or_url_query_is_redacted():
-    env = {"DB_CONN": "Server=db;User Id=sweeper;Password=p4ss-w0rd;", "ODBC": "Driver={x};Uid=u;Pwd=hunter22",
-           "PG_DSN": "host=db user=u password=pg-s3cret dbname=runs", "RESULTS": "https://h/x?user=u&password=q-s3cret",
-           "OPTS": "a=1;b=2"}  # fmt: skip
-    assert redact_env(env) == {"DB_CONN": "Server=db;User Id=sweeper;Password=***;", "ODBC": "Driver={x};Uid=u;Pwd=***",
-                               "PG_DSN": "host=db user=u password=*** dbname=runs",
-                               "RESULTS": "https://h/x?user=u&password=***", "OPTS": "a=1;b=2"}  # fmt: skip
+    env = {
+        "DB_CONN": "Server=db;User Id=sweeper;Password=p4ss-w0rd;",
+        "ODBC": "Driver={x};Uid=u;Pwd=hunter22",
+        "PG_DSN": "host=db user=u password=pg-s3cret dbname=runs",
+        "RESULTS": "https://h/x?user=u&password=q-s3cret",
+        "OPTS": "a=1;b=2",
+    }
+    assert redact_env(env) == {
+        "DB_CONN": "Server=db;User Id=sweeper;Password=***;",
+        "ODBC": "Driver={x};Uid=u;Pwd=***",
+        "PG_DSN": "host=db user=u password=*** dbname=runs",
+        "RESULTS": "https://h/x?user=u&password=***",
+        "OPTS": "a=1;b=2",
+    }
     echoed = "stub: env DB_CONN=... p4ss-w0rd hunter22 pg-s3cret q-s3cret\nstub: env PWD=/work"
     assert scrub_text(echoed, env) == "stub: env DB_CONN=... *** *** *** ***\nstub: env PWD=/work"
 

@@ -28,8 +28,10 @@ def stack(request, tmp_path_factory):
     manifest = load_manifest(request.param)
     launch = build_launch(manifest, baseline_knobs(manifest))
     log = tmp_path_factory.mktemp("contract") / "engine.log"
-    with EngineProcess(launch, log_path=log, boot_timeout_s=300) as engine, \
-            httpx.Client(base_url=engine.base_url, timeout=300) as client:
+    with (
+        EngineProcess(launch, log_path=log, boot_timeout_s=300) as engine,
+        httpx.Client(base_url=engine.base_url, timeout=300) as client,
+    ):
         yield launch.served_model_name, client
 
 
@@ -40,9 +42,17 @@ def test_models_lists_the_served_name(stack):
 
 def test_chat_completion_honours_max_tokens_with_ignore_eos_and_returns_ids(stack):
     model, client = stack
-    body = client.post("/v1/chat/completions", json={
-        "model": model, "messages": [{"role": "user", "content": "Name three prime numbers."}],
-        "max_tokens": 12, "temperature": 0.0, "ignore_eos": True, "return_token_ids": True}).json()
+    body = client.post(
+        "/v1/chat/completions",
+        json={
+            "model": model,
+            "messages": [{"role": "user", "content": "Name three prime numbers."}],
+            "max_tokens": 12,
+            "temperature": 0.0,
+            "ignore_eos": True,
+            "return_token_ids": True,
+        },
+    ).json()
     assert body["usage"]["completion_tokens"] == 12
     assert isinstance(body["choices"][0]["message"]["content"], str)
     assert len(body["choices"][0]["token_ids"]) == 12
@@ -50,9 +60,17 @@ def test_chat_completion_honours_max_tokens_with_ignore_eos_and_returns_ids(stac
 
 def test_completions_give_prompt_logprobs_in_vllms_shape(stack):
     model, client = stack
-    body = client.post("/v1/completions", json={
-        "model": model, "prompt": PROMPT, "max_tokens": 1, "temperature": 0.0, "prompt_logprobs": 1,
-        "add_special_tokens": False}).json()
+    body = client.post(
+        "/v1/completions",
+        json={
+            "model": model,
+            "prompt": PROMPT,
+            "max_tokens": 1,
+            "temperature": 0.0,
+            "prompt_logprobs": 1,
+            "add_special_tokens": False,
+        },
+    ).json()
     entries = body["choices"][0]["prompt_logprobs"]
     assert len(entries) == len(PROMPT) and entries[0] is None
     for token, entry in zip(PROMPT[1:], entries[1:]):
@@ -62,9 +80,18 @@ def test_completions_give_prompt_logprobs_in_vllms_shape(stack):
 
 def test_completions_return_generated_token_ids(stack):
     model, client = stack
-    body = client.post("/v1/completions", json={
-        "model": model, "prompt": PROMPT, "max_tokens": 5, "temperature": 0.0, "ignore_eos": True,
-        "add_special_tokens": False, "return_token_ids": True}).json()
+    body = client.post(
+        "/v1/completions",
+        json={
+            "model": model,
+            "prompt": PROMPT,
+            "max_tokens": 5,
+            "temperature": 0.0,
+            "ignore_eos": True,
+            "add_special_tokens": False,
+            "return_token_ids": True,
+        },
+    ).json()
     assert len(body["choices"][0]["token_ids"]) == 5
 
 

@@ -44,18 +44,27 @@ def test_the_window_moves_ppl_and_tps_the_way_the_stub_promises(tmp_path, stub_p
     ("env", "knobs", "reason", "in_log"),
     [
         ({"STUB_FAULT": "boot_exit"}, {}, r"exited with status 1 during boot", "simulated boot failure"),
-        ({"STUB_BOOT_EXIT_IF": "CENTROID_TOP_K=7"}, {"centroid_top_k": 7}, r"exited with status 1 during boot",
-         "refusing to boot with CENTROID_TOP_K=7"),
-        ({"STUB_FAULT": "crash_mid"}, {}, r"TPS prompt p1: .*failed .*engine process had exited with status 1",
-         "simulated crash"),
+        (
+            {"STUB_BOOT_EXIT_IF": "CENTROID_TOP_K=7"},
+            {"centroid_top_k": 7},
+            r"exited with status 1 during boot",
+            "refusing to boot with CENTROID_TOP_K=7",
+        ),
+        (
+            {"STUB_FAULT": "crash_mid"},
+            {},
+            r"TPS prompt p1: .*failed .*engine process had exited with status 1",
+            "simulated crash",
+        ),
         ({"STUB_FAULT": "malformed_json"}, {}, r"warm-up request 1: .*malformed JSON", "stub: serving"),
         ({"STUB_FAULT": "no_usage"}, {}, r"no 'usage.completion_tokens' count", "stub: serving"),
         ({"STUB_FAULT": "hang_after_ready"}, {}, r"warm-up request 1: .*timed out after 1 s", "stub: serving"),
         ({"STUB_FAULT": "never_ready"}, {}, r"not ready after 2 s", "stub: serving"),
     ],
 )
-def test_a_misbehaving_stack_is_a_failed_outcome_with_reason_and_log_tail(tmp_path, stub_profile, env, knobs,
-                                                                          reason, in_log):
+def test_a_misbehaving_stack_is_a_failed_outcome_with_reason_and_log_tail(
+    tmp_path, stub_profile, env, knobs, reason, in_log
+):
     profile = stub_profile.with_overrides({"boot_timeout_s": 2, "request_timeout_s": 1}, source="test")
     began = time.monotonic()
     manifest = stub_manifest(**env)
@@ -81,7 +90,9 @@ def test_user_errors_raise_before_anything_boots(tmp_path, stub_profile):
     with pytest.raises(KnobError, match="unknown knob"):  # knob values are checked before a trial exists
         parse_knobs(stub_manifest(), {"nope": 1})
     too_many = stub_profile.with_overrides({"num_prompts": 100}, source="test")
-    with pytest.raises(DataError, match=r"100 prompts asked for \(100 a run x 1 run\(s\), none timed twice\), the file has 32"):
+    with pytest.raises(
+        DataError, match=r"100 prompts asked for \(100 a run x 1 run\(s\), none timed twice\), the file has 32"
+    ):
         run_trial(stub_manifest(), parse_knobs(stub_manifest(), {}), too_many, workdir=tmp_path)
     assert not (tmp_path / "engine.log").exists()
 

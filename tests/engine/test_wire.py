@@ -21,32 +21,55 @@ from tests.sweep.kit import write_manifest
 # sglang 0.5.2 bench_serving's vllm-chat body (with the harness's --extra-request-body
 # '{"ignore_eos": true}' and --disable-stream), and the organisers' PPL scorer's body.
 HARNESS_CHAT = {"model", "messages", "temperature", "max_tokens", "stream", "ignore_eos"}
-HARNESS_PPL = {"model", "prompt", "max_tokens", "temperature", "prompt_logprobs", "add_special_tokens",
-               "return_token_ids"}
+HARNESS_PPL = {
+    "model",
+    "prompt",
+    "max_tokens",
+    "temperature",
+    "prompt_logprobs",
+    "add_special_tokens",
+    "return_token_ids",
+}
 
 
 def test_warm_up_timed_and_ppl_requests_are_the_harness_own(tmp_path, stub_profile):
     m, log, _, prompts, records = measure_on_stub(tmp_path, stub_profile)
     chats = [r for r in log if r["path"] == "/v1/chat/completions"]
-    warmup, timed = chats[:stub_profile.warmup_requests], chats[stub_profile.warmup_requests:]
+    warmup, timed = chats[: stub_profile.warmup_requests], chats[stub_profile.warmup_requests :]
     first = {"role": "user", "content": prompts[0].text}
     for request in warmup:  # the run's first prompt, short, and all at once
-        assert request["body"] == {"model": "stub", "messages": [first], "temperature": 0.0,
-                                   "max_tokens": stub_profile.warmup_output_len, "stream": False, "ignore_eos": True}
+        assert request["body"] == {
+            "model": "stub",
+            "messages": [first],
+            "temperature": 0.0,
+            "max_tokens": stub_profile.warmup_output_len,
+            "stream": False,
+            "ignore_eos": True,
+        }
     assert max(r["start"] for r in warmup) < min(r["end"] for r in warmup)  # concurrent, as bench_serving sends them
     assert [r["body"]["messages"][0]["content"] for r in timed] == [p.text for p in prompts]
     for request in timed:
         assert set(request["body"]) == HARNESS_CHAT
-        assert (request["body"]["temperature"], request["body"]["max_tokens"], request["body"]["stream"],
-                request["body"]["ignore_eos"]) == (0.0, stub_profile.output_len, False, True)  # fmt: skip
+        assert (
+            request["body"]["temperature"],
+            request["body"]["max_tokens"],
+            request["body"]["stream"],
+            request["body"]["ignore_eos"],
+        ) == (0.0, stub_profile.output_len, False, True)
     for before, after in zip(timed, timed[1:]):
         assert before["end"] <= after["start"]  # one at a time (max_concurrency 1)
     ppl = [r for r in log if r["path"] == "/v1/completions"]
     assert len(ppl) == len(records)
     for request, record in zip(ppl, records):
-        assert request["body"] == {"model": "stub", "prompt": [*record.context_token_ids, *record.target_token_ids],
-                                   "max_tokens": 1, "temperature": 0.0, "prompt_logprobs": 1,
-                                   "add_special_tokens": False, "return_token_ids": True}  # fmt: skip
+        assert request["body"] == {
+            "model": "stub",
+            "prompt": [*record.context_token_ids, *record.target_token_ids],
+            "max_tokens": 1,
+            "temperature": 0.0,
+            "prompt_logprobs": 1,
+            "add_special_tokens": False,
+            "return_token_ids": True,
+        }
     assert m.tps_rule == f"one timed run of {stub_profile.num_prompts} prompts"
 
 
@@ -58,8 +81,8 @@ def test_repeated_runs_time_disjoint_prompts_each_after_its_own_warm_up(tmp_path
     assert len(chats) == 3 * per_run
     timed_texts = []
     for i in range(3):
-        run = chats[i * per_run:(i + 1) * per_run]
-        warmup, timed = run[:profile.warmup_requests], run[profile.warmup_requests:]
+        run = chats[i * per_run : (i + 1) * per_run]
+        warmup, timed = run[: profile.warmup_requests], run[profile.warmup_requests :]
         texts = [r["body"]["messages"][0]["content"] for r in timed]
         assert all(r["body"]["messages"][0]["content"] == texts[0] for r in warmup)  # the harness, per run
         assert warmup[-1]["end"] + profile.warmup_pause_s <= timed[0]["start"] + 0.01
@@ -82,8 +105,7 @@ def test_the_caching_stack_really_serves_a_repeated_prompt_faster(tmp_path, stub
     # The premise of the next test: timing the same prompts twice in a boot would inflate TPS.
     launch = build_launch(stub_manifest(**CACHING))
     prompts, _ = stub_profile.load_data()
-    with EngineProcess(launch, log_path=tmp_path / "engine.log"), \
-            open_client(launch.base_url, timeout_s=20) as client:  # fmt: skip
+    with EngineProcess(launch, log_path=tmp_path / "engine.log"), open_client(launch.base_url, timeout_s=20) as client:
         first = measure_tps(client, model="stub", prompts=prompts, output_len=64)
         again = measure_tps(client, model="stub", prompts=prompts, output_len=64)
     assert again.tps > 2 * first.tps
@@ -93,11 +115,31 @@ def _bench(tmp_path, name: str, repeats: int) -> dict:
     manifest = write_manifest(tmp_path, **CACHING)
     prompts, refs = write_prompt_set(tmp_path / "p.json", 32), write_ppl_refs(tmp_path / "r.jsonl", 4)
     out = subprocess.run(
-        [sys.executable, "-m", "engine.bench", "--manifest", str(manifest), "--profile", "quick", "--prompts",
-         str(prompts), "--refs", str(refs), "--num-prompts", "8", "--repeats", str(repeats), "--json",
-         "--workdir", str(tmp_path / name)],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "engine.bench",
+            "--manifest",
+            str(manifest),
+            "--profile",
+            "quick",
+            "--prompts",
+            str(prompts),
+            "--refs",
+            str(refs),
+            "--num-prompts",
+            "8",
+            "--repeats",
+            str(repeats),
+            "--json",
+            "--workdir",
+            str(tmp_path / name),
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout)["measurement"]
 
@@ -105,6 +147,8 @@ def _bench(tmp_path, name: str, repeats: int) -> dict:
 def test_three_repeats_in_one_boot_report_what_a_fresh_boot_measures_once(tmp_path):
     once = _bench(tmp_path, "once", 1)["tps"]
     repeated = _bench(tmp_path, "repeated", 3)
-    print(f"fresh boot, one run: {once:.2f} tok/s; one boot, 3 runs: median {repeated['tps']:.2f} "
-          f"(runs {repeated['tps_runs']})")
+    print(
+        f"fresh boot, one run: {once:.2f} tok/s; one boot, 3 runs: median {repeated['tps']:.2f} "
+        f"(runs {repeated['tps_runs']})"
+    )
     assert repeated["tps"] == pytest.approx(once, rel=0.10)

@@ -28,8 +28,18 @@ from tests.fuzz.values import damaged, fuzz_settings, json_values, nasty_text, n
 PROMPT = Prompt(id="p0", text="What is 2 + 3?")
 REF = PplRecord(id="r0", context_token_ids=(2, 106), target_token_ids=(818, 5279))
 CHAT = {"choices": [{"message": {"content": "five"}, "token_ids": [1, 2]}], "usage": {"completion_tokens": 2}}
-PPL = {"choices": [{"prompt_logprobs": [None, {"106": {"logprob": -1.0}}, {"818": {"logprob": -0.5}},
-                                        {"5279": {"logprob": -0.25}}]}]}  # fmt: skip
+PPL = {
+    "choices": [
+        {
+            "prompt_logprobs": [
+                None,
+                {"106": {"logprob": -1.0}},
+                {"818": {"logprob": -0.5}},
+                {"5279": {"logprob": -0.25}},
+            ]
+        }
+    ]
+}
 METRICS = "vllm:spec_decode_num_draft_tokens_total 10\nvllm:spec_decode_num_accepted_tokens_total 7\n"
 
 
@@ -84,7 +94,9 @@ def _mutated(base: dict[str, Any], draw: st.DrawFn) -> Any:
     node, key = doc, None
     path = draw(st.lists(st.integers(0, 3), max_size=4))
     for step in path:
-        children = list(node.items()) if isinstance(node, dict) else list(enumerate(node)) if isinstance(node, list) else []
+        children = (
+            list(node.items()) if isinstance(node, dict) else list(enumerate(node)) if isinstance(node, list) else []
+        )
         if not children:
             break
         key, child = children[step % len(children)]
@@ -108,10 +120,14 @@ def answers(draw: st.DrawFn, base: dict[str, Any]) -> bytes:
 
 counter_values = st.one_of(numbers.map(str), st.sampled_from(["nan", "+Inf", "-1", "1e400", "x"]), nasty_text)
 metrics_texts = st.one_of(
-    st.builds("vllm:spec_decode_num_draft_tokens_total {}\nvllm:spec_decode_num_accepted_tokens_total {}\n{}".format,
-              counter_values, counter_values, nasty_text),
+    st.builds(
+        "vllm:spec_decode_num_draft_tokens_total {}\nvllm:spec_decode_num_accepted_tokens_total {}\n{}".format,
+        counter_values,
+        counter_values,
+        nasty_text,
+    ),
     nasty_text,
-)  # fmt: skip
+)
 
 
 @fuzz_settings(80)
@@ -147,9 +163,17 @@ def test_ppl_answers_measure_or_are_a_benchmark_error(stack, body, status):
 
 
 @fuzz_settings(50)
-@given(events=st.lists(st.one_of(json_values.map(json.dumps), nasty_text, st.just("[DONE]"),
-                                 st.builds(lambda c: json.dumps({"choices": [{"delta": {"content": c}}]}), json_values)),
-                       max_size=5))  # fmt: skip
+@given(
+    events=st.lists(
+        st.one_of(
+            json_values.map(json.dumps),
+            nasty_text,
+            st.just("[DONE]"),
+            st.builds(lambda c: json.dumps({"choices": [{"delta": {"content": c}}]}), json_values),
+        ),
+        max_size=5,
+    )
+)
 def test_stream_answers_measure_or_are_a_benchmark_error(stack, events):
     url, answer = stack
     record("stack stream answers", events)
@@ -182,7 +206,10 @@ def test_a_stream_chunk_that_is_not_an_object_is_a_benchmark_error(stack, chunk)
     url, answer = stack
     answer.status, answer.content_type = 200, "text/event-stream"
     answer.body = f"data: {chunk}\n\ndata: [DONE]\n\n".encode()
-    with open_client(url, timeout_s=5) as client, pytest.raises(BenchmarkError, match="streaming prompt p0: .*stream chunk"):
+    with (
+        open_client(url, timeout_s=5) as client,
+        pytest.raises(BenchmarkError, match="streaming prompt p0: .*stream chunk"),
+    ):
         stream_pass(client, model="m", prompts=[PROMPT], output_len=2)
 
 

@@ -107,8 +107,11 @@ def test_a_damaged_prompt_file_is_a_data_error(data, limit, tmp_path_factory):
 
 
 @FUZZ
-@given(lines=st.lists(st.one_of(ref_records().map(json.dumps), nasty_text), max_size=4), limit=limits,
-       vocab_size=st.one_of(st.none(), st.sampled_from([2, 1000, VOCAB])))  # fmt: skip
+@given(
+    lines=st.lists(st.one_of(ref_records().map(json.dumps), nasty_text), max_size=4),
+    limit=limits,
+    vocab_size=st.one_of(st.none(), st.sampled_from([2, 1000, VOCAB])),
+)
 def test_a_ppl_reference_set_loads_or_is_a_data_error(lines, limit, vocab_size, tmp_path_factory):
     record("PPL reference sets", (lines, limit, vocab_size))
     path = tmp_path_factory.mktemp("data") / "refs.jsonl"

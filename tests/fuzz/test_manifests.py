@@ -56,11 +56,15 @@ def manifest_docs(draw: st.DrawFn) -> dict[str, Any]:
         elif how == "retype":
             doc[field] = draw(json_values)
         elif how == "env":
-            doc["env"] = {**(doc.get("env") if isinstance(doc.get("env"), dict) else {}),
-                          draw(nasty_text): draw(st.one_of(nasty_text, json_values))}  # fmt: skip
+            doc["env"] = {
+                **(doc.get("env") if isinstance(doc.get("env"), dict) else {}),
+                draw(nasty_text): draw(st.one_of(nasty_text, json_values)),
+            }
         elif how == "knob_env":
-            doc["env"] = {**(doc.get("env") if isinstance(doc.get("env"), dict) else {}),
-                          draw(st.sampled_from(KNOB_ENV)): draw(knob_env_values)}  # fmt: skip
+            doc["env"] = {
+                **(doc.get("env") if isinstance(doc.get("env"), dict) else {}),
+                draw(st.sampled_from(KNOB_ENV)): draw(knob_env_values),
+            }
         elif how == "serve":
             doc["serve"] = draw(st.lists(st.one_of(st.sampled_from(INJECTIONS), nasty_text), max_size=4))
         elif how == "extra":
@@ -97,7 +101,10 @@ def _through_the_engine(path: Path, knob_values: dict[str, Any]) -> None:
 
 
 @FUZZ
-@given(doc=manifest_docs(), knob_values=st.dictionaries(st.sampled_from(sorted(KNOBS)), st.one_of(numbers, nasty_text), max_size=2))
+@given(
+    doc=manifest_docs(),
+    knob_values=st.dictionaries(st.sampled_from(sorted(KNOBS)), st.one_of(numbers, nasty_text), max_size=2),
+)
 def test_a_manifest_loads_into_a_startable_launch_or_is_a_config_error(doc, knob_values, tmp_path_factory):
     record("manifest documents", (doc, knob_values))
     path = tmp_path_factory.mktemp("manifest") / "manifest.json"
@@ -115,7 +122,14 @@ def test_a_damaged_manifest_file_is_a_manifest_error(data, tmp_path_factory):
 
 
 @FUZZ
-@given(items=st.lists(st.one_of(nasty_text, st.builds("{}={}".format, nasty_text, st.one_of(nasty_text, st.sampled_from(DIGIT_STRINGS)))), max_size=3))
+@given(
+    items=st.lists(
+        st.one_of(
+            nasty_text, st.builds("{}={}".format, nasty_text, st.one_of(nasty_text, st.sampled_from(DIGIT_STRINGS)))
+        ),
+        max_size=3,
+    )
+)
 def test_knob_assignments_from_the_command_line_are_checked_or_refused(items):
     record("--set knob=value", items)
     manifest = stub_manifest()

@@ -22,26 +22,43 @@ TOP_K, SPEC_TOKENS = (KNOBS[name].for_stack(STACK) for name in ("centroid_top_k"
 
 spec_objects = st.fixed_dictionaries(
     {"method": st.one_of(st.sampled_from(["draft", "ngram", "mtp"]), json_values)},
-    optional={"num_speculative_tokens": st.one_of(numbers, json_values), "draft_layers": st.one_of(numbers, json_values),
-              "prompt_lookup_min": numbers, "prompt_lookup_max": numbers, "extra": json_values},
-)  # fmt: skip
+    optional={
+        "num_speculative_tokens": st.one_of(numbers, json_values),
+        "draft_layers": st.one_of(numbers, json_values),
+        "prompt_lookup_min": numbers,
+        "prompt_lookup_max": numbers,
+        "extra": json_values,
+    },
+)
 override_objects = st.one_of(
-    st.fixed_dictionaries({"text_config": st.one_of(st.fixed_dictionaries({"sliding_window": st.one_of(numbers, json_values)}), json_values)}),
+    st.fixed_dictionaries(
+        {
+            "text_config": st.one_of(
+                st.fixed_dictionaries({"sliding_window": st.one_of(numbers, json_values)}), json_values
+            )
+        }
+    ),
     st.fixed_dictionaries({"sliding_window": st.one_of(numbers, json_values)}),
     st.dictionaries(nasty_text, json_values, max_size=2),
-)  # fmt: skip
+)
 json_text = st.one_of(
-    spec_objects.map(json.dumps), override_objects.map(json.dumps), json_values.map(json.dumps), nasty_text,
-    st.sampled_from(DIGIT_STRINGS), st.sampled_from([300, 100_000]).map(deep_json),
-)  # fmt: skip
+    spec_objects.map(json.dumps),
+    override_objects.map(json.dumps),
+    json_values.map(json.dumps),
+    nasty_text,
+    st.sampled_from(DIGIT_STRINGS),
+    st.sampled_from([300, 100_000]).map(deep_json),
+)
 env_values = st.fixed_dictionaries(
     {},
     optional={
         **{name: st.one_of(nasty_text, st.sampled_from(DIGIT_STRINGS), numbers.map(str)) for name in INT_VARS},
         **{name: json_text for name in JSON_VARS},
-        "SERVED_MODEL_NAME": nasty_text, "HOST": nasty_text, "REFERENCE_DEVICE": nasty_text,
+        "SERVED_MODEL_NAME": nasty_text,
+        "HOST": nasty_text,
+        "REFERENCE_DEVICE": nasty_text,
     },
-)  # fmt: skip
+)
 
 
 @fuzz_settings(300)
@@ -63,7 +80,9 @@ def test_the_reference_servers_environment_configures_it_or_is_a_config_error(en
 
 
 @fuzz_settings(60)
-@given(argv=st.lists(st.one_of(st.sampled_from(["--port", "--host", "--device", "--port=", "-h"]), nasty_text), max_size=4))
+@given(
+    argv=st.lists(st.one_of(st.sampled_from(["--port", "--host", "--device", "--port=", "-h"]), nasty_text), max_size=4)
+)
 def test_the_reference_servers_command_line_configures_it_or_exits_with_usage(argv):
     record("reference server argv", argv)
     try:

@@ -34,16 +34,54 @@ MAX_MODEL_LEN = 24  # a valid request generates a dozen or two tokens at most
 VOCAB = 262144
 CHAT = ("/v1/chat/completions", {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1})
 COMPLETION = ("/v1/completions", {"model": MODEL, "prompt": "Hello", "max_tokens": 1})
-COMMON = ["model", "max_tokens", "temperature", "n", "ignore_eos", "stream", "stream_options", "stop",
-          "stop_token_ids", "return_token_ids", "add_special_tokens", "logprobs"]
+COMMON = [
+    "model",
+    "max_tokens",
+    "temperature",
+    "n",
+    "ignore_eos",
+    "stream",
+    "stream_options",
+    "stop",
+    "stop_token_ids",
+    "return_token_ids",
+    "add_special_tokens",
+    "logprobs",
+]
 # The fields each endpoint reads (others are ignored, as OpenAI's and vLLM's servers ignore them).
-FIELDS = {CHAT[0]: [*COMMON, "messages", "max_completion_tokens"],
-          COMPLETION[0]: [*COMMON, "prompt", "echo", "prompt_logprobs"]}  # fmt: skip
+FIELDS = {
+    CHAT[0]: [*COMMON, "messages", "max_completion_tokens"],
+    COMPLETION[0]: [*COMMON, "prompt", "echo", "prompt_logprobs"],
+}
 # One wrong value of every JSON kind, plus the corners of numbers and text.
 WRONG = [
-    None, True, False, -1, 0, 2**31, 2**64, 10**30, 1.5, -0.0, 1e308, "", "x", "1", "é日本", "\u0000",
-    [], [1, 2], [-1], [VOCAB], [[1], [2]], [""], [None], {}, {"a": 1}, {"role": "user"},
-]  # fmt: skip
+    None,
+    True,
+    False,
+    -1,
+    0,
+    2**31,
+    2**64,
+    10**30,
+    1.5,
+    -0.0,
+    1e308,
+    "",
+    "x",
+    "1",
+    "é日本",
+    "\u0000",
+    [],
+    [1, 2],
+    [-1],
+    [VOCAB],
+    [[1], [2]],
+    [""],
+    [None],
+    {},
+    {"a": 1},
+    {"role": "user"},
+]
 
 
 @dataclass(frozen=True)
@@ -121,8 +159,12 @@ def requests(draw: st.DrawFn) -> tuple[str, bytes]:
         elif how == "tokens":
             body["prompt"] = draw(st.lists(st.one_of(st.integers(-5, VOCAB + 5), numbers), min_size=1, max_size=6))
         elif how == "messages":
-            turn = st.fixed_dictionaries({"role": st.one_of(st.sampled_from(["user", "assistant", "system", "tool"]), json_values),
-                                          "content": st.one_of(nasty_text, json_values)})  # fmt: skip
+            turn = st.fixed_dictionaries(
+                {
+                    "role": st.one_of(st.sampled_from(["user", "assistant", "system", "tool"]), json_values),
+                    "content": st.one_of(nasty_text, json_values),
+                }
+            )
             body["messages"] = draw(st.one_of(st.lists(turn, max_size=3), json_values))
         elif how == "unknown":
             body[draw(nasty_text)] = draw(json_values)
@@ -142,18 +184,39 @@ def test_fuzzed_requests_are_answered_4xx_or_200(reference, request):
 @fuzz_settings(40)
 @given(data=st.data(), path=st.sampled_from([CHAT[0], COMPLETION[0]]))
 def test_bodies_that_are_not_a_json_object_are_a_400(reference, data, path):
-    content = data.draw(st.one_of(damaged(json.dumps(COMPLETION[1])), json_values.map(lambda v: json.dumps(v).encode()),
-                                  st.just(deep_json(100_000).encode()), st.binary(max_size=64)))  # fmt: skip
+    content = data.draw(
+        st.one_of(
+            damaged(json.dumps(COMPLETION[1])),
+            json_values.map(lambda v: json.dumps(v).encode()),
+            st.just(deep_json(100_000).encode()),
+            st.binary(max_size=64),
+        )
+    )
     record("reference request bodies", (path, content))
     response = _send(reference, "POST", path, content)
     _judge(response)
 
 
 @fuzz_settings(30)
-@given(method=st.sampled_from(["GET", "PUT", "DELETE", "PATCH", "POST"]),
-       path=st.one_of(st.sampled_from(["/v1/models", "/metrics", "/health", "/v1/chat/completions", "/", "/v1",
-                                       "/v1/completions/", "/../etc/passwd", "/v1/models?x=%00"]),
-                      nasty_text.map(lambda t: "/" + t.replace("\x00", ""))))  # fmt: skip
+@given(
+    method=st.sampled_from(["GET", "PUT", "DELETE", "PATCH", "POST"]),
+    path=st.one_of(
+        st.sampled_from(
+            [
+                "/v1/models",
+                "/metrics",
+                "/health",
+                "/v1/chat/completions",
+                "/",
+                "/v1",
+                "/v1/completions/",
+                "/../etc/passwd",
+                "/v1/models?x=%00",
+            ]
+        ),
+        nasty_text.map(lambda t: "/" + t.replace("\x00", "")),
+    ),
+)
 def test_other_methods_and_paths_are_answered_without_a_5xx(reference, method, path):
     record("reference methods and paths", (method, path))
     try:

@@ -56,7 +56,10 @@ def test_a_manifest_file_that_is_not_text_or_too_deep_is_a_manifest_error(tmp_pa
 
 def test_a_knob_value_of_thousands_of_digits_is_out_of_range():
     # Before: ValueError from int() (it refuses more than 4,300 digits).
-    with pytest.raises(KnobError, match=r"knob 'centroid_top_k': value 999999999999\.\.\. \(5000 characters\) is out of range 1\.\.2048"):
+    with pytest.raises(
+        KnobError,
+        match=r"knob 'centroid_top_k': value 999999999999\.\.\. \(5000 characters\) is out of range 1\.\.2048",
+    ):
         parse_knobs(stub_manifest(), {"centroid_top_k": "9" * 5000})
     with pytest.raises(ManifestError, match="knob 'centroid_top_k'.*out of range"):
         build_launch(stub_manifest(CENTROID_TOP_K="9" * 5000))
@@ -71,9 +74,12 @@ def test_a_knob_target_holding_json_nested_too_deeply_is_a_manifest_error():
 @pytest.mark.parametrize("loader", [load_prompts, load_ppl_records])
 @pytest.mark.parametrize(
     ("data", "named"),
-    [(b"\xff[]", "not UTF-8 text"), ("\udcff".encode("utf-8", "surrogatepass"), "not UTF-8 text"),
-     (deep_json(100_000).encode(), "nested too deeply")],
-)  # fmt: skip
+    [
+        (b"\xff[]", "not UTF-8 text"),
+        ("\udcff".encode("utf-8", "surrogatepass"), "not UTF-8 text"),
+        (deep_json(100_000).encode(), "nested too deeply"),
+    ],
+)
 def test_a_data_file_that_is_not_text_or_too_deep_is_a_data_error(tmp_path, loader, data, named):
     # Before: UnicodeDecodeError / RecursionError.
     path = tmp_path / "data.json"
@@ -97,13 +103,16 @@ def test_a_json_number_too_long_to_convert_is_invalid_json_everywhere(tmp_path):
 
 @pytest.mark.parametrize(
     ("override", "named"),
-    [({"prompts": 0}, "'prompts' must be a file path"), ({"refs": "a\x00b"}, "'refs' must be a file path"),
-     ({"warmup_requests": "4"}, "'warmup_requests' must be an integer >= 0"),
-     ({"warmup_output_len": -5}, "'warmup_output_len' must be an integer >= 1"),
-     ({"stream_pass": "yes"}, "'stream_pass' must be true or false"),
-     ({"warmup_pause_s": float("nan")}, "'warmup_pause_s' must be a finite number"),
-     ({"request_timeout_s": float("inf")}, "'request_timeout_s' must be a finite number")],
-)  # fmt: skip
+    [
+        ({"prompts": 0}, "'prompts' must be a file path"),
+        ({"refs": "a\x00b"}, "'refs' must be a file path"),
+        ({"warmup_requests": "4"}, "'warmup_requests' must be an integer >= 0"),
+        ({"warmup_output_len": -5}, "'warmup_output_len' must be an integer >= 1"),
+        ({"stream_pass": "yes"}, "'stream_pass' must be true or false"),
+        ({"warmup_pause_s": float("nan")}, "'warmup_pause_s' must be a finite number"),
+        ({"request_timeout_s": float("inf")}, "'request_timeout_s' must be a finite number"),
+    ],
+)
 def test_every_profile_field_is_checked(override, named):
     # Before: accepted, then a TypeError in pathlib (prompts = 0), range("4") in the worker,
     # time.sleep(nan), an overflowing socket timeout, ...
@@ -111,8 +120,9 @@ def test_every_profile_field_is_checked(override, named):
         get_profile("quick").with_overrides(override, source="study.toml [profile]")
 
 
-@pytest.mark.parametrize(("data", "named"), [(b"name = \"\xff\"", "not UTF-8 text"),
-                                             (b"a = " + b"[" * 100_000, "nested too deeply")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("data", "named"), [(b'name = "\xff"', "not UTF-8 text"), (b"a = " + b"[" * 100_000, "nested too deeply")]
+)
 def test_a_study_file_that_is_not_text_or_too_deep_is_a_study_error(tmp_path, data, named):
     # Before: UnicodeDecodeError / RecursionError.
     path = tmp_path / "study.toml"
@@ -123,10 +133,12 @@ def test_a_study_file_that_is_not_text_or_too_deep_is_a_study_error(tmp_path, da
 
 @pytest.mark.parametrize(
     ("env", "named"),
-    [({"SPECULATIVE_CONFIG": '{"method": []}'}, "SPECULATIVE_CONFIG.method=\\[\\] is not supported"),
-     ({"HF_OVERRIDES": deep_json(100_000)}, "HF_OVERRIDES is not valid JSON \\(RecursionError"),
-     ({"SPECULATIVE_CONFIG": "9" * 5000}, "SPECULATIVE_CONFIG is not valid JSON \\(ValueError")],
-)  # fmt: skip
+    [
+        ({"SPECULATIVE_CONFIG": '{"method": []}'}, "SPECULATIVE_CONFIG.method=\\[\\] is not supported"),
+        ({"HF_OVERRIDES": deep_json(100_000)}, "HF_OVERRIDES is not valid JSON \\(RecursionError"),
+        ({"SPECULATIVE_CONFIG": "9" * 5000}, "SPECULATIVE_CONFIG is not valid JSON \\(ValueError"),
+    ],
+)
 def test_the_reference_servers_environment_errors_are_config_errors(env, named):
     # Before: TypeError (an unhashable method), RecursionError, ValueError: a traceback at boot
     # instead of one line and exit status 2. (Request bodies: tests/fuzz/test_reference_server.py.)
@@ -139,10 +151,22 @@ def test_a_dry_run_of_a_huge_budget_shows_the_first_trials_and_ends(tmp_path):
     # n_trials (or grid) never finished.
     manifest = tmp_path / "manifest.json"
     manifest.write_text(json.dumps(stub_manifest().to_json_dict()))
-    study = write_study(tmp_path, manifest=manifest, profile=stub_profile(tmp_path), n_trials=10**12, sampler="random",
-                        space={"centroid_top_k": {"low": 1, "high": 2048}})  # fmt: skip
-    out = subprocess.run([sys.executable, "-m", "sweep.run", "--study", str(study), "--dry-run"], cwd=tmp_path,
-                         env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, capture_output=True, text=True, timeout=120)  # fmt: skip
+    study = write_study(
+        tmp_path,
+        manifest=manifest,
+        profile=stub_profile(tmp_path),
+        n_trials=10**12,
+        sampler="random",
+        space={"centroid_top_k": {"low": 1, "high": 2048}},
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "sweep.run", "--study", str(study), "--dry-run"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.count("argv: ") == MAX_SHOWN
     assert f"... and up to {10**12 - MAX_SHOWN} more trial(s)" in out.stdout

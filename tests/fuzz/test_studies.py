@@ -34,15 +34,26 @@ def base_study(tmp_path_factory) -> dict[str, Any]:
     manifest = folder / "manifest.json"
     manifest.write_text(json.dumps(stub_manifest().to_json_dict()))
     return {
-        "name": "fuzz", "manifest": str(manifest), "n_trials": 4, "sampler": "tpe", "seed": 1, "workers": 1,
-        "identity_required": False, "objectives": {"tps": "maximize", "ppl": "minimize"},
+        "name": "fuzz",
+        "manifest": str(manifest),
+        "n_trials": 4,
+        "sampler": "tpe",
+        "seed": 1,
+        "workers": 1,
+        "identity_required": False,
+        "objectives": {"tps": "maximize", "ppl": "minimize"},
         "gate": {"ppl_max_ratio": 1.05},
-        "profile": {"name": "quick", "prompts": str(write_prompt_set(folder / "prompts.json", 4)),
-                    "refs": str(write_ppl_refs(folder / "refs.jsonl", 4)), "num_prompts": 4, "ppl_records": 4},
+        "profile": {
+            "name": "quick",
+            "prompts": str(write_prompt_set(folder / "prompts.json", 4)),
+            "refs": str(write_ppl_refs(folder / "refs.jsonl", 4)),
+            "num_prompts": 4,
+            "ppl_records": 4,
+        },
         "space": {"centroid_top_k": {"choices": [16, 32]}, "sliding_window": {"low": 256, "high": 512, "step": 64}},
         "fixed": {"num_speculative_tokens": 3},
         "resources": {"num_cpus": 1},
-    }  # fmt: skip
+    }
 
 
 knob_names = st.one_of(st.sampled_from(sorted(KNOBS)), nasty_text)
@@ -63,7 +74,13 @@ def mutations(draw: st.DrawFn) -> list[tuple[str, ...]]:
         if kind == "drop":
             edits.append(("drop", draw(st.sampled_from(SCALARS + TABLES))))
         elif kind == "scalar":
-            edits.append(("set", draw(st.sampled_from(SCALARS)), draw(st.one_of(json_values, numbers, st.sampled_from(SAMPLERS)))))
+            edits.append(
+                (
+                    "set",
+                    draw(st.sampled_from(SCALARS)),
+                    draw(st.one_of(json_values, numbers, st.sampled_from(SAMPLERS))),
+                )
+            )
         elif kind == "table":
             edits.append(("set", draw(st.sampled_from(TABLES)), draw(json_values)))
         elif kind == "space":
@@ -71,10 +88,22 @@ def mutations(draw: st.DrawFn) -> list[tuple[str, ...]]:
         elif kind == "fixed":
             edits.append(("in", "fixed", draw(knob_names), draw(st.one_of(numbers, json_values))))
         elif kind == "profile":
-            edits.append(("in", "profile", draw(st.one_of(st.sampled_from(PROFILE_FIELDS), nasty_text)),
-                          draw(st.one_of(numbers, json_values))))  # fmt: skip
+            edits.append(
+                (
+                    "in",
+                    "profile",
+                    draw(st.one_of(st.sampled_from(PROFILE_FIELDS), nasty_text)),
+                    draw(st.one_of(numbers, json_values)),
+                )
+            )
         elif kind == "gate":
-            edits.append(("set", "gate", draw(st.dictionaries(st.sampled_from(["ppl_max", "ppl_max_ratio", "ppl"]), numbers, max_size=2))))
+            edits.append(
+                (
+                    "set",
+                    "gate",
+                    draw(st.dictionaries(st.sampled_from(["ppl_max", "ppl_max_ratio", "ppl"]), numbers, max_size=2)),
+                )
+            )
         else:
             edits.append(("set", draw(nasty_text), draw(json_values)))
     return edits
@@ -102,7 +131,10 @@ def _check(path: Path) -> None:
     # What validated must be what the driver can run.
     assert spec.n_trials >= 1 and spec.workers >= 1 and spec.sampler in SAMPLERS
     for knob, space in spec.space.items():
-        assert all(KNOBS[knob].minimum <= v <= KNOBS[knob].maximum for v in (space.values()[:3] if space.choices is None else space.choices))
+        assert all(
+            KNOBS[knob].minimum <= v <= KNOBS[knob].maximum
+            for v in (space.values()[:3] if space.choices is None else space.choices)
+        )
     assert all(KNOBS[k].minimum <= v <= KNOBS[k].maximum for k, v in spec.fixed.items())
     _runnable(spec.profile)
 
@@ -110,8 +142,14 @@ def _check(path: Path) -> None:
 def _runnable(profile: BenchProfile) -> None:
     """Every field of a validated profile has the type and range the benchmark client uses."""
     assert all(isinstance(p, str) and p.strip() and "\x00" not in p for p in (profile.prompts, profile.refs))
-    for name, low in (("num_prompts", 1), ("output_len", 1), ("ppl_records", 1), ("warmup_requests", 0),
-                      ("warmup_output_len", 1), ("tps_repeats", 1)):  # fmt: skip
+    for name, low in (
+        ("num_prompts", 1),
+        ("output_len", 1),
+        ("ppl_records", 1),
+        ("warmup_requests", 0),
+        ("warmup_output_len", 1),
+        ("tps_repeats", 1),
+    ):
         value = getattr(profile, name)
         assert type(value) is int and value >= low, (name, value)
     assert type(profile.stream_pass) is bool

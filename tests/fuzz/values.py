@@ -23,27 +23,76 @@ __all__ = [
     "toml_text",
 ]
 
+
 def fuzz_settings(examples: int) -> settings:
     """Bounded for CI; ``GEMMA_FUZZ_SCALE=20`` multiplies the examples for a long local run."""
     scale = float(os.environ.get("GEMMA_FUZZ_SCALE", "1"))
-    return settings(max_examples=max(1, int(examples * scale)), deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])  # fmt: skip
+    return settings(
+        max_examples=max(1, int(examples * scale)),
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
 
 
 # Text a shell, a template engine or a path joiner would treat specially. ``{reference_checkpoint}``
 # is left out on purpose: a manifest that names it prepares the real model (slow, not a parser).
 INJECTIONS = [
-    "$(touch pwned)", "`id`", "; rm -rf /", "&& curl evil", "| nc -l 1", "\x00", "a\x00b", "\n", "\r\n",
-    "{port}", "{host}", "{python}", "{repo}", "{workdir}", "{tmpdir}", "{bogus}", "{__class__}", "{0}", "{{}}", "{",
-    "}", "%s%n", "../../etc/passwd", "/etc/passwd", "' OR 1=1 --", "<script>x</script>", "${HOME}",
-    "-Xfoo", "--help", "=", "A=B", "",
-]  # fmt: skip
+    "$(touch pwned)",
+    "`id`",
+    "; rm -rf /",
+    "&& curl evil",
+    "| nc -l 1",
+    "\x00",
+    "a\x00b",
+    "\n",
+    "\r\n",
+    "{port}",
+    "{host}",
+    "{python}",
+    "{repo}",
+    "{workdir}",
+    "{tmpdir}",
+    "{bogus}",
+    "{__class__}",
+    "{0}",
+    "{{}}",
+    "{",
+    "}",
+    "%s%n",
+    "../../etc/passwd",
+    "/etc/passwd",
+    "' OR 1=1 --",
+    "<script>x</script>",
+    "${HOME}",
+    "-Xfoo",
+    "--help",
+    "=",
+    "A=B",
+    "",
+]
 UNICODE = ["é", "日本語", "\u202e", "\u00a0", "\ufeff", "🙂", "İ", "\u0000", "Ω", "\t", "\ud800", "\udcff"]
 # Strings that look like numbers to someone: huge, signed, spaced, float, hex, other scripts' digits.
 DIGIT_STRINGS = [
-    "9" * 5000, "1" + "0" * 30, "-0", "+7", " 32 ", "32.0", "1e3", "0x20", "0b1", "٣٢", "３２", "NaN",
-    "inf", "-1", "0", "2048", "2049", "65536", "",
-]  # fmt: skip
+    "9" * 5000,
+    "1" + "0" * 30,
+    "-0",
+    "+7",
+    " 32 ",
+    "32.0",
+    "1e3",
+    "0x20",
+    "0b1",
+    "٣٢",
+    "３２",
+    "NaN",
+    "inf",
+    "-1",
+    "0",
+    "2048",
+    "2049",
+    "65536",
+    "",
+]
 
 nasty_text = st.one_of(
     st.text(max_size=20),
@@ -101,7 +150,9 @@ def _toml_value(value: Any) -> str:
     if isinstance(value, list):
         return "[" + ", ".join(_toml_value(v) for v in value if v is not None) + "]"
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{json.dumps(str(k))} = {_toml_value(v)}" for k, v in value.items() if v is not None) + "}"
+        return (
+            "{" + ", ".join(f"{json.dumps(str(k))} = {_toml_value(v)}" for k, v in value.items() if v is not None) + "}"
+        )
     raise TypeError(type(value))
 
 
@@ -111,7 +162,9 @@ def toml_text(doc: dict[str, Any], prefix: tuple[str, ...] = ()) -> str:
     lines = []
     if prefix:
         lines.append("[" + ".".join(json.dumps(str(p)) for p in prefix) + "]")
-    lines += [f"{json.dumps(str(k))} = {_toml_value(v)}" for k, v in doc.items() if v is not None and not isinstance(v, dict)]
+    lines += [
+        f"{json.dumps(str(k))} = {_toml_value(v)}" for k, v in doc.items() if v is not None and not isinstance(v, dict)
+    ]
     for key, value in doc.items():
         if isinstance(value, dict):
             lines.append(toml_text(value, (*prefix, str(key))))

@@ -21,7 +21,7 @@ GEN_TOKENS = 64
 PROMPTS = [
     "The history of the city of Rome spans two and a half thousand years. It was founded",
     "Here is a short recipe for bread. Ingredients: flour, water, salt and yeast. Step 1:",
-    "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n",
+    'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n',
     "Monday, Tuesday, Wednesday, Thursday, Friday, Saturday, Sunday. Monday, Tuesday,",
     "Question: What is the boiling point of water at sea level?\nAnswer:",
     "Dear Sir or Madam,\n\nI am writing to complain about",
@@ -87,7 +87,9 @@ def hf_model(runtime):
     import torch
     from transformers import AutoModelForCausalLM
 
-    return AutoModelForCausalLM.from_pretrained(runtime.checkpoint_dir, dtype=torch.bfloat16, attn_implementation="eager")
+    return AutoModelForCausalLM.from_pretrained(
+        runtime.checkpoint_dir, dtype=torch.bfloat16, attn_implementation="eager"
+    )
 
 
 def hf_token_logprobs(hf_model, ids: list[int], *, window: int | None = None) -> list[float]:

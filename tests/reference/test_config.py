@@ -64,9 +64,20 @@ def test_speculative_configs():
         ({"SPECULATIVE_CONFIG": '{"method": "mtp", "num_speculative_tokens": 3}'}, "'draft' or 'ngram'"),
         ({"SPECULATIVE_CONFIG": '{"method": "draft"}'}, "num_speculative_tokens is required"),
         ({"SPECULATIVE_CONFIG": '{"method": "draft", "num_speculative_tokens": 0}'}, "out of range"),
-        ({"SPECULATIVE_CONFIG": '{"method": "draft", "num_speculative_tokens": 3, "draft_layers": 19}'}, "draft_layers"),
-        ({"SPECULATIVE_CONFIG": '{"method": "draft", "num_speculative_tokens": 3, "prompt_lookup_max": 2}'}, "unknown keys"),
-        ({"SPECULATIVE_CONFIG": '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 4, "prompt_lookup_max": 2}'}, "<="),
+        (
+            {"SPECULATIVE_CONFIG": '{"method": "draft", "num_speculative_tokens": 3, "draft_layers": 19}'},
+            "draft_layers",
+        ),
+        (
+            {"SPECULATIVE_CONFIG": '{"method": "draft", "num_speculative_tokens": 3, "prompt_lookup_max": 2}'},
+            "unknown keys",
+        ),
+        (
+            {
+                "SPECULATIVE_CONFIG": '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 4, "prompt_lookup_max": 2}'
+            },
+            "<=",
+        ),
         ({"HF_OVERRIDES": '{"text_config": {"sliding_window": 0}}'}, "sliding_window=0"),
         ({"HF_OVERRIDES": '{"num_hidden_layers": 4}'}, "only honours sliding_window"),
         ({"HF_OVERRIDES": "not json"}, "HF_OVERRIDES is not valid JSON"),
@@ -97,10 +108,16 @@ def test_json_values_round_trip_from_a_manifest():
     assert cfg.spec.num_speculative_tokens == 3 and cfg.centroid_top_k == 49
 
 
-@pytest.mark.parametrize(("knob", "env"), [
-    ("num_speculative_tokens", lambda k: {"SPECULATIVE_CONFIG": json.dumps({"method": "draft", "num_speculative_tokens": k})}),
-    ("centroid_top_k", lambda k: {"CENTROID_TOP_K": str(k)}),
-])
+@pytest.mark.parametrize(
+    ("knob", "env"),
+    [
+        (
+            "num_speculative_tokens",
+            lambda k: {"SPECULATIVE_CONFIG": json.dumps({"method": "draft", "num_speculative_tokens": k})},
+        ),
+        ("centroid_top_k", lambda k: {"CENTROID_TOP_K": str(k)}),
+    ],
+)
 def test_the_server_accepts_what_the_registry_allows_its_stack_and_nothing_more(knob, env):
     # One source: the registry's limit for the stack the reference manifests name is the server's.
     low, high = KNOBS[knob].for_stack(load_manifest("reference").stack).bounds

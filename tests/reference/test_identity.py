@@ -28,10 +28,13 @@ def _assert_same(outs, plain, label):
         assert got == want, f"{label}, prompt {i}: first difference at generated token {first}"
 
 
-@pytest.mark.parametrize("k", [1, 3, 7])
+# The drafter's smallest block and the challenge's k=7; the fewest clusters, the winning entry's 49 and
+# every one of the 2,048: the ends of both ranges and the point the challenge runs at (each
+# configuration decodes 8 prompts x 64 tokens on the CPU, about half a minute).
+@pytest.mark.parametrize("k", [1, 7])
 def test_draft_equals_plain_greedy_at_every_centroid_budget(runtime, prompt_ids, plain_outputs, k):
     acceptance = {}
-    for top_k in (1, 8, 49, 2048):
+    for top_k in (1, 49, 2048):
         spec = SpecConfig(method="draft", num_speculative_tokens=k)
         outs, drafted, accepted = _generate(runtime, prompt_ids, spec=spec, top_k=top_k)
         _assert_same(outs, plain_outputs, f"draft k={k} CENTROID_TOP_K={top_k}")

@@ -52,5 +52,7 @@ def test_perplexity_rises_as_the_window_shrinks(runtime, tokenizer, ppl_text):
 
 def test_tokenizer_adds_bos_and_has_the_gemma_turn_template(tokenizer):
     assert tokenizer("hi").input_ids[0] == 2
-    text = tokenizer.apply_chat_template([{"role": "user", "content": "Hello"}], tokenize=False, add_generation_prompt=True)
+    text = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "Hello"}], tokenize=False, add_generation_prompt=True
+    )
     assert text == "<bos><start_of_turn>user\nHello<end_of_turn>\n<start_of_turn>model\n"

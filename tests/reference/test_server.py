@@ -72,7 +72,9 @@ def test_chat_streaming_and_non_streaming_agree(server):
     assert whole["usage"]["completion_tokens"] == 24
     assert len(whole["choices"][0]["token_ids"]) == 24
     text, tokens, usage, finish = "", [], None, None
-    with server.stream("POST", "/v1/chat/completions", json={**body, "stream": True, "stream_options": {"include_usage": True}}) as r:
+    with server.stream(
+        "POST", "/v1/chat/completions", json={**body, "stream": True, "stream_options": {"include_usage": True}}
+    ) as r:
         lines = [line for line in r.iter_lines() if line.startswith("data: ")]
     assert lines[-1] == "data: [DONE]"
     for line in lines[:-1]:
@@ -125,7 +127,9 @@ def test_prompt_logprobs_match_a_direct_transformers_forward(server, tokenizer, 
 
 def test_echo_logprobs_agree_with_prompt_logprobs(server):
     prompt = PROMPTS[4]
-    both = server.post("/v1/completions", json={"prompt": prompt, "max_tokens": 2, "echo": True, "logprobs": 1, "prompt_logprobs": 0}).json()
+    both = server.post(
+        "/v1/completions", json={"prompt": prompt, "max_tokens": 2, "echo": True, "logprobs": 1, "prompt_logprobs": 0}
+    ).json()
     choice = both["choices"][0]
     legacy = choice["logprobs"]
     n = both["usage"]["prompt_tokens"]
@@ -161,14 +165,21 @@ def test_concurrent_requests_take_turns_and_get_their_own_answers(server):
     bodies = [{"prompt": p, "max_tokens": 12, "ignore_eos": True, "return_token_ids": True} for p in PROMPTS[:3]]
     alone = [server.post("/v1/completions", json=b).json()["choices"][0]["token_ids"] for b in bodies]
     with ThreadPoolExecutor(3) as pool:
-        together = list(pool.map(lambda b: server.post("/v1/completions", json=b).json()["choices"][0]["token_ids"], bodies))
+        together = list(
+            pool.map(lambda b: server.post("/v1/completions", json=b).json()["choices"][0]["token_ids"], bodies)
+        )
     assert together == alone
 
 
 BAD_REQUESTS = [
     ("/v1/completions", b"{not json", 400, "JSON"),
     ("/v1/completions", {"prompt": "hi", "temperature": 0.7}, 400, "greedy"),
-    ("/v1/completions", {"prompt": list(range(5, 5 + MAX_MODEL_LEN + 1)), "max_tokens": 1}, 400, "maximum context length"),
+    (
+        "/v1/completions",
+        {"prompt": list(range(5, 5 + MAX_MODEL_LEN + 1)), "max_tokens": 1},
+        400,
+        "maximum context length",
+    ),
     ("/v1/completions", {"prompt": list(range(5, 5 + MAX_MODEL_LEN - 4)), "max_tokens": 10}, 400, "max_tokens"),
     ("/v1/completions", {"prompt": "hi", "max_tokens": 0}, 400, "max_tokens"),
     ("/v1/completions", {"prompt": "hi", "max_tokens": -3}, 400, "max_tokens"),

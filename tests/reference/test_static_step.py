@@ -74,7 +74,9 @@ def test_static_step_matches_model_step(runtime, prompts, monkeypatch, window):
     step = StaticStep(model, cache, smallest_bucket=SMALL_BUCKET)
     token, worst = ids[-1], 0.0
     for position in range(len(ids) - 1, len(ids) + 30):
-        want = model.final(model.step(model.embed(_ids(model, [token])), ref_cache, layers=model.all_layers(), position=position))
+        want = model.final(
+            model.step(model.embed(_ids(model, [token])), ref_cache, layers=model.all_layers(), position=position)
+        )
         pos = step.position(_ids(model, [position]), step.bucket(position + 1))
         got = step.final(step.run(step.embed(_ids(model, [token])), pos, layers=model.all_layers()))
         worst = max(worst, float((got.float() - want.float()).norm() / want.float().norm()))

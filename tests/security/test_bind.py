@@ -49,8 +49,14 @@ def test_a_local_ray_session_listens_on_loopback_only():
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "RAY_TMPDIR": str(temp)}
     env.pop("RAY_ADDRESS", None)
     try:
-        out = subprocess.run([sys.executable, "-c", _RAY_SESSION, str(temp / "ray")], env=env, cwd=temp,
-                             capture_output=True, text=True, timeout=180)  # fmt: skip
+        out = subprocess.run(
+            [sys.executable, "-c", _RAY_SESSION, str(temp / "ray")],
+            env=env,
+            cwd=temp,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
     finally:
         shutil.rmtree(temp, ignore_errors=True)
     assert out.returncode == 0, out.stderr[-2000:]
@@ -64,14 +70,19 @@ def test_an_engine_binds_the_host_its_launch_names_loopback_by_default(tmp_path)
     assert launch.host == "127.0.0.1"
     with EngineProcess(launch, log_path=tmp_path / "engine.log", boot_timeout_s=30) as engine:
         found = listeners([psutil.Process(engine.pid)])
-    assert [(l.ip, l.port) for l in found] == [("127.0.0.1", launch.port)]
+    assert [(sock.ip, sock.port) for sock in found] == [("127.0.0.1", launch.port)]
 
 
 def test_the_dashboard_binds_loopback_by_default(tmp_path):
     url = f"sqlite:///{tmp_path}/s.db"
     open_storage(url).close()
-    proc = subprocess.Popen([sys.executable, "-m", "dashboards.serve", "--storage", url, "--port", "0", "--no-attach"],
-                            cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dashboards.serve", "--storage", url, "--port", "0", "--no-attach"],
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         line = proc.stdout.readline()  # type: ignore[union-attr]
         assert re.search(r"http://127\.0\.0\.1:\d+/dashboard/", line), line

@@ -23,9 +23,13 @@ from errors import EngineBootError
 SOURCE_DIRS = ("engine", "sweep", "dashboards", "benchmarks", "tests")
 # Calls that always run a shell (or build a command line for one).
 SHELL_CALLS = {
-    "os.system", "os.popen", "subprocess.getoutput", "subprocess.getstatusoutput",
-    "asyncio.create_subprocess_shell", "pty.spawn",
-}  # fmt: skip
+    "os.system",
+    "os.popen",
+    "subprocess.getoutput",
+    "subprocess.getstatusoutput",
+    "asyncio.create_subprocess_shell",
+    "pty.spawn",
+}
 
 
 def _dotted(node: ast.AST, aliases: dict[str, str]) -> str | None:
@@ -54,7 +58,9 @@ def shell_uses(source: str, filename: str = "<source>") -> list[str]:
         if name in SHELL_CALLS:
             found.append(f"{filename}:{node.lineno}: {name}()")
         for keyword in node.keywords:
-            if keyword.arg == "shell" and not (isinstance(keyword.value, ast.Constant) and keyword.value.value is False):
+            if keyword.arg == "shell" and not (
+                isinstance(keyword.value, ast.Constant) and keyword.value.value is False
+            ):
                 found.append(f"{filename}:{node.lineno}: {name}(shell={ast.unparse(keyword.value)})")
     return found
 
@@ -73,9 +79,13 @@ sp.getoutput("ls")
 sp.run(["ls"], shell=False)
 """
     assert [line.split(": ", 1)[1] for line in shell_uses(source)] == [
-        "os.system()", "os.system()", "os.popen()", "subprocess.run(shell=True)",
-        "subprocess.Popen(shell=flag)", "subprocess.getoutput()",
-    ]  # fmt: skip
+        "os.system()",
+        "os.system()",
+        "os.popen()",
+        "subprocess.run(shell=True)",
+        "subprocess.Popen(shell=flag)",
+        "subprocess.getoutput()",
+    ]
 
 
 def test_no_source_file_runs_a_shell():
@@ -87,10 +97,32 @@ def test_no_source_file_runs_a_shell():
 
 # Strings a shell would expand, split or redirect; a process started without one sees them as-is.
 _SHELL_TEXT = st.lists(
-    st.sampled_from(["$(touch pwned)", "`touch pwned`", "; touch pwned", "&& touch pwned", "| touch pwned",
-                     "> pwned", "$HOME", "${PATH}", "'", '"', "\\", "*", "~", "#", "\n", " ", "a b", "é", "{}"]),
-    min_size=1, max_size=4,
-).map("".join)  # fmt: skip
+    st.sampled_from(
+        [
+            "$(touch pwned)",
+            "`touch pwned`",
+            "; touch pwned",
+            "&& touch pwned",
+            "| touch pwned",
+            "> pwned",
+            "$HOME",
+            "${PATH}",
+            "'",
+            '"',
+            "\\",
+            "*",
+            "~",
+            "#",
+            "\n",
+            " ",
+            "a b",
+            "é",
+            "{}",
+        ]
+    ),
+    min_size=1,
+    max_size=4,
+).map("".join)
 _ECHO = "import json, os, sys; print('ARGS ' + json.dumps([sys.argv[1:], os.environ['PROBE']]))"
 
 
@@ -98,8 +130,15 @@ _ECHO = "import json, os, sys; print('ARGS ' + json.dumps([sys.argv[1:], os.envi
 @given(arg=_SHELL_TEXT, value=_SHELL_TEXT)
 def test_argv_and_env_reach_the_stack_verbatim(arg, value, tmp_path_factory):
     folder = tmp_path_factory.mktemp("noshell")
-    manifest = parse_manifest({"name": "echo", "model_id": "m", "served_model_name": "m",
-                               "serve": ["{python}", "-c", _ECHO, arg], "env": {"PROBE": value}})  # fmt: skip
+    manifest = parse_manifest(
+        {
+            "name": "echo",
+            "model_id": "m",
+            "served_model_name": "m",
+            "serve": ["{python}", "-c", _ECHO, arg],
+            "env": {"PROBE": value},
+        }
+    )
     launch = dataclasses.replace(build_launch(manifest), cwd=folder)
     engine = EngineProcess(launch, log_path=folder / "engine.log", boot_timeout_s=30)
     engine.start()

@@ -32,7 +32,9 @@ def test_a_workers_error_text_keeps_no_secret_of_the_manifest_or_the_drivers_env
 
 def test_the_resume_hint_shows_a_storage_password_as_stars_and_says_so():
     password = secrets.token_hex(8)
-    hint = parse_args(["--study", "ctk", "--storage", f"postgresql://sweeper:{password}@db.internal/runs"]).resume_command()
+    hint = parse_args(
+        ["--study", "ctk", "--storage", f"postgresql://sweeper:{password}@db.internal/runs"]
+    ).resume_command()
     command, note = hint.split("\n")
     assert password not in hint
     assert command == "python -m sweep.run --study ctk --storage 'postgresql://sweeper:***@db.internal/runs'"
@@ -46,15 +48,20 @@ def test_a_password_from_the_environment_is_used_to_connect_and_never_shown(monk
     assert connect_url(url) == url
     monkeypatch.setenv(PASSWORD_ENV, "p@ss/w0rd")
     assert connect_url(url) == "postgresql://sweeper:p%40ss%2Fw0rd@db.internal:5432/runs"
-    assert connect_url("postgresql://sweeper:typed@db/runs") == "postgresql://sweeper:typed@db/runs"  # the URL's own wins
+    assert (
+        connect_url("postgresql://sweeper:typed@db/runs") == "postgresql://sweeper:typed@db/runs"
+    )  # the URL's own wins
     assert connect_url("sqlite:///runs/sweeps.db") == "sqlite:///runs/sweeps.db"  # no user: nothing to fill
     assert shown_url(connect_url(url)) == "postgresql://sweeper:***@db.internal:5432/runs"
 
 
 def test_storage_errors_name_the_url_without_its_password(tmp_path):
     password = secrets.token_hex(8)
-    for url in (f"sqlite:///{tmp_path}/none.db?password={password}", f"postgresql://u:{password}@h:port/db",
-                f"u:{password}@db/runs"):  # a file that is not there, a bad port, no scheme
+    for url in (
+        f"sqlite:///{tmp_path}/none.db?password={password}",
+        f"postgresql://u:{password}@h:port/db",
+        f"u:{password}@db/runs",
+    ):  # a file that is not there, a bad port, no scheme
         with pytest.raises(StorageError) as info:
             open_existing(url)
         assert password not in str(info.value) and "--storage " in str(info.value)

@@ -47,15 +47,25 @@ class KilledAndResumed:
 
 def _inputs(folder: Path, s: dict[str, str]) -> Path:
     folder.mkdir()
-    manifest = stub_manifest(WANDB_API_KEY=s["manifest_key"], DB_CONN=f"Server=db;Uid=sweeper;Pwd={s['odbc']};",
-                             STUB_ECHO_ALL="1", STUB_ECHO_ENV="HF_TOKEN,WANDB_API_KEY",
-                             STUB_DECODE_STEP_S="0.02",  # seconds a trial: time to strike mid-trial
-                             GS_TEST_MARKER=str(folder.parent)).to_json_dict()  # fmt: skip
+    manifest = stub_manifest(
+        WANDB_API_KEY=s["manifest_key"],
+        DB_CONN=f"Server=db;Uid=sweeper;Pwd={s['odbc']};",
+        STUB_ECHO_ALL="1",
+        STUB_ECHO_ENV="HF_TOKEN,WANDB_API_KEY",
+        STUB_DECODE_STEP_S="0.02",  # seconds a trial: time to strike mid-trial
+        GS_TEST_MARKER=str(folder.parent),
+    ).to_json_dict()
     manifest["serve"] += ["--api-key", s["argv_key"], "--header", f"Authorization: Bearer {s['bearer']}"]
     (folder / "manifest.json").write_text(json.dumps(manifest, indent=2))
-    return write_study(folder, manifest=folder / "manifest.json", profile=stub_profile(folder), name=STUDY,
-                       sampler="grid", space={"centroid_top_k": {"choices": [16, 32]}},
-                       promotion={"candidates": 0})  # fmt: skip
+    return write_study(
+        folder,
+        manifest=folder / "manifest.json",
+        profile=stub_profile(folder),
+        name=STUDY,
+        sampler="grid",
+        space={"centroid_top_k": {"choices": [16, 32]}},
+        promotion={"candidates": 0},
+    )
 
 
 def _wait(predicate, *, timeout_s: float, what: str):
@@ -72,12 +82,26 @@ def killed_and_resumed() -> Iterator[KilledAndResumed]:
     # Short and under /tmp: Ray's Unix sockets live in runs/ray and their paths must stay short.
     folder = Path(tempfile.mkdtemp(prefix="gsres", dir="/tmp"))
     out_dir = Path(tempfile.mkdtemp(prefix="gsresout"))
-    s = {name: f"{prefix}{secrets.token_hex(12)}" for name, prefix in (
-        ("hf_token", "hf_"), ("passphrase", "pp-"), ("manifest_key", "wk_"), ("odbc", "od-"), ("argv_key", "ak_"),
-        ("bearer", "br_"), ("db_password", "db-"))}  # fmt: skip
+    s = {
+        name: f"{prefix}{secrets.token_hex(12)}"
+        for name, prefix in (
+            ("hf_token", "hf_"),
+            ("passphrase", "pp-"),
+            ("manifest_key", "wk_"),
+            ("odbc", "od-"),
+            ("argv_key", "ak_"),
+            ("bearer", "br_"),
+            ("db_password", "db-"),
+        )
+    }
     study = _inputs(folder / "inputs", s)
-    env = {**os.environ, "HF_TOKEN": s["hf_token"], "SSH_KEY_PASSPHRASE": s["passphrase"],
-           "GEMMA_SWEEP_TOKENIZER": TOKENIZER_FOLDER, "HF_HUB_OFFLINE": "1"}  # fmt: skip
+    env = {
+        **os.environ,
+        "HF_TOKEN": s["hf_token"],
+        "SSH_KEY_PASSPHRASE": s["passphrase"],
+        "GEMMA_SWEEP_TOKENIZER": TOKENIZER_FOLDER,
+        "HF_HUB_OFFLINE": "1",
+    }
     env.pop(PASSWORD_ENV, None)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     # A password inside the URL (a query parameter SQLite ignores): it must be shown as *** everywhere.
@@ -85,8 +109,9 @@ def killed_and_resumed() -> Iterator[KilledAndResumed]:
     command = [sys.executable, "-m", "sweep.run", "--study", str(study), "--storage", url]
     first_out = out_dir / "first.out"
     with first_out.open("w") as out:
-        driver = subprocess.Popen(command, cwd=folder, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                  stdin=subprocess.DEVNULL)  # fmt: skip
+        driver = subprocess.Popen(
+            command, cwd=folder, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        )
 
     def echoing_after_the_baseline() -> Path | None:
         assert driver.poll() is None, first_out.read_text()[-3000:]
@@ -100,8 +125,9 @@ def killed_and_resumed() -> Iterator[KilledAndResumed]:
         driver.wait(timeout=30)
         _wait(lambda: not stub_processes(str(folder)), timeout_s=60, what="the orphaned stack to be stopped")
         killed_log = killed.read_text()
-        resumed = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=300,
-                                 stdin=subprocess.DEVNULL)  # fmt: skip
+        resumed = subprocess.run(
+            command, cwd=folder, env=env, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL
+        )
         outputs = first_out.read_text() + resumed.stdout + resumed.stderr
         yield KilledAndResumed(folder=folder, secrets=s, killed_log=killed_log, outputs=outputs, resumed=resumed)
     finally:
@@ -121,17 +147,26 @@ def test_the_resumed_sweep_finishes_the_trial_the_kill_interrupted(killed_and_re
 
 def test_the_killed_trials_log_held_the_echo_scrubbed_as_it_was_written(killed_and_resumed):
     log = killed_and_resumed.killed_log
-    for line in ("stub: env HF_TOKEN=***", "stub: env SSH_KEY_PASSPHRASE=***", "stub: env WANDB_API_KEY=***",
-                 "stub: env DB_CONN=Server=db;Uid=sweeper;Pwd=***;", "'Authorization: Bearer ***'",
-                 "'--api-key', '***'", f"stub: env GEMMA_SWEEP_TOKENIZER={TOKENIZER_FOLDER}"):  # fmt: skip
+    for line in (
+        "stub: env HF_TOKEN=***",
+        "stub: env SSH_KEY_PASSPHRASE=***",
+        "stub: env WANDB_API_KEY=***",
+        "stub: env DB_CONN=Server=db;Uid=sweeper;Pwd=***;",
+        "'Authorization: Bearer ***'",
+        "'--api-key', '***'",
+        f"stub: env GEMMA_SWEEP_TOKENIZER={TOKENIZER_FOLDER}",
+    ):
         assert line in log, line
     assert [name for name, value in killed_and_resumed.secrets.items() if value in log] == []
 
 
 def test_no_file_no_table_and_no_output_holds_a_secret(killed_and_resumed):
     run = killed_and_resumed
-    written = [p for p in run.folder.rglob("*") if p.is_file() and not p.is_symlink()
-               and "inputs" not in p.relative_to(run.folder).parts]  # fmt: skip
+    written = [
+        p
+        for p in run.folder.rglob("*")
+        if p.is_file() and not p.is_symlink() and "inputs" not in p.relative_to(run.folder).parts
+    ]
     names = {p.name for p in written}
     assert {"sweeps.db", "engine.log", "trials.csv", "README.md"} <= names, sorted(names)
     assert any("runs/ray/session_" in str(p) for p in written)  # Ray's own logs were searched too

@@ -50,13 +50,22 @@ class SweepRun:
 
 def _write_inputs(inputs: Path, api_key: str, argv_key: str) -> Path:
     inputs.mkdir()
-    manifest = stub_manifest(WANDB_API_KEY=api_key, STUB_ECHO_ENV="HF_TOKEN,WANDB_API_KEY", STUB_ECHO_ALL="1").to_json_dict()
+    manifest = stub_manifest(
+        WANDB_API_KEY=api_key, STUB_ECHO_ENV="HF_TOKEN,WANDB_API_KEY", STUB_ECHO_ALL="1"
+    ).to_json_dict()
     manifest["serve"] += ["--api-key", argv_key]  # the stub ignores its arguments; it echoes them
     manifest_path = inputs / "manifest.json"
     manifest_path.write_text(json.dumps(manifest, indent=2))
     # repeats allowed: the grid's point 32 (the baseline's knobs) boots again, so every trial is a stack that saw them
-    return write_study(inputs, manifest=manifest_path, profile=stub_profile(inputs), name=STUDY, sampler="grid",
-                       repeats="allow", space={"centroid_top_k": {"choices": [16, 32]}})  # fmt: skip
+    return write_study(
+        inputs,
+        manifest=manifest_path,
+        profile=stub_profile(inputs),
+        name=STUDY,
+        sampler="grid",
+        repeats="allow",
+        space={"centroid_top_k": {"choices": [16, 32]}},
+    )
 
 
 @pytest.fixture(scope="module")
@@ -68,12 +77,24 @@ def sweep_run() -> Iterator[SweepRun]:
     others = (f"ghp_{secrets.token_hex(16)}", f"pw{secrets.token_hex(12)}", f"ak_{secrets.token_hex(16)}")
     study = _write_inputs(folder / "inputs", api_key, others[2])  # the user's files: they hold the secrets
     audit_log = audit_dir / "spawns.jsonl"
-    env = {**os.environ, "HF_TOKEN": hf_token, "GITHUB_PAT": others[0],
-           "DATABASE_URL": f"postgresql://sweeper:{others[1]}@db.internal:5432/runs",
-           MARKER_ENV: str(folder), "HF_HUB_OFFLINE": "1", **audit_env(audit_log)}  # fmt: skip
+    env = {
+        **os.environ,
+        "HF_TOKEN": hf_token,
+        "GITHUB_PAT": others[0],
+        "DATABASE_URL": f"postgresql://sweeper:{others[1]}@db.internal:5432/runs",
+        MARKER_ENV: str(folder),
+        "HF_HUB_OFFLINE": "1",
+        **audit_env(audit_log),
+    }
     env["PYTHONPATH"] += os.pathsep + str(REPO_ROOT)
-    proc = subprocess.Popen([sys.executable, "-m", "sweep.run", "--study", str(study)], cwd=folder, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sweep.run", "--study", str(study)],
+        cwd=folder,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+    )
     seen: set[Listener] = set()
     try:
         deadline = time.monotonic() + 240
@@ -87,8 +108,16 @@ def sweep_run() -> Iterator[SweepRun]:
             proc.kill()
             proc.wait()
     try:
-        yield SweepRun(folder=folder, hf_token=hf_token, api_key=api_key, others=others, code=proc.returncode, output=output,
-                       audit_log=audit_log, seen_listening=sorted(seen, key=lambda l: (l.pid, l.port)))  # fmt: skip
+        yield SweepRun(
+            folder=folder,
+            hf_token=hf_token,
+            api_key=api_key,
+            others=others,
+            code=proc.returncode,
+            output=output,
+            audit_log=audit_log,
+            seen_listening=sorted(seen, key=lambda sock: (sock.pid, sock.port)),
+        )
     finally:
         shutil.rmtree(folder, ignore_errors=True)
         shutil.rmtree(audit_dir, ignore_errors=True)

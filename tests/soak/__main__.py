@@ -24,7 +24,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--first-seed", type=int, default=0, help="seed of the first sweep; the next ones count up")
     parser.add_argument("--trials", type=int, default=12, help="trial budget of each sweep (default 12)")
     parser.add_argument("--workers", type=int, default=2, help="workers, one single-CPU Ray node each (default 2)")
-    parser.add_argument("--folder", type=Path, help="keep every sweep's files here (default: a temporary folder, removed)")
+    parser.add_argument(
+        "--folder", type=Path, help="keep every sweep's files here (default: a temporary folder, removed)"
+    )
     parser.add_argument("--out", type=Path, help="also write the table, with this command, to this file")
     args = parser.parse_args(argv)
     if args.sweeps < 1 or args.trials < 1 or args.workers < 1:
@@ -36,9 +38,12 @@ def main(argv: list[str] | None = None) -> int:
             spec = SoakSpec.seeded(seed, n_trials=args.trials, workers=args.workers)
             report = run_soak_sweep(spec, folder / f"seed-{seed:03d}")
             reports.append(report)
-            print(f"seed {seed}: {report.duration_s:.0f} s, {sum(report.rows.values())} rows, "
-                  f"{report.node_removals} node removal(s), {report.driver_kills} driver kill(s), "
-                  f"{len(report.problems)} problem(s)", flush=True)  # fmt: skip
+            print(
+                f"seed {seed}: {report.duration_s:.0f} s, {sum(report.rows.values())} rows, "
+                f"{report.node_removals} node removal(s), {report.driver_kills} driver kill(s), "
+                f"{len(report.problems)} problem(s)",
+                flush=True,
+            )
             for problem in report.problems:
                 print(f"  PROBLEM: {problem}", flush=True)
     finally:
@@ -46,8 +51,10 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(folder, ignore_errors=True)
     table = soak_table(reports)
     durations = sorted(r.duration_s for r in reports)
-    timing = (f"{time.monotonic() - began:.0f} s in all; a sweep took {durations[0]:.0f} to {durations[-1]:.0f} s "
-              f"(median {durations[len(durations) // 2]:.0f})")
+    timing = (
+        f"{time.monotonic() - began:.0f} s in all; a sweep took {durations[0]:.0f} to {durations[-1]:.0f} s "
+        f"(median {durations[len(durations) // 2]:.0f})"
+    )
     print(f"\n{table}\n\n{timing}")
     if args.out:
         command = shlex.join(["python", "-m", "tests.soak", *(argv if argv is not None else sys.argv[1:])])

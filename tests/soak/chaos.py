@@ -95,8 +95,17 @@ class Driver:
     """``python -m sweep.run`` in ``folder`` (its ``runs/`` lives there), one log per start."""
 
     def __init__(self, *, study: Path, storage: str, address: str, folder: Path, env: dict[str, str]) -> None:
-        self.argv = [sys.executable, "-m", "sweep.run", "--study", str(study), "--storage", storage,
-                     "--ray-address", address]  # fmt: skip
+        self.argv = [
+            sys.executable,
+            "-m",
+            "sweep.run",
+            "--study",
+            str(study),
+            "--storage",
+            storage,
+            "--ray-address",
+            address,
+        ]
         self.folder = folder
         self.env = env
         self.starts = 0
@@ -105,8 +114,15 @@ class Driver:
     def start(self) -> None:
         self.starts += 1
         with open(self.folder / f"driver-{self.starts}.log", "wb") as log:
-            self._proc = subprocess.Popen(self.argv, cwd=self.folder, env=self.env, stdin=subprocess.DEVNULL,
-                                          stdout=log, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+            self._proc = subprocess.Popen(
+                self.argv,
+                cwd=self.folder,
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
 
     def poll(self) -> int | None:
         assert self._proc is not None

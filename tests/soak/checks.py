@@ -59,8 +59,16 @@ def injected_trials(trials_dir: Path, rows: dict[int, TrialRecord]) -> list[Tria
             outcome = "chaos"
         else:
             outcome = "expected" if fault.matches(status=row.status, reason=row.reason, log=log) else "unexpected"
-        views.append(TrialView(number=number, fault=fault, pgids=tuple(int(f[2]) for f in found),
-                               ports=tuple(int(p) for p in _PORT_LINE.findall(log)), log=log, outcome=outcome))  # fmt: skip
+        views.append(
+            TrialView(
+                number=number,
+                fault=fault,
+                pgids=tuple(int(f[2]) for f in found),
+                ports=tuple(int(p) for p in _PORT_LINE.findall(log)),
+                log=log,
+                outcome=outcome,
+            )
+        )
     return views
 
 
@@ -106,9 +114,17 @@ class StudyCheck:
 
 
 def check_study(
-    *, storage_url: str, study: str, n_trials: int, profile: BenchProfile, trials_dir: Path,
-    node_removals: int, driver_kills: int, workers: int, reader_complete: dict[int, tuple[float, float]],
-) -> StudyCheck:  # fmt: skip
+    *,
+    storage_url: str,
+    study: str,
+    n_trials: int,
+    profile: BenchProfile,
+    trials_dir: Path,
+    node_removals: int,
+    driver_kills: int,
+    workers: int,
+    reader_complete: dict[int, tuple[float, float]],
+) -> StudyCheck:
     storage = open_storage(storage_url)
     try:
         rows = storage.records(study)
@@ -145,8 +161,9 @@ def check_study(
         if row is None or row.status != "complete" or (row.tps, row.ppl) != values:
             problems.append(f"trial {number} was read complete with {values} during the run, not so at the end")
     problems += _check_losses(rows, trials, node_removals=node_removals, driver_kills=driver_kills, workers=workers)
-    return StudyCheck(problems=problems, views=views, rows=rows, lost=len(lost), duplicated=len(duplicated),
-                      budget_used=used)  # fmt: skip
+    return StudyCheck(
+        problems=problems, views=views, rows=rows, lost=len(lost), duplicated=len(duplicated), budget_used=used
+    )
 
 
 def _check_row(row: TrialRecord, trial: optuna.trial.FrozenTrial, *, profile: BenchProfile) -> list[str]:
@@ -172,9 +189,13 @@ def _check_row(row: TrialRecord, trial: optuna.trial.FrozenTrial, *, profile: Be
 
 
 def _check_losses(
-    rows: list[TrialRecord], trials: list[optuna.trial.FrozenTrial], *, node_removals: int,
-    driver_kills: int, workers: int,
-) -> list[str]:  # fmt: skip
+    rows: list[TrialRecord],
+    trials: list[optuna.trial.FrozenTrial],
+    *,
+    node_removals: int,
+    driver_kills: int,
+    workers: int,
+) -> list[str]:
     """Every loss has a cause the soak inflicted, and its knobs ran again."""
     problems = []
     lost = [r for r in rows if r.fail_kind in ("lost", "interrupted")]

@@ -26,5 +26,7 @@ if __name__ == "__main__":
     env["STUB_FAULT"] = fault.stub_fault
     if fault.name == "ignore_term":
         env["STUB_CHILD"] = "1"  # a child ignoring TERM too: the stop must take the whole group
-    print(f"soak: trial {number} pid {os.getpid()} pgid {os.getpgid(0)} fault {fault.name}", file=sys.stderr, flush=True)
+    print(
+        f"soak: trial {number} pid {os.getpid()} pgid {os.getpgid(0)} fault {fault.name}", file=sys.stderr, flush=True
+    )
     os.execve(sys.executable, [sys.executable, str(STUB)], env)

@@ -33,7 +33,7 @@ class DbReader:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="soak-db-reader", daemon=True)
 
-    def __enter__(self) -> "DbReader":
+    def __enter__(self) -> DbReader:
         self._thread.start()
         return self
 

@@ -54,7 +54,7 @@ class SoakSpec:
         return SAMPLERS[self.seed % len(SAMPLERS)]
 
     @classmethod
-    def seeded(cls, seed: int, **fields: int) -> "SoakSpec":
+    def seeded(cls, seed: int, **fields: int) -> SoakSpec:
         """One or two node removals and driver kills, as the seed says."""
         rng = random.Random(f"soak-chaos-{seed}")
         return cls(seed=seed, node_removals=rng.randint(1, 2), driver_kills=rng.randint(1, 2), **fields)
@@ -104,10 +104,17 @@ def _stage(spec: SoakSpec, folder: Path) -> tuple[Path, BenchProfile]:
     # Short timeouts: a stack that never becomes ready or stops answering costs seconds, not minutes.
     profile = stub_profile(folder, boot_timeout_s=4.0, request_timeout_s=3.0)
     study = write_study(
-        folder, manifest=manifest_path, profile=profile, name=f"soak{spec.seed}", gate={"ppl_max": 2.42},
+        folder,
+        manifest=manifest_path,
+        profile=profile,
+        name=f"soak{spec.seed}",
+        gate={"ppl_max": 2.42},
         space={"centroid_top_k": {"low": 1, "high": 256}, "sliding_window": {"low": 32, "high": 512}},
-        n_trials=spec.n_trials, sampler=spec.sampler, seed=spec.seed, workers=spec.workers,
-    )  # fmt: skip
+        n_trials=spec.n_trials,
+        sampler=spec.sampler,
+        seed=spec.seed,
+        workers=spec.workers,
+    )
     return study, profile
 
 
@@ -144,8 +151,9 @@ def run_soak_sweep(spec: SoakSpec, folder: Path) -> SweepReport:
     marker = f"{folder}#{spec.seed}"
     with _soak_env(marker):
         cluster = SoakCluster(workers=spec.workers)
-        driver = Driver(study=study, storage=f"sqlite:///{db}", address=cluster.address, folder=folder,
-                        env=dict(os.environ))  # fmt: skip
+        driver = Driver(
+            study=study, storage=f"sqlite:///{db}", address=cluster.address, folder=folder, env=dict(os.environ)
+        )
         try:
             with DbReader(db, study=name) as reader:
                 _drive(spec, report, driver=driver, cluster=cluster, reader=reader)
@@ -153,10 +161,16 @@ def run_soak_sweep(spec: SoakSpec, folder: Path) -> SweepReport:
             report.problems += [f"reader: {error}" for error in reader.stats.errors[:5]]
             _settle(marker, words=("stub", "sweep.reaper"))
             check = check_study(
-                storage_url=f"sqlite:///{db}", study=name, n_trials=spec.n_trials, profile=profile,
-                trials_dir=folder / "runs" / name, node_removals=report.node_removals,
-                driver_kills=report.driver_kills, workers=spec.workers, reader_complete=reader.stats.complete,
-            )  # fmt: skip
+                storage_url=f"sqlite:///{db}",
+                study=name,
+                n_trials=spec.n_trials,
+                profile=profile,
+                trials_dir=folder / "runs" / name,
+                node_removals=report.node_removals,
+                driver_kills=report.driver_kills,
+                workers=spec.workers,
+                reader_complete=reader.stats.complete,
+            )
             leftovers = check_leftovers(check.views, marker=marker)
             report.problems += check.problems + leftovers
             report.views, report.leftovers = check.views, len(leftovers)
@@ -170,8 +184,7 @@ def run_soak_sweep(spec: SoakSpec, folder: Path) -> SweepReport:
             if driver.poll() is None:
                 driver.kill()
             cluster.shutdown()
-        report.problems += [f"after the cluster stopped, pid {p.pid} ({p.name()}) still runs"
-                            for p in _settle(marker)]  # fmt: skip
+        report.problems += [f"after the cluster stopped, pid {p.pid} ({p.name()}) still runs" for p in _settle(marker)]
     report.duration_s = time.monotonic() - began
     return report
 
@@ -217,5 +230,7 @@ def _settle(marker: str, *, words: tuple[str, ...] = ()) -> list[psutil.Process]
 
 def _rerun(lost: TrialRecord, rows: list[TrialRecord]) -> bool:
     """Whether a later trial ran the lost trial's knobs (to an end other than another loss)."""
-    return any(r.trial_number > lost.trial_number and r.knobs == lost.knobs and r.fail_kind not in ("lost", "interrupted")
-               for r in rows)  # fmt: skip
+    return any(
+        r.trial_number > lost.trial_number and r.knobs == lost.knobs and r.fail_kind not in ("lost", "interrupted")
+        for r in rows
+    )

@@ -30,10 +30,32 @@ def soak_table(reports: Sequence[SweepReport]) -> str:
         injected = sum(counts.values())
         survived = counts["expected"] + counts["chaos"]
         totals.update(counts)
-        lines.append(_row([name, injected, survived, counts["expected"], counts["chaos"],
-                           counts["unexpected"] + counts["missing"]], widths))  # fmt: skip
-    lines.append(_row(["all", sum(totals.values()), totals["expected"] + totals["chaos"], totals["expected"],
-                       totals["chaos"], totals["unexpected"] + totals["missing"]], widths))  # fmt: skip
+        lines.append(
+            _row(
+                [
+                    name,
+                    injected,
+                    survived,
+                    counts["expected"],
+                    counts["chaos"],
+                    counts["unexpected"] + counts["missing"],
+                ],
+                widths,
+            )
+        )
+    lines.append(
+        _row(
+            [
+                "all",
+                sum(totals.values()),
+                totals["expected"] + totals["chaos"],
+                totals["expected"],
+                totals["chaos"],
+                totals["unexpected"] + totals["missing"],
+            ],
+            widths,
+        )
+    )
 
     widths = (18, 10, 19, 13, 10)
     lines += ["", _row(["cluster fault", "injected", "while a stack ran", "trials lost", "re-run"], widths)]

@@ -24,7 +24,9 @@ def test_one_boot_per_trial_passes_and_a_planted_second_boot_fails(tmp_path):
 
 
 def test_knobs_whose_stack_failed_booting_again_is_a_duplicate(tmp_path):
-    failed = measured_record(0, None, None, study="soak", knobs={"centroid_top_k": 8}, fail_kind="engine", reason="boot")
+    failed = measured_record(
+        0, None, None, study="soak", knobs={"centroid_top_k": 8}, fail_kind="engine", reason="boot"
+    )
     again = measured_record(1, 10.0, 2.3, study="soak", knobs={"centroid_top_k": 8})
     rows = {0: failed, 1: again}
     _boot(tmp_path, 0, 100, "boot_exit")

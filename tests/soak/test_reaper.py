@@ -58,8 +58,14 @@ def test_a_worker_killed_mid_trial_leaves_no_engine_process(pause_s):
     folder = Path(tempfile.mkdtemp(prefix="gsreap", dir="/tmp"))  # short: Ray's socket paths
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "RAY_TMPDIR": str(folder)}
     try:
-        out = subprocess.run([sys.executable, "-c", _KILL_MID_TRIAL, str(folder), str(pause_s)], env=env, cwd=folder,
-                             capture_output=True, text=True, timeout=300)  # fmt: skip
+        out = subprocess.run(
+            [sys.executable, "-c", _KILL_MID_TRIAL, str(folder), str(pause_s)],
+            env=env,
+            cwd=folder,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -76,4 +82,3 @@ def test_a_worker_killed_mid_trial_leaves_no_engine_process(pause_s):
     for pid in left:  # never leave them running, whatever the verdict
         os.kill(pid, 9)
     assert left == [], f"the engine's group {pgid} outlived its killed worker: {left}"
-

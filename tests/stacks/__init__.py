@@ -91,20 +91,34 @@ def stub_manifest(**env: str) -> Manifest:
 
 def write_prompt_set(path: Path, count: int, *, heldout: bool = False) -> Path:
     head, key = ("Held-out question", "h") if heldout else ("Question", "p")
-    records = [{"id": f"{key}{i}", "conversations": [
-        {"from": "human", "value": f"{head} {i}: what is {i} plus {i + 1}? Explain briefly."},
-        {"from": "gpt", "value": ""}]} for i in range(count)]
+    records = [
+        {
+            "id": f"{key}{i}",
+            "conversations": [
+                {"from": "human", "value": f"{head} {i}: what is {i} plus {i + 1}? Explain briefly."},
+                {"from": "gpt", "value": ""},
+            ],
+        }
+        for i in range(count)
+    ]
     path.write_text(json.dumps(records))
     return path
 
 
-def write_ppl_refs(path: Path, count: int, *, context_len: int = 12, target_len: int = 20,
-                   vocab: int = 262144, seed: int = 0) -> Path:
+def write_ppl_refs(
+    path: Path, count: int, *, context_len: int = 12, target_len: int = 20, vocab: int = 262144, seed: int = 0
+) -> Path:
     rng = random.Random(seed)
-    lines = [json.dumps({"id": f"r{i}",
-                         "context_token_ids": [rng.randrange(vocab) for _ in range(context_len)],
-                         "target_token_ids": [rng.randrange(vocab) for _ in range(target_len + i)]})
-             for i in range(count)]
+    lines = [
+        json.dumps(
+            {
+                "id": f"r{i}",
+                "context_token_ids": [rng.randrange(vocab) for _ in range(context_len)],
+                "target_token_ids": [rng.randrange(vocab) for _ in range(target_len + i)],
+            }
+        )
+        for i in range(count)
+    ]
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -116,10 +130,20 @@ def stub_profile(folder: Path, **overrides: Any) -> BenchProfile:
     refs = write_ppl_refs(folder / "refs.jsonl", 6)
     heldout = write_prompt_set(folder / "heldout.json", 8, heldout=True)
     heldout_refs = write_ppl_refs(folder / "heldout_refs.jsonl", 6, seed=1)
-    base = {"prompts": str(prompts), "refs": str(refs), "heldout_prompts": str(heldout),
-            "heldout_refs": str(heldout_refs), "num_prompts": 4, "output_len": 32,
-            "ppl_records": 4, "warmup_requests": 2, "warmup_output_len": 4, "warmup_pause_s": 0.2,
-            "boot_timeout_s": 20.0, "request_timeout_s": 20.0}
+    base = {
+        "prompts": str(prompts),
+        "refs": str(refs),
+        "heldout_prompts": str(heldout),
+        "heldout_refs": str(heldout_refs),
+        "num_prompts": 4,
+        "output_len": 32,
+        "ppl_records": 4,
+        "warmup_requests": 2,
+        "warmup_output_len": 4,
+        "warmup_pause_s": 0.2,
+        "boot_timeout_s": 20.0,
+        "request_timeout_s": 20.0,
+    }
     return get_profile("quick").with_overrides({**base, **overrides}, source="stub_profile")
 
 
@@ -133,7 +157,8 @@ def measure_on_stub(tmp_path: Path, profile: BenchProfile, *, stages: Any = None
     launch = build_launch(stub_manifest(STUB_REQUEST_LOG=str(tmp_path / "requests.jsonl"), **env))
     prompts, records = profile.load_data()
     with EngineProcess(launch, log_path=tmp_path / "engine.log"):
-        result: Measurement = measure(launch.base_url, model="stub", profile=profile, prompts=prompts,
-                                      records=records, stages=stages)  # fmt: skip
+        result: Measurement = measure(
+            launch.base_url, model="stub", profile=profile, prompts=prompts, records=records, stages=stages
+        )
     log = [json.loads(line) for line in (tmp_path / "requests.jsonl").read_text().splitlines()]
     return result, log, launch, prompts, records

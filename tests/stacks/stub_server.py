@@ -26,8 +26,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 BASE_PPL = 2.30
 DEFAULT_WINDOW = 512
 FAULTS = {
-    "boot_exit", "never_ready", "crash_mid", "hang_after_ready", "ignore_term",
-    "malformed_json", "http_500", "wrong_tokens", "no_usage", "no_metrics",
+    "boot_exit",
+    "never_ready",
+    "crash_mid",
+    "hang_after_ready",
+    "ignore_term",
+    "malformed_json",
+    "http_500",
+    "wrong_tokens",
+    "no_usage",
+    "no_metrics",
 }
 
 
@@ -41,7 +49,7 @@ class StubKnobs:
     num_speculative_tokens: int = 0  # 0: no SPECULATIVE_CONFIG, plain decoding
 
     @classmethod
-    def from_env(cls, env: dict[str, str]) -> "StubKnobs":
+    def from_env(cls, env: dict[str, str]) -> StubKnobs:
         window = int(env.get("SLIDING_WINDOW", DEFAULT_WINDOW))
         overrides = json.loads(env.get("HF_OVERRIDES") or "{}")
         window = int(overrides.get("text_config", overrides).get("sliding_window", window))
@@ -171,8 +179,13 @@ class Handler(BaseHTTPRequestHandler):
         if self.path == "/v1/models":
             if "never_ready" in self.state.faults:
                 return self._error(503, "still loading")
-            return self._json(200, {"object": "list", "data": [
-                {"id": self.state.model, "object": "model", "owned_by": "stub", "max_model_len": 4096}]})
+            return self._json(
+                200,
+                {
+                    "object": "list",
+                    "data": [{"id": self.state.model, "object": "model", "owned_by": "stub", "max_model_len": 4096}],
+                },
+            )
         if self.path == "/metrics" and "no_metrics" not in self.state.faults:
             return self._send(200, self._metrics().encode(), "text/plain; version=0.0.4")
         if self.path == "/health":
@@ -220,10 +233,15 @@ class Handler(BaseHTTPRequestHandler):
         start = time.time()
         with state.lock:
             served = state.chat_requests
-        speed = state.boot_factor * (1 + state.drift) ** served * (
-            state.heldout_factor if prompt_key.startswith("Held-out") else 1.0)
-        time.sleep(state.prefill(prompt_key)
-                   + request_time(state.knobs, tokens=max_tokens, base_s=state.base_s, overhead_s=state.overhead_s) / speed)
+        speed = (
+            state.boot_factor
+            * (1 + state.drift) ** served
+            * (state.heldout_factor if prompt_key.startswith("Held-out") else 1.0)
+        )
+        time.sleep(
+            state.prefill(prompt_key)
+            + request_time(state.knobs, tokens=max_tokens, base_s=state.base_s, overhead_s=state.overhead_s) / speed
+        )
         shift = 1 if "wrong_tokens" in state.faults else 0
         ids = generated_tokens(prompt_key, max_tokens, state.vocab, shift=shift)
         drafted, accepted = spec_counts(state.knobs, max_tokens)
@@ -249,16 +267,27 @@ class Handler(BaseHTTPRequestHandler):
             return self._chat_stream(prompt, max_tokens, body)
         ids, start, end = self._generate(prompt, max_tokens)
         state.log_request(self.path, start, end, max_tokens, body)
-        choice = {"index": 0, "message": {"role": "assistant", "content": " ".join(f"w{t}" for t in ids)},
-                  "finish_reason": "length"}
+        choice = {
+            "index": 0,
+            "message": {"role": "assistant", "content": " ".join(f"w{t}" for t in ids)},
+            "finish_reason": "length",
+        }
         if body.get("return_token_ids"):
             choice["token_ids"] = ids
-        response = {"id": "chatcmpl-stub", "object": "chat.completion", "created": int(start),
-                    "model": state.model, "choices": [choice]}
+        response = {
+            "id": "chatcmpl-stub",
+            "object": "chat.completion",
+            "created": int(start),
+            "model": state.model,
+            "choices": [choice],
+        }
         if "no_usage" not in state.faults:
             prompt_tokens = len(word_ids(prompt, state.vocab))
-            response["usage"] = {"prompt_tokens": prompt_tokens, "completion_tokens": max_tokens,
-                                 "total_tokens": prompt_tokens + max_tokens}
+            response["usage"] = {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": max_tokens,
+                "total_tokens": prompt_tokens + max_tokens,
+            }
         self._json(200, response)
 
     def _chat_stream(self, prompt: str, max_tokens: int, body: dict) -> None:
@@ -275,13 +304,19 @@ class Handler(BaseHTTPRequestHandler):
         time.sleep(state.overhead_s)
         for token in ids:
             time.sleep(per_token)
-            chunk = {"object": "chat.completion.chunk", "model": state.model,
-                     "choices": [{"index": 0, "delta": {"content": f" w{token}"}, "finish_reason": None}]}
+            chunk = {
+                "object": "chat.completion.chunk",
+                "model": state.model,
+                "choices": [{"index": 0, "delta": {"content": f" w{token}"}, "finish_reason": None}],
+            }
             self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
             self.wfile.flush()
         if (body.get("stream_options") or {}).get("include_usage"):
-            usage = {"prompt_tokens": len(prompt.split()), "completion_tokens": max_tokens,
-                     "total_tokens": len(prompt.split()) + max_tokens}
+            usage = {
+                "prompt_tokens": len(prompt.split()),
+                "completion_tokens": max_tokens,
+                "total_tokens": len(prompt.split()) + max_tokens,
+            }
             self.wfile.write(f"data: {json.dumps({'choices': [], 'usage': usage})}\n\n".encode())
         self.wfile.write(b"data: [DONE]\n\n")
         self.wfile.flush()
@@ -305,16 +340,26 @@ class Handler(BaseHTTPRequestHandler):
         max_tokens = int(body.get("max_tokens") or 16)
         ids, start, end = self._generate(",".join(map(str, prompt_ids)), max_tokens)
         state.log_request(self.path, start, end, max_tokens, body)
-        choice: dict = {"index": 0, "text": " ".join(f"w{t}" for t in ids), "logprobs": None,
-                        "finish_reason": "length"}
+        choice: dict = {"index": 0, "text": " ".join(f"w{t}" for t in ids), "logprobs": None, "finish_reason": "length"}
         if body.get("return_token_ids"):
             choice["token_ids"] = ids
         if body.get("prompt_logprobs") is not None:
             choice["prompt_logprobs"] = self._prompt_logprobs(prompt_ids)
-        self._json(200, {"id": "cmpl-stub", "object": "text_completion", "created": int(start),
-                         "model": state.model, "choices": [choice],
-                         "usage": {"prompt_tokens": len(prompt_ids), "completion_tokens": max_tokens,
-                                   "total_tokens": len(prompt_ids) + max_tokens}})
+        self._json(
+            200,
+            {
+                "id": "cmpl-stub",
+                "object": "text_completion",
+                "created": int(start),
+                "model": state.model,
+                "choices": [choice],
+                "usage": {
+                    "prompt_tokens": len(prompt_ids),
+                    "completion_tokens": max_tokens,
+                    "total_tokens": len(prompt_ids) + max_tokens,
+                },
+            },
+        )
 
     def _prompt_logprobs(self, prompt_ids: list[int]) -> list:
         # vLLM's shape: None for the first token, then {token id: {logprob, rank, decoded_token}}
@@ -324,10 +369,12 @@ class Handler(BaseHTTPRequestHandler):
         for position, token in enumerate(prompt_ids[1:], start=1):
             logprob = token_logprob(token, position, window)
             rival = (token + 1) % self.state.vocab
-            out.append({
-                str(rival): {"logprob": logprob + 0.1, "rank": 1, "decoded_token": f"w{rival}"},
-                str(token): {"logprob": logprob, "rank": 2, "decoded_token": f"w{token}"},
-            })
+            out.append(
+                {
+                    str(rival): {"logprob": logprob + 0.1, "rank": 1, "decoded_token": f"w{rival}"},
+                    str(token): {"logprob": logprob, "rank": 2, "decoded_token": f"w{token}"},
+                }
+            )
         return out
 
 
@@ -421,8 +468,11 @@ def main() -> None:
     host, port = env.get("HOST", "127.0.0.1"), int(env["PORT"])
     server = ThreadingHTTPServer((host, port), Handler)
     server.daemon_threads = True
-    print(f"stub: serving {Handler.state.model!r} on {host}:{port} with {knobs}, faults {sorted(faults)}",
-          file=sys.stderr, flush=True)
+    print(
+        f"stub: serving {Handler.state.model!r} on {host}:{port} with {knobs}, faults {sorted(faults)}",
+        file=sys.stderr,
+        flush=True,
+    )
     server.serve_forever()
 
 

@@ -25,7 +25,9 @@ FAULT_IF_STUB = SWEEP_TESTS / "fault_if_stub.py"
 _MEASUREMENT_FIELDS = {f.name for f in fields(Measurement)}
 
 
-def write_manifest(folder: Path, *, fault_if: str | None = None, prefix_caching: bool | None = None, **env: str) -> Path:
+def write_manifest(
+    folder: Path, *, fault_if: str | None = None, prefix_caching: bool | None = None, **env: str
+) -> Path:
     """``stub.json`` with env entries replaced, as a file; ``fault_if`` routes it through the
     wrapper that sets STUB_FAULT only for one knob value (e.g. ``CENTROID_TOP_K=16:wrong_tokens``)."""
     manifest = stub_manifest(**env).to_json_dict()
@@ -55,6 +57,8 @@ def write_study(
 ) -> Path:
     # Full fidelity unless a test asks: a stub stack's timings are a test's own, not the front rule's.
     fields.setdefault("fidelity", {"mode": "full"})
+    # No promotion unless a test asks: its boots are the promotion tests' own subject, and time
+    fields.setdefault("promotion", {"candidates": 0})
     lines = [f"name = {_toml_value(name)}", f"manifest = {_toml_value(str(manifest))}"]
     lines += [f"{key} = {_toml_value(value)}" for key, value in fields.items() if not isinstance(value, dict)]
     tables = {
@@ -96,15 +100,41 @@ def stub_processes(marker: str) -> list[psutil.Process]:
     return found
 
 
-def measured_record(number: int, tps: float | None, ppl: float | None, *, study: str = "s",
-                    knobs: dict[str, Any] | None = None, **fields: Any) -> TrialRecord:
+def measured_record(
+    number: int,
+    tps: float | None,
+    ppl: float | None,
+    *,
+    study: str = "s",
+    knobs: dict[str, Any] | None = None,
+    **fields: Any,
+) -> TrialRecord:
     """A record as the driver stores it: a measured one (a minimal measurement with these figures),
     or, without figures, a failed one. ``fields`` set any other field of the record or measurement."""
     metrics = {k: fields.pop(k) for k in list(fields) if k in _MEASUREMENT_FIELDS}
-    measurement = None if tps is None else Measurement(**{
-        "tps": tps, "ppl": ppl, "ppl_mean_record": ppl, "completion_tokens": 64, "tps_wall_s": 1.0,
-        "ppl_target_tokens": 64, "num_prompts": 1, "num_ppl_records": 1, **metrics})  # fmt: skip
+    measurement = (
+        None
+        if tps is None
+        else Measurement(
+            **{
+                "tps": tps,
+                "ppl": ppl,
+                "ppl_mean_record": ppl,
+                "completion_tokens": 64,
+                "tps_wall_s": 1.0,
+                "ppl_target_tokens": 64,
+                "num_prompts": 1,
+                "num_ppl_records": 1,
+                **metrics,
+            }
+        )
+    )
     status = fields.pop("status", "complete" if measurement else "failed")
-    return TrialRecord(study_name=study, trial_number=number, status=status,
-                       knobs=knobs if knobs is not None else {"centroid_top_k": 8 * (number + 1)},
-                       measurement=measurement, **fields)  # fmt: skip
+    return TrialRecord(
+        study_name=study,
+        trial_number=number,
+        status=status,
+        knobs=knobs if knobs is not None else {"centroid_top_k": 8 * (number + 1)},
+        measurement=measurement,
+        **fields,
+    )

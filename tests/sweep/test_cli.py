@@ -18,8 +18,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 def sweep_run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-m", "sweep.run", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "sweep.run", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
+    )
 
 
 def study(tmp_path: Path, **fields) -> Path:
@@ -70,13 +71,20 @@ def test_bad_overrides_are_refused_too(tmp_path):
 
 
 def test_a_dry_run_prints_each_trial_argv_and_env_with_secrets_hidden(tmp_path):
-    path = study(tmp_path, manifest=write_manifest(tmp_path, HF_TOKEN="hf_very_secret"), sampler="grid",
-                 space={"centroid_top_k": {"choices": [16, 32, 48]}}, n_trials=4)
+    path = study(
+        tmp_path,
+        manifest=write_manifest(tmp_path, HF_TOKEN="hf_very_secret"),
+        sampler="grid",
+        space={"centroid_top_k": {"choices": [16, 32, 48]}},
+        n_trials=4,
+    )
     result = sweep_run("--study", str(path), "--dry-run", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert "trial 0 (baseline): sliding_window=512 centroid_top_k=32 num_speculative_tokens=3" in out
-    assert sorted(int(line.split("CENTROID_TOP_K=")[1]) for line in out.splitlines() if "env:  CENTROID_TOP_K=" in line) == [16, 32, 32, 48]
+    assert sorted(
+        int(line.split("CENTROID_TOP_K=")[1]) for line in out.splitlines() if "env:  CENTROID_TOP_K=" in line
+    ) == [16, 32, 32, 48]
     assert out.count("argv: ") == 4 and "stub_server.py" in out
     assert "HF_TOKEN=***" in out and "hf_very_secret" not in out
     assert "HF_HUB_OFFLINE=1" in out

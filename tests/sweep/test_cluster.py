@@ -26,8 +26,15 @@ def test_trials_run_only_on_the_a10g_node_and_a_boot_failure_is_a_result(ray_con
     # Three workers, and the A10G node has CPUs for two: the third is never placed, and must
     # neither get a trial nor keep the study from ending.
     manifest = write_manifest(tmp_path, STUB_BOOT_EXIT_IF="CENTROID_TOP_K=8")
-    study = write_study(tmp_path, manifest=manifest, profile=stub_profile(tmp_path), sampler="grid", workers=3,
-                        resources=A10G, space={"centroid_top_k": {"choices": [8, 16, 32, 48]}})
+    study = write_study(
+        tmp_path,
+        manifest=manifest,
+        profile=stub_profile(tmp_path),
+        sampler="grid",
+        workers=3,
+        resources=A10G,
+        space={"centroid_top_k": {"choices": [8, 16, 32, 48]}},
+    )
     url = f"sqlite:///{tmp_path}/s.db"
     result, log = run_in_process(study, url, tmp_path / "runs")
 
@@ -57,8 +64,15 @@ def test_trials_run_only_on_the_a10g_node_and_a_boot_failure_is_a_result(ray_con
 def test_a_lossless_knob_that_changes_greedy_output_is_flagged_and_infeasible(ray_connected, tmp_path):
     manifest = write_manifest(tmp_path, fault_if="CENTROID_TOP_K=16:wrong_tokens")
     profile = stub_profile(tmp_path)
-    study = write_study(tmp_path, manifest=manifest, profile=profile, sampler="grid", identity_required=True,
-                        resources=A10G, space={"centroid_top_k": {"choices": [16, 32, 48]}})
+    study = write_study(
+        tmp_path,
+        manifest=manifest,
+        profile=profile,
+        sampler="grid",
+        identity_required=True,
+        resources=A10G,
+        space={"centroid_top_k": {"choices": [16, 32, 48]}},
+    )
     url = f"sqlite:///{tmp_path}/s.db"
     _, log = run_in_process(study, url, tmp_path / "runs")
 
@@ -67,7 +81,9 @@ def test_a_lossless_knob_that_changes_greedy_output_is_flagged_and_infeasible(ra
     assert by_ctk[48].identity_diff_prompts == 0 and by_ctk[48].feasible
     assert f"greedy output differs on {profile.num_prompts} prompt(s)" in log
     study_back = optuna.load_study(study_name="stubstudy", storage=url)
-    flagged = next(t for t in study_back.trials if t.params.get("centroid_top_k") == 16 and not t.user_attrs["is_baseline"])
+    flagged = next(
+        t for t in study_back.trials if t.params.get("centroid_top_k") == 16 and not t.user_attrs["is_baseline"]
+    )
     assert flagged.constraints["greedy_identity"] == profile.num_prompts
     assert flagged.user_attrs["feasible"] is False
     assert flagged.number not in {t.number for t in study_back.best_trials}
@@ -75,9 +91,14 @@ def test_a_lossless_knob_that_changes_greedy_output_is_flagged_and_infeasible(ra
 
 def test_the_driver_boots_no_configuration_twice_nor_one_whose_ppl_is_known_over_the_gate(ray_connected, tmp_path):
     # The stub's PPL at window 64 is about 7.5% over the baseline's: over the +5% gate, whatever CTK.
-    study = write_study(tmp_path, manifest=write_manifest(tmp_path), profile=stub_profile(tmp_path), sampler="grid",
-                        resources=A10G, space={"centroid_top_k": {"choices": [16, 32]},
-                                               "sliding_window": {"choices": [64, 512]}})  # fmt: skip
+    study = write_study(
+        tmp_path,
+        manifest=write_manifest(tmp_path),
+        profile=stub_profile(tmp_path),
+        sampler="grid",
+        resources=A10G,
+        space={"centroid_top_k": {"choices": [16, 32]}, "sliding_window": {"choices": [64, 512]}},
+    )
     url = f"sqlite:///{tmp_path}/s.db"
     result, log = run_in_process(study, url, tmp_path / "runs")
 
@@ -101,7 +122,13 @@ def test_the_driver_boots_no_configuration_twice_nor_one_whose_ppl_is_known_over
 def test_a_study_no_node_can_host_is_refused_before_anything_boots(ray_connected, tmp_path):
     from errors import ConfigError
 
-    study = write_study(tmp_path, manifest=write_manifest(tmp_path), profile=stub_profile(tmp_path), n_trials=2,
-                        resources={"accelerator_type": "H100"}, space={"centroid_top_k": {"choices": [16, 32]}})
+    study = write_study(
+        tmp_path,
+        manifest=write_manifest(tmp_path),
+        profile=stub_profile(tmp_path),
+        n_trials=2,
+        resources={"accelerator_type": "H100"},
+        space={"centroid_top_k": {"choices": [16, 32]}},
+    )
     with pytest.raises(ConfigError, match=r"no node .* accelerator types the nodes advertise: \['A10G', 'L4'\]"):
         run_in_process(study, f"sqlite:///{tmp_path}/s.db", tmp_path / "runs")

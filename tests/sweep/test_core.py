@@ -18,14 +18,29 @@ from sweep.storage import StudyRecords, open_storage
 from tests.stacks import stub_profile
 from tests.sweep.kit import write_manifest, write_study
 
-ATTRS = {"tps", "ppl", "ppl_mean_record", "acceptance_rate", "feasible", "is_baseline", "node_id",
-         "identity_diff_prompts", "measurement_id", "gate"}
+ATTRS = {
+    "tps",
+    "ppl",
+    "ppl_mean_record",
+    "acceptance_rate",
+    "feasible",
+    "is_baseline",
+    "node_id",
+    "identity_diff_prompts",
+    "measurement_id",
+    "gate",
+}
 
 
 @pytest.fixture
 def env(tmp_path):
-    path = write_study(tmp_path, manifest=write_manifest(tmp_path), profile=stub_profile(tmp_path), n_trials=4,
-                       space={"centroid_top_k": {"choices": [8, 16, 32]}, "sliding_window": {"choices": [64, 512]}})
+    path = write_study(
+        tmp_path,
+        manifest=write_manifest(tmp_path),
+        profile=stub_profile(tmp_path),
+        n_trials=4,
+        space={"centroid_top_k": {"choices": [8, 16, 32]}, "sliding_window": {"choices": [64, 512]}},
+    )
     spec = load_study(path)
     storage = open_storage(f"sqlite:///{tmp_path}/s.db")
     yield spec, storage
@@ -45,12 +60,27 @@ def core_for(spec, storage):
 
 
 def outcome(knobs, *, ppl=2.30, ids=((1, 2), (3, 4)), status="complete"):
-    m = Measurement(tps=10.0, ppl=ppl, ppl_mean_record=ppl, completion_tokens=4, tps_wall_s=0.4,
-                    ppl_target_tokens=8, num_prompts=2, num_ppl_records=2, acceptance_rate=0.5,
-                    output_token_ids=[list(i) for i in ids])
-    return TrialOutcome(status=status, knobs=dict(knobs), argv=["x"], env={}, measurement=m if status == "complete" else None,
-                        reason=None if status == "complete" else "engine 'stub' exited with status 1 during boot",
-                        node={"node_id": "n1"})
+    m = Measurement(
+        tps=10.0,
+        ppl=ppl,
+        ppl_mean_record=ppl,
+        completion_tokens=4,
+        tps_wall_s=0.4,
+        ppl_target_tokens=8,
+        num_prompts=2,
+        num_ppl_records=2,
+        acceptance_rate=0.5,
+        output_token_ids=[list(i) for i in ids],
+    )
+    return TrialOutcome(
+        status=status,
+        knobs=dict(knobs),
+        argv=["x"],
+        env={},
+        measurement=m if status == "complete" else None,
+        reason=None if status == "complete" else "engine 'stub' exited with status 1 during boot",
+        node={"node_id": "n1"},
+    )
 
 
 def ask(core, params, *, baseline=False):
@@ -248,14 +278,22 @@ def test_the_budget_and_the_grid_bound_what_the_core_hands_out(env):
 
 
 def test_the_plan_is_full_for_the_baseline_and_learns_the_gate_and_front_after_it(tmp_path):
-    path = write_study(tmp_path, manifest=write_manifest(tmp_path), profile=stub_profile(tmp_path, num_prompts=8),
-                       n_trials=6, space={"centroid_top_k": {"choices": [8, 16, 32]}},
-                       fidelity={"mode": "multi", "stages": [0.25]})  # fmt: skip
+    path = write_study(
+        tmp_path,
+        manifest=write_manifest(tmp_path),
+        profile=stub_profile(tmp_path, num_prompts=8),
+        n_trials=6,
+        space={"centroid_top_k": {"choices": [8, 16, 32]}},
+        fidelity={"mode": "multi", "stages": [0.25]},
+    )
     spec = load_study(path)
     core = StudyCore(spec, MemoryRecords())
     core.ensure_baseline()
     planned = core.ask()
-    assert core.plan(planned).record() == {"mode": "full", "why": "the baseline: the gate and the front rule learn from it"}
+    assert core.plan(planned).record() == {
+        "mode": "full",
+        "why": "the baseline: the gate and the front rule learn from it",
+    }
     core.close(core.outcome_record(planned, outcome(planned.effective)))
     plan = core.plan(ask(core, {"centroid_top_k": 8}))
     assert plan.mode == "multi" and plan.stages == (2,) and plan.gate == pytest.approx(2.30 * 1.05)
@@ -270,8 +308,9 @@ def test_a_pruned_trial_is_told_pruned_and_spends_budget_but_is_never_feasible(e
     measured(core, {"centroid_top_k": 32, "sliding_window": 512}, baseline=True)
     planned = ask(core, {"centroid_top_k": 8, "sliding_window": 512})
     stopped = outcome(planned.effective)
-    stopped.measurement = dataclasses.replace(stopped.measurement, stopped="front", stop_reason="cannot reach the front",
-                                              prompts_timed=1)  # fmt: skip
+    stopped.measurement = dataclasses.replace(
+        stopped.measurement, stopped="front", stop_reason="cannot reach the front", prompts_timed=1
+    )
     record = core.outcome_record(planned, stopped)
     core.close(record)
     assert record.status == "pruned" and record.reason == "cannot reach the front" and record.feasible is False
@@ -333,8 +372,10 @@ def test_a_ppl_memo_hit_boots_nothing_is_told_infeasible_and_is_shown_as_such(en
     stored = storage.record(spec.name, 2)
     buffer = io.StringIO()
     SweepConsole(Console(file=buffer, width=300)).finished(stored, requeued=False)
-    assert (f"trial 2: not booted (PPL memo of trial 1): PPL memo: trial 1, with the same PPL-moving knobs "
-            f"(sliding_window=64), measured PPL 2.5000 over the gate {base.gate:.4f}: told infeasible") in buffer.getvalue()
+    assert (
+        f"trial 2: not booted (PPL memo of trial 1): PPL memo: trial 1, with the same PPL-moving knobs "
+        f"(sliding_window=64), measured PPL 2.5000 over the gate {base.gate:.4f}: told infeasible"
+    ) in buffer.getvalue()
     data = load_study_data(storage, spec.name)
     row = trials_frame(data).set_index("number").loc[2]
     assert (row["reuse"], row["source_trial"], row["feasible"]) == ("ppl_memo", 1, False)

@@ -12,8 +12,16 @@ from sweep.estimate import Claim, best_claim, claim_for, fit, study_noise
 from tests.sweep.kit import measured_record
 
 
-def boots(levels: dict[int, tuple[float, float]], *, rounds: int, boot_sd: float = 0.0, run_sd: float = 0.0,
-          gamma: float = 0.0, ppl: float = 2.3, seed: int = 0) -> list[BootRecord]:  # fmt: skip
+def boots(
+    levels: dict[int, tuple[float, float]],
+    *,
+    rounds: int,
+    boot_sd: float = 0.0,
+    run_sd: float = 0.0,
+    gamma: float = 0.0,
+    ppl: float = 2.3,
+    seed: int = 0,
+) -> list[BootRecord]:
     """Interleaved boots of configurations whose first public and held-out runs read (P, H) tok/s."""
     rng, out = random.Random(seed), []
     for r in range(rounds):
@@ -21,10 +29,26 @@ def boots(levels: dict[int, tuple[float, float]], *, rounds: int, boot_sd: float
             u, second_held = rng.gauss(0, boot_sd), not heldout_first(r)
             p = math.log(public) + u + rng.gauss(0, run_sd) + (0.0 if second_held else gamma)
             h = math.log(held) + u + rng.gauss(0, run_sd) + (gamma if second_held else 0.0)
-            out.append(BootRecord(study_name="s", trial_number=trial, run_id="p1", repeat=r, order=r * len(levels) + i,
-                                  status="complete", claimed_tps=public, claimed_ppl=ppl, gate=None, prompts="h",
-                                  refs="r", profile="quick", first="heldout" if heldout_first(r) else "public",
-                                  public_tps=math.exp(p), tps=math.exp(h), ppl=ppl))  # fmt: skip
+            out.append(
+                BootRecord(
+                    study_name="s",
+                    trial_number=trial,
+                    run_id="p1",
+                    repeat=r,
+                    order=r * len(levels) + i,
+                    status="complete",
+                    claimed_tps=public,
+                    claimed_ppl=ppl,
+                    gate=None,
+                    prompts="h",
+                    refs="r",
+                    profile="quick",
+                    first="heldout" if heldout_first(r) else "public",
+                    public_tps=math.exp(p),
+                    tps=math.exp(h),
+                    ppl=ppl,
+                )
+            )
     return out
 
 
@@ -32,7 +56,9 @@ def test_the_fit_recovers_the_levels_and_takes_the_second_run_effect_out():
     # no noise: a boot's second run reads 4% faster, the held-out set 6% slower than the public one
     fitted = fit(boots({1: (1000.0, 940.0), 2: (800.0, 800.0)}, rounds=3, gamma=math.log(1.04)), floor=0.0)
     assert fitted.gamma == pytest.approx(math.log(1.04))
-    assert math.exp(fitted.levels[1].public) == pytest.approx(1000.0) and math.exp(fitted.levels[1].heldout) == pytest.approx(940.0)
+    assert math.exp(fitted.levels[1].public) == pytest.approx(1000.0) and math.exp(
+        fitted.levels[1].heldout
+    ) == pytest.approx(940.0)
     assert math.exp(fitted.levels[2].heldout) == pytest.approx(800.0)
     assert fitted.sigma_boot == pytest.approx(0.0, abs=1e-9) and fitted.df == 6 - 2 - 1
 
@@ -45,7 +71,9 @@ def test_a_claim_is_the_public_level_when_it_verifies_and_never_above_it():
     # held-out prompts that run 8% slower: claiming the public level would fail, so the claim comes down
     slower = fit(boots({1: (1000.0, 920.0)}, rounds=4, boot_sd=0.002, seed=1), floor=0.01)
     lowered = claim_for(slower, 1, gate=2.42, target=0.9)
-    assert lowered.claim < 0.97 * lowered.public and lowered.meets and lowered.p_verified == pytest.approx(0.9, abs=0.01)
+    assert (
+        lowered.claim < 0.97 * lowered.public and lowered.meets and lowered.p_verified == pytest.approx(0.9, abs=0.01)
+    )
 
 
 def test_noise_that_no_claim_survives_misses_the_target_and_nothing_is_recommended():
@@ -63,9 +91,24 @@ def test_ppl_over_the_gate_is_never_recommended_and_its_odds_are_zero():
 
 def test_the_recommended_point_is_the_highest_claim_that_meets_the_target():
     def c(n: int, claim: float, p: float) -> Claim:
-        return Claim(trial_number=n, boots=3, claim=claim, public=claim, heldout=claim, rerun_low=claim, rerun_high=claim,
-                     p_verified=p, p_tps=p, p_ppl=1.0, meets=p >= 0.9, target=0.9, ppl=2.3, ppl_tol=0.0, gate=2.42,
-                     ppl_over_gate=False)  # fmt: skip
+        return Claim(
+            trial_number=n,
+            boots=3,
+            claim=claim,
+            public=claim,
+            heldout=claim,
+            rerun_low=claim,
+            rerun_high=claim,
+            p_verified=p,
+            p_tps=p,
+            p_ppl=1.0,
+            meets=p >= 0.9,
+            target=0.9,
+            ppl=2.3,
+            ppl_tol=0.0,
+            gate=2.42,
+            ppl_over_gate=False,
+        )
 
     assert best_claim([c(1, 1200.0, 0.6), c(2, 1100.0, 0.93), c(3, 1000.0, 0.99)]).trial_number == 2
 
@@ -87,10 +130,15 @@ def test_predicted_odds_match_simulated_private_re_runs():
 
 
 def test_study_noise_pools_repeated_configurations_and_promoted_boots_with_a_floor():
-    records = [measured_record(0, 100.0, 2.3, knobs={"k": 1}), measured_record(1, 110.0, 2.3, knobs={"k": 1}),
-               measured_record(2, 90.0, 2.3, knobs={"k": 2})]  # fmt: skip
+    records = [
+        measured_record(0, 100.0, 2.3, knobs={"k": 1}),
+        measured_record(1, 110.0, 2.3, knobs={"k": 1}),
+        measured_record(2, 90.0, 2.3, knobs={"k": 2}),
+    ]
     noise = study_noise(records, [], floor=0.01)
-    assert noise.tps_sd == pytest.approx(abs(math.log(110 / 100)) / math.sqrt(2)) and "1 configuration(s)" in noise.basis
+    assert (
+        noise.tps_sd == pytest.approx(abs(math.log(110 / 100)) / math.sqrt(2)) and "1 configuration(s)" in noise.basis
+    )
     alone = study_noise(records[2:], [], floor=0.03)
     assert alone.tps_sd == 0.03 and alone.ppl_sd == 0.0 and "noise floor 3%" in alone.basis
     promoted = boots({5: (1000.0, 1000.0)}, rounds=3, boot_sd=0.05, seed=2)

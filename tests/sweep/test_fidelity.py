@@ -22,16 +22,33 @@ SPEC = FidelitySpec(stages=(0.25,), z=2.0, floor=0.03)
 def record(number, *, tps, ppl=2.3, feasible=True, first_rate=None, prompts=8, stopped=None, status="complete"):
     """A measured trial whose first two prompts ran at ``first_rate`` tok/s (default: its TPS)."""
     latencies = [10 / (first_rate or tps)] * 2 + [10 / tps] * (prompts - 2)
-    m = Measurement(tps=tps, ppl=ppl, ppl_mean_record=ppl, completion_tokens=10 * prompts,
-                    tps_wall_s=10 * prompts / tps, ppl_target_tokens=10, num_prompts=prompts, num_ppl_records=2,
-                    prompt_latencies_s=latencies, prompt_tokens=[10] * prompts, stopped=stopped)
-    return TrialRecord(study_name="s", trial_number=number, status=status, knobs={}, measurement=m,
-                       gate=2.4, feasible=feasible)
+    m = Measurement(
+        tps=tps,
+        ppl=ppl,
+        ppl_mean_record=ppl,
+        completion_tokens=10 * prompts,
+        tps_wall_s=10 * prompts / tps,
+        ppl_target_tokens=10,
+        num_prompts=prompts,
+        num_ppl_records=2,
+        prompt_latencies_s=latencies,
+        prompt_tokens=[10] * prompts,
+        stopped=stopped,
+    )
+    return TrialRecord(
+        study_name="s", trial_number=number, status=status, knobs={}, measurement=m, gate=2.4, feasible=feasible
+    )
 
 
 def partial(rate, *, ppl=2.3, timed=2, planned=8):
-    return Partial(prompts_timed=timed, prompts_planned=planned, tps=rate, latencies_s=(10 / rate,) * timed,
-                   tokens=(10,) * timed, ppl=ppl)
+    return Partial(
+        prompts_timed=timed,
+        prompts_planned=planned,
+        tps=rate,
+        latencies_s=(10 / rate,) * timed,
+        tokens=(10,) * timed,
+        ppl=ppl,
+    )
 
 
 def plan_from(records, gate=2.4):
@@ -59,7 +76,9 @@ def test_the_ratio_of_a_run_to_its_first_prompts_is_learned_from_full_trials_onl
 
 def test_the_gate_stops_a_trial_as_soon_as_its_ppl_is_known():
     stop = decide(plan_from([]), partial(20, ppl=2.5))
-    assert stop.kind == "gate" and "PPL 2.5000 is over the gate 2.4000" in stop.reason and "2 of 8 prompts" in stop.reason
+    assert (
+        stop.kind == "gate" and "PPL 2.5000 is over the gate 2.4000" in stop.reason and "2 of 8 prompts" in stop.reason
+    )
     assert decide(plan_from([]), partial(20, ppl=2.39)) is None
 
 
@@ -74,12 +93,16 @@ def test_a_trial_that_cannot_reach_the_front_even_with_its_noise_is_pruned():
 
 
 def test_an_unsteady_trial_or_an_unsteady_study_is_given_more_room():
-    noisy = plan_from([record(0, tps=20, first_rate=25), record(1, tps=30, first_rate=30), record(2, tps=10, first_rate=10)])
+    noisy = plan_from(
+        [record(0, tps=20, first_rate=25), record(1, tps=30, first_rate=30), record(2, tps=10, first_rate=10)]
+    )
     assert noisy.ratios[2][1] > 0.1
     assert decide(noisy, partial(26)) is None
     steady = plan_from([record(0, tps=20, first_rate=20), record(1, tps=30, first_rate=30)])
     assert decide(steady, partial(26)).kind == "front"
-    shaky = Partial(prompts_timed=2, prompts_planned=8, tps=26, latencies_s=(10 / 40, 10 / 17), tokens=(10, 10), ppl=2.3)
+    shaky = Partial(
+        prompts_timed=2, prompts_planned=8, tps=26, latencies_s=(10 / 40, 10 / 17), tokens=(10, 10), ppl=2.3
+    )
     assert decide(steady, shaky) is None  # its own two prompts differ by 2x: the standard error covers 30
 
 
@@ -98,8 +121,15 @@ def study(tmp_path, *, fidelity=None, shared_ids=False, prefix_caching=None, sam
         refs.write_text(refs.read_text().replace('"id": "r', '"id": "p'))
     manifest = write_manifest(tmp_path, prefix_caching=prefix_caching)
     fields = {} if fidelity is None else {"fidelity": fidelity}
-    path = write_study(tmp_path, manifest=manifest, profile=profile, n_trials=3, sampler=sampler,
-                       space={"centroid_top_k": {"choices": [16, 32]}}, **fields)
+    path = write_study(
+        tmp_path,
+        manifest=manifest,
+        profile=profile,
+        n_trials=3,
+        sampler=sampler,
+        space={"centroid_top_k": {"choices": [16, 32]}},
+        **fields,
+    )
     if fidelity is None:  # the kit's default is full fidelity; a study that says nothing is tested here
         path.write_text(path.read_text().replace('\n[fidelity]\nmode = "full"\n', "\n"))
     return path
@@ -137,14 +167,17 @@ def test_the_cli_overrides_the_mode_for_one_run_and_resumes_with_it(tmp_path):
     assert args.fidelity == "full" and "--fidelity full" in args.resume_command()
 
 
-@pytest.mark.parametrize(("table", "message"), [
-    ({"mode": "half"}, r"'fidelity.mode' must be \"multi\" or \"full\", got 'half'"),
-    ({"stages": [0.5, 0.25]}, r"'fidelity.stages' must be increasing fractions"),
-    ({"stages": [1.0]}, r"'fidelity.stages' must be increasing fractions"),
-    ({"z": -1}, r"'fidelity.z' must be a number >= 0"),
-    ({"min_trials": 1}, r"'fidelity.min_trials' must be an integer >= 2"),
-    ({"pruner": "median"}, r"\[fidelity\] unknown field\(s\) \['pruner'\]"),
-])
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ({"mode": "half"}, r"'fidelity.mode' must be \"multi\" or \"full\", got 'half'"),
+        ({"stages": [0.5, 0.25]}, r"'fidelity.stages' must be increasing fractions"),
+        ({"stages": [1.0]}, r"'fidelity.stages' must be increasing fractions"),
+        ({"z": -1}, r"'fidelity.z' must be a number >= 0"),
+        ({"min_trials": 1}, r"'fidelity.min_trials' must be an integer >= 2"),
+        ({"pruner": "median"}, r"\[fidelity\] unknown field\(s\) \['pruner'\]"),
+    ],
+)
 def test_a_bad_fidelity_table_is_a_clear_error(tmp_path, table, message):
     with pytest.raises(StudySpecError, match=message):
         load_study(study(tmp_path, fidelity=table))

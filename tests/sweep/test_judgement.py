@@ -5,10 +5,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sweep.judgement import (
-    Z,
     FrontPoint,
     Gate,
     Noise,
+    Z,
     dominates,
     faster,
     front_ties,
@@ -35,8 +35,9 @@ def test_equal_points_both_stay_and_an_empty_study_has_no_front():
 
 
 points = st.lists(
-    st.builds(FrontPoint, number=st.integers(0, 1000), tps=st.floats(0, 1000), ppl=st.floats(1, 100),
-              feasible=st.booleans()),
+    st.builds(
+        FrontPoint, number=st.integers(0, 1000), tps=st.floats(0, 1000), ppl=st.floats(1, 100), feasible=st.booleans()
+    ),
     max_size=30,
 )
 
@@ -92,7 +93,10 @@ def test_pooled_noise_and_the_noise_of_a_mean():
     assert df == 2 and sd == pytest.approx(0.1 / math.sqrt(2))
     assert pooled_log_sd([[1.0], []]) == (0.0, 0)
     noise = Noise(tps_sd=0.06, ppl_sd=0.001, basis="test")
-    one, nine = noise.point(number=0, tps=10, ppl=2.0, feasible=True), noise.point(number=0, tps=10, ppl=2.0, feasible=True, boots=9)
+    one, nine = (
+        noise.point(number=0, tps=10, ppl=2.0, feasible=True),
+        noise.point(number=0, tps=10, ppl=2.0, feasible=True, boots=9),
+    )
     assert one.tps_sd == pytest.approx(0.06) and nine.tps_sd == pytest.approx(0.02)
     assert one.ppl_tol == pytest.approx(Z * 0.001 * 2.0) and nine.ppl_tol == pytest.approx(one.ppl_tol / 3)
 
@@ -103,4 +107,6 @@ def test_the_gate_is_compared_once_and_equal_passes():
     assert not is_feasible(ppl=2.3, gate=2.42, identity_diff=1, identity_required=True)
     assert is_feasible(ppl=2.3, gate=2.42, identity_diff=1, identity_required=False)
     assert not is_feasible(ppl=None, gate=2.42, identity_diff=0, identity_required=False)
-    assert Gate(ppl_max_ratio=1.05).resolve(2.0) == pytest.approx(2.1) and Gate(ppl_max_ratio=1.05).resolve(None) is None
+    assert (
+        Gate(ppl_max_ratio=1.05).resolve(2.0) == pytest.approx(2.1) and Gate(ppl_max_ratio=1.05).resolve(None) is None
+    )

@@ -30,11 +30,24 @@ def ray_processes_under(folder: Path) -> list[psutil.Process]:
 
 
 def test_a_local_run_from_a_deep_folder_starts_its_own_ray(tmp_path):
-    study = write_study(tmp_path, manifest=write_manifest(tmp_path), profile=stub_profile(tmp_path), n_trials=2,
-                        sampler="random", seed=1, space={"centroid_top_k": {"choices": [16, 32, 48]}})
+    study = write_study(
+        tmp_path,
+        manifest=write_manifest(tmp_path),
+        profile=stub_profile(tmp_path),
+        n_trials=2,
+        sampler="random",
+        seed=1,
+        space={"centroid_top_k": {"choices": [16, 32, 48]}},
+    )
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_TMPDIR")}
-    result = subprocess.run([sys.executable, "-m", "sweep.run", "--study", str(study)], cwd=tmp_path,
-                            env={**env, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-m", "sweep.run", "--study", str(study)],
+        cwd=tmp_path,
+        env={**env, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Database: sqlite:///runs/sweeps.db" in result.stdout
     trials = optuna.load_study(study_name="stubstudy", storage=f"sqlite:///{tmp_path}/runs/sweeps.db").trials
@@ -49,11 +62,22 @@ def test_a_local_run_from_a_deep_folder_starts_its_own_ray(tmp_path):
 def test_a_local_run_keeps_rays_files_under_runs_and_stops_ray(tmp_path):
     short = Path(tempfile.mkdtemp(prefix="gs", dir="/tmp"))
     try:
-        study = write_study(short, manifest=write_manifest(short), profile=stub_profile(short), n_trials=1,
-                            space={"centroid_top_k": {"choices": [16, 32]}})
+        study = write_study(
+            short,
+            manifest=write_manifest(short),
+            profile=stub_profile(short),
+            n_trials=1,
+            space={"centroid_top_k": {"choices": [16, 32]}},
+        )
         env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_TMPDIR")}
-        result = subprocess.run([sys.executable, "-m", "sweep.run", "--study", str(study)], cwd=short,
-                                env={**env, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=300)
+        result = subprocess.run(
+            [sys.executable, "-m", "sweep.run", "--study", str(study)],
+            cwd=short,
+            env={**env, "PYTHONPATH": str(REPO)},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert result.returncode == 0, result.stdout + result.stderr
         assert any((short / "runs" / "ray").glob("session_*"))
         assert not ray_processes_under(short)
@@ -65,8 +89,15 @@ def test_a_time_limit_stops_dispatching_and_the_same_command_resumes(tmp_path):
     # about 3 s of TPS a trial: a 25 s limit (Ray's start and the worker's placement included)
     # leaves the budget of 6 unspent after the first few
     manifest = write_manifest(tmp_path, STUB_DECODE_STEP_S="0.05")
-    study = write_study(tmp_path, manifest=manifest, profile=stub_profile(tmp_path), n_trials=6, sampler="grid",
-                        seed=1, space={"centroid_top_k": {"choices": [8, 16, 24, 32, 40]}})  # fmt: skip
+    study = write_study(
+        tmp_path,
+        manifest=manifest,
+        profile=stub_profile(tmp_path),
+        n_trials=6,
+        sampler="grid",
+        seed=1,
+        space={"centroid_top_k": {"choices": [8, 16, 24, 32, 40]}},
+    )
     env = {**{k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_TMPDIR")}, "PYTHONPATH": str(REPO)}
     argv = [sys.executable, "-m", "sweep.run", "--study", str(study), "--time-limit", "25"]
     first = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
@@ -75,8 +106,11 @@ def test_a_time_limit_stops_dispatching_and_the_same_command_resumes(tmp_path):
     storage = f"sqlite:///{tmp_path}/runs/sweeps.db"
     done = [t for t in optuna.load_study(study_name="stubstudy", storage=storage).trials if t.state.is_finished()]
     assert 1 <= len(done) < 6
-    assert not [t for t in optuna.load_study(study_name="stubstudy", storage=storage).trials if not t.state.is_finished()]
-    again = subprocess.run([*argv[:-2], "--time-limit", "600"], cwd=tmp_path, env=env, capture_output=True,
-                           text=True, timeout=300)  # fmt: skip
+    assert not [
+        t for t in optuna.load_study(study_name="stubstudy", storage=storage).trials if not t.state.is_finished()
+    ]
+    again = subprocess.run(
+        [*argv[:-2], "--time-limit", "600"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
     assert again.returncode == 0 and "time limit reached" not in again.stdout, again.stdout + again.stderr
     assert len(optuna.load_study(study_name="stubstudy", storage=storage).trials) == 6

@@ -25,11 +25,22 @@ HELD_OUT = 0.90  # the stub serves prompts starting "Held-out" at 90% of the spe
 
 
 def _study(tmp_path):
-    manifest = write_manifest(tmp_path, STUB_DECODE_STEP_S="0.006", STUB_BOOT_NOISE="0.02", STUB_DRIFT="0.002",
-                              STUB_HELDOUT_FACTOR=str(HELD_OUT))  # fmt: skip
-    return write_study(tmp_path, manifest=manifest, profile=stub_profile(tmp_path, output_len=40), name="promo",
-                       space={"centroid_top_k": {"choices": [8, 32, 64]}}, sampler="grid",
-                       promotion={"candidates": 2, "boots": 3})  # fmt: skip
+    manifest = write_manifest(
+        tmp_path,
+        STUB_DECODE_STEP_S="0.006",
+        STUB_BOOT_NOISE="0.02",
+        STUB_DRIFT="0.002",
+        STUB_HELDOUT_FACTOR=str(HELD_OUT),
+    )
+    return write_study(
+        tmp_path,
+        manifest=manifest,
+        profile=stub_profile(tmp_path, output_len=40),
+        name="promo",
+        space={"centroid_top_k": {"choices": [8, 32, 64]}},
+        sampler="grid",
+        promotion={"candidates": 2, "boots": 3},
+    )
 
 
 def test_promotion_interleaves_alternates_resumes_and_claims(ray_connected, tmp_path, monkeypatch, capsys):

@@ -69,7 +69,9 @@ def test_drafter_knobs_on_the_reference_stack_keep_ppl_and_greedy_output(ray_con
     path.write_text(TINY)
     # the seed draws one trial per lossless knob: K=8 alone, then 1 speculative token alone
     assert [p.knobs for p in plan_trials(load_study(path))[1:3]] == [
-        {"centroid_top_k": 8, "num_speculative_tokens": 3}, {"centroid_top_k": 32, "num_speculative_tokens": 1}]
+        {"centroid_top_k": 8, "num_speculative_tokens": 3},
+        {"centroid_top_k": 32, "num_speculative_tokens": 1},
+    ]
 
     result, log = run_in_process(path, f"sqlite:///{tmp_path}/s.db", tmp_path / "runs")
     baseline, *trials = result.records

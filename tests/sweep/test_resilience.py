@@ -36,8 +36,10 @@ def sweep_command(study: Path, url: str, address: str) -> list[str]:
 # ``python -m MODULE ARGS`` as an interactive shell starts it: SIGINT at Python's default. Tests
 # run in the background of a non-interactive shell (``.ci/run ... &``) inherit SIGINT ignored,
 # which Python keeps, as nohup-style launches rely on; a Ctrl-C test must not depend on that.
-_WITH_CTRL_C = ("import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
-                "sys.argv = sys.argv[1:]; runpy.run_module(sys.argv[0], run_name='__main__', alter_sys=True)")
+_WITH_CTRL_C = (
+    "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "sys.argv = sys.argv[1:]; runpy.run_module(sys.argv[0], run_name='__main__', alter_sys=True)"
+)
 
 
 def interactive(command: list[str]) -> list[str]:
@@ -64,8 +66,9 @@ def kill_driver(driver: subprocess.Popen, tmp_path: Path) -> None:
 
 def resume(command: list[str], cwd: Path) -> subprocess.CompletedProcess:
     """The same command again, to its end."""
-    rerun = subprocess.run(command, cwd=cwd, env={**os.environ, "PYTHONPATH": str(REPO)},
-                           capture_output=True, text=True, timeout=300)  # fmt: skip
+    rerun = subprocess.run(
+        command, cwd=cwd, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=300
+    )
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
     return rerun
 
@@ -125,8 +128,14 @@ def no_stub_left(marker: str) -> bool:
 
 def slow_study(tmp_path: Path, **fields) -> Path:
     manifest = write_manifest(tmp_path, GS_TEST_MARKER=str(tmp_path), **SLOW)
-    return write_study(tmp_path, manifest=manifest, profile=stub_profile(tmp_path), resources=A10G,
-                       space={"centroid_top_k": {"low": 8, "high": 64, "step": 8}}, **fields)
+    return write_study(
+        tmp_path,
+        manifest=manifest,
+        profile=stub_profile(tmp_path),
+        resources=A10G,
+        space={"centroid_top_k": {"low": 8, "high": 64, "step": 8}},
+        **fields,
+    )
 
 
 def test_optuna_reads_the_storage_while_a_sweep_writes(ray_cluster, tmp_path):
@@ -141,7 +150,7 @@ def test_optuna_reads_the_storage_while_a_sweep_writes(ray_cluster, tmp_path):
         while driver.poll() is None:
             study_back = optuna.load_study(study_name="stubstudy", storage=reader.storage)
             seen |= {t.state for t in study_back.get_trials(deepcopy=False)}
-            study_back.best_trials
+            _ = study_back.best_trials  # reading the front while the sweep writes must not fail
             with engine.connect() as conn:
                 conn.exec_driver_sql("SELECT count(*) FROM measurements").scalar()
             reads += 1
@@ -168,13 +177,17 @@ def test_a_driver_killed_mid_study_resumes_to_its_budget_without_losing_or_doubl
     driver = start_driver(command, tmp_path, tmp_path / "first.log")
     reader = StudyReader(url, "stubstudy")
     try:
+
         def two_done_one_running():
             states = reader.states()
             return states.count(TrialState.COMPLETE) >= 2 and states[-1] == TrialState.RUNNING
 
         wait_for(two_done_one_running, timeout_s=180, what="two complete trials and one running")
-        before = {t.number: t.values for t in optuna.load_study(study_name="stubstudy", storage=url).trials
-                  if t.state == TrialState.COMPLETE}
+        before = {
+            t.number: t.values
+            for t in optuna.load_study(study_name="stubstudy", storage=url).trials
+            if t.state == TrialState.COMPLETE
+        }
     finally:
         kill_driver(driver, tmp_path)
     rerun = resume(command, tmp_path)
@@ -264,12 +277,14 @@ def test_a_node_lost_mid_trial_is_recorded_and_its_trial_re_run(ray_cluster, tmp
 def test_ctrl_c_stops_the_engine_closes_the_trial_and_says_how_to_resume(ray_cluster, tmp_path):
     study = slow_study(tmp_path, n_trials=3, sampler="random", seed=4)
     url = f"sqlite:///{tmp_path}/sweeps.db"
-    driver = start_driver(interactive(sweep_command(study, url, ray_cluster.address)), tmp_path,
-                          tmp_path / "first.log")  # fmt: skip
+    driver = start_driver(interactive(sweep_command(study, url, ray_cluster.address)), tmp_path, tmp_path / "first.log")
     reader = StudyReader(url, "stubstudy")
     try:
-        wait_for(lambda: len(reader.states()) >= 2 and reader.states()[-1] == TrialState.RUNNING,
-                 timeout_s=180, what="a trial after the baseline to run")
+        wait_for(
+            lambda: len(reader.states()) >= 2 and reader.states()[-1] == TrialState.RUNNING,
+            timeout_s=180,
+            what="a trial after the baseline to run",
+        )
         time.sleep(0.5)
         driver.send_signal(signal.SIGINT)
         assert driver.wait(timeout=90) == 130
@@ -296,10 +311,20 @@ def test_ctrl_c_stops_the_engine_closes_the_trial_and_says_how_to_resume(ray_clu
 def test_a_driver_killed_mid_stage_resumes_without_losing_or_doubling(ray_cluster, tmp_path):
     """Multi-fidelity: the driver dies while a trial is between its stages (its PPL pass done, the
     rest of its run going); the next start closes it as lost, re-runs it, and keeps the rest."""
-    manifest = write_manifest(tmp_path, GS_TEST_MARKER=str(tmp_path), STUB_REQUEST_LOG="{workdir}/requests.jsonl", **SLOW)
-    study = write_study(tmp_path, manifest=manifest, profile=stub_profile(tmp_path, num_prompts=8), resources=A10G,
-                        space={"centroid_top_k": {"choices": [16, 32, 64]}}, n_trials=4, sampler="grid", seed=1,
-                        fidelity={"mode": "multi", "stages": [0.25]})  # fmt: skip
+    manifest = write_manifest(
+        tmp_path, GS_TEST_MARKER=str(tmp_path), STUB_REQUEST_LOG="{workdir}/requests.jsonl", **SLOW
+    )
+    study = write_study(
+        tmp_path,
+        manifest=manifest,
+        profile=stub_profile(tmp_path, num_prompts=8),
+        resources=A10G,
+        space={"centroid_top_k": {"choices": [16, 32, 64]}},
+        n_trials=4,
+        sampler="grid",
+        seed=1,
+        fidelity={"mode": "multi", "stages": [0.25]},
+    )
     url = f"sqlite:///{tmp_path}/sweeps.db"
     command = sweep_command(study, url, ray_cluster.address)
     driver = start_driver(command, tmp_path, tmp_path / "first.log")
@@ -315,8 +340,11 @@ def test_a_driver_killed_mid_stage_resumes_without_losing_or_doubling(ray_cluste
 
     try:
         killed = wait_for(staged_trial_between_stages, timeout_s=180, what="a trial past its first stage and PPL pass")
-        before = {t.number: (t.state, t.values) for t in optuna.load_study(study_name="stubstudy", storage=url).trials
-                  if t.state != TrialState.RUNNING}  # fmt: skip
+        before = {
+            t.number: (t.state, t.values)
+            for t in optuna.load_study(study_name="stubstudy", storage=url).trials
+            if t.state != TrialState.RUNNING
+        }
     finally:
         kill_driver(driver, tmp_path)
     rerun = resume(command, tmp_path)

@@ -9,13 +9,20 @@ from tests.sweep.kit import write_manifest, write_study
 
 
 def study(tmp_path, **fields):
-    return load_study(write_study(tmp_path, manifest=write_manifest(tmp_path), profile=stub_profile(tmp_path), **fields))
+    return load_study(
+        write_study(tmp_path, manifest=write_manifest(tmp_path), profile=stub_profile(tmp_path), **fields)
+    )
 
 
 @pytest.mark.parametrize("sampler", SAMPLERS)
 def test_every_sampler_draws_inside_the_space_after_the_baseline(tmp_path, sampler):
-    spec = study(tmp_path, sampler=sampler, seed=1, n_trials=5,
-                 space={"centroid_top_k": {"low": 8, "high": 64, "step": 8}, "sliding_window": {"choices": [64, 512]}})
+    spec = study(
+        tmp_path,
+        sampler=sampler,
+        seed=1,
+        n_trials=5,
+        space={"centroid_top_k": {"low": 8, "high": 64, "step": 8}, "sliding_window": {"choices": [64, 512]}},
+    )
     plan = plan_trials(spec)
     assert plan[0].is_baseline and plan[0].knobs == {}  # the baseline: the manifest as it is
     assert plan[0].effective == spec.baseline()

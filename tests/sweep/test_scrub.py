@@ -44,8 +44,14 @@ def test_a_starting_driver_scrubs_them_before_anything_else(ray_connected, tmp_p
     key = "wk_5e6f7a8b9c0d"
     manifest = write_manifest(tmp_path, WANDB_API_KEY=key)
     # A node no cluster offers: the driver stops at its first check, after the scrub or not at all.
-    study = write_study(tmp_path, manifest=manifest, profile=stub_profile(tmp_path), space={"centroid_top_k": {"choices": [32]}},
-                        n_trials=2, resources={"accelerator_type": "H100", "num_cpus": 1})  # fmt: skip
+    study = write_study(
+        tmp_path,
+        manifest=manifest,
+        profile=stub_profile(tmp_path),
+        space={"centroid_top_k": {"choices": [32]}},
+        n_trials=2,
+        resources={"accelerator_type": "H100", "num_cpus": 1},
+    )
     log = _trial_log(tmp_path / "runs" / "stubstudy", 3, f"stub: env WANDB_API_KEY={key}\n")
     storage = open_storage(f"sqlite:///{tmp_path}/sweeps.db")
     out = io.StringIO()

@@ -40,10 +40,17 @@ def refused(path: Path, *fragments: str, **overrides) -> str:
 
 def test_a_valid_study_reads_into_a_frozen_spec(tmp_path, stub):
     path = study_file(
-        tmp_path, stub, n_trials=5, sampler="nsga2", seed=7, workers=2, identity_required=True,
+        tmp_path,
+        stub,
+        n_trials=5,
+        sampler="nsga2",
+        seed=7,
+        workers=2,
+        identity_required=True,
         space={"sliding_window": {"low": 32, "high": 512, "step": 32}, "centroid_top_k": {"choices": [8, 32]}},
-        fixed={"num_speculative_tokens": 4}, resources={"accelerator_type": "A10G", "num_gpus": 1, "num_cpus": 2},
-    )  # fmt: skip
+        fixed={"num_speculative_tokens": 4},
+        resources={"accelerator_type": "A10G", "num_gpus": 1, "num_cpus": 2},
+    )
     spec = load_study(path)
     assert (spec.name, spec.n_trials, spec.sampler, spec.seed, spec.workers) == ("stubstudy", 5, "nsga2", 7, 2)
     assert spec.identity_required and spec.fixed == {"num_speculative_tokens": 4}
@@ -89,10 +96,16 @@ def test_a_bad_sampler_lists_the_samplers(tmp_path, stub):
         ({"n_trials": 3, "gate": {"ppl_max": 2.4, "ppl_max_ratio": 1.05}}, "[gate] needs exactly one of"),
         ({"n_trials": 3, "gate": {"ppl_max_ratio": 0.9}}, "field 'gate.ppl_max_ratio' must be a number >= 1"),
         ({"n_trials": 3, "resources": {"gpus": 1}}, "[resources] unknown field(s) ['gpus']"),
-        ({"n_trials": 3, "space": {"centroid_top_k": {"low": 64, "high": 8}}}, "'space.centroid_top_k.high' (8) is below"),
+        (
+            {"n_trials": 3, "space": {"centroid_top_k": {"low": 64, "high": 8}}},
+            "'space.centroid_top_k.high' (8) is below",
+        ),
         ({"n_trials": 3, "space": {"centroid_top_k": {"low": 8}}}, "[space.centroid_top_k] must have either 'choices'"),
         ({"n_trials": 3, "space": {"centroid_top_k": {"choices": [32, 4096]}}}, "out of range 1..2048"),
-        ({"n_trials": 3, "space": {"centroid_top_k": {"choices": [8, 16]}}}, "does not contain the manifest's own value 32"),
+        (
+            {"n_trials": 3, "space": {"centroid_top_k": {"choices": [8, 16]}}},
+            "does not contain the manifest's own value 32",
+        ),
         ({"n_trials": 3, "fixed": {"centroid_top_k": 8}}, "[fixed] knob 'centroid_top_k' is also swept"),
         ({"n_trials": 3, "objectives": {"tps": "minimize", "ppl": "minimize"}}, "field 'objectives'"),
         ({"n_trials": 3, "repeats": "often"}, "field 'repeats' must be \"copy\""),
@@ -106,7 +119,9 @@ def test_bad_fields_are_refused_naming_file_and_field(tmp_path, stub, fields, fr
 def test_a_missing_gate_and_missing_budget_are_named(tmp_path, stub):
     path = study_file(tmp_path, stub)
     refused(path, "field 'n_trials' is required")
-    refused(edit(study_file(tmp_path, stub, n_trials=2), "[gate]\nppl_max_ratio = 1.05\n", ""), "[gate] needs exactly one")
+    refused(
+        edit(study_file(tmp_path, stub, n_trials=2), "[gate]\nppl_max_ratio = 1.05\n", ""), "[gate] needs exactly one"
+    )
 
 
 def test_an_unknown_knob_is_refused_with_the_known_knobs(tmp_path, stub):

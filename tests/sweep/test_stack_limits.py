@@ -31,8 +31,15 @@ def _cases() -> list[tuple[Path, str, str, list, str]]:
                 cases.append((path, name, "above", {"low": low, "high": high + 1}, f"out of range {knob.range_text}"))
                 cases.append((path, name, "below", {"low": low - 1, "high": high}, f"out of range {knob.range_text}"))
             elif knob.type == "choice":
-                cases.append((path, name, "unknown choice", {"choices": [baseline[name], "no-such-choice"]},
-                              f"one of {list(knob.choices)}"))
+                cases.append(
+                    (
+                        path,
+                        name,
+                        "unknown choice",
+                        {"choices": [baseline[name], "no-such-choice"]},
+                        f"one of {list(knob.choices)}",
+                    )
+                )
             else:
                 cases.append((path, name, "not a boolean", {"choices": [baseline[name], "maybe"]}, "true or false"))
     return cases
@@ -41,8 +48,10 @@ def _cases() -> list[tuple[Path, str, str, list, str]]:
 def _study(folder: Path, manifest: Path, knob: str, space: dict) -> Path:
     path = folder / "limits.toml"
     table = "\n".join(f"{key} = {json.dumps(value)}" for key, value in space.items())
-    path.write_text(f'manifest = {json.dumps(str(manifest))}\nn_trials = 2\nprofile = "quick"\n'
-                    f"[gate]\nppl_max_ratio = 1.05\n[fidelity]\nmode = \"full\"\n[space.{knob}]\n{table}\n")
+    path.write_text(
+        f'manifest = {json.dumps(str(manifest))}\nn_trials = 2\nprofile = "quick"\n'
+        f'[gate]\nppl_max_ratio = 1.05\n[fidelity]\nmode = "full"\n[space.{knob}]\n{table}\n'
+    )
     return path
 
 
@@ -52,8 +61,9 @@ def test_the_walk_covers_the_reference_stacks_own_limit():
     assert ("reference", "num_speculative_tokens") in limited
 
 
-@pytest.mark.parametrize(("manifest", "knob", "case", "space", "named"), _cases(),
-                         ids=[f"{p.stem}-{k}-{c}" for p, k, c, _, _ in _cases()])
+@pytest.mark.parametrize(
+    ("manifest", "knob", "case", "space", "named"), _cases(), ids=[f"{p.stem}-{k}-{c}" for p, k, c, _, _ in _cases()]
+)
 def test_a_range_beyond_the_stacks_limit_exits_2_naming_the_limit(tmp_path, capsys, manifest, knob, case, space, named):
     assert main(["--study", str(_study(tmp_path, manifest, knob, space)), "--dry-run"]) == 2
     err = capsys.readouterr().err
@@ -64,8 +74,16 @@ def test_the_reference_stack_takes_its_whole_limit_and_refuses_the_registrys_wid
     reference = MANIFESTS_DIR / "reference.json"
     low, high = KNOBS["num_speculative_tokens"].for_stack("reference").bounds
     assert high < KNOBS["num_speculative_tokens"].maximum  # a stack accepting less is the point
-    assert main(["--study", str(_study(tmp_path, reference, "num_speculative_tokens", {"low": low, "high": high})),
-                 "--dry-run"]) == 0
+    assert (
+        main(
+            [
+                "--study",
+                str(_study(tmp_path, reference, "num_speculative_tokens", {"low": low, "high": high})),
+                "--dry-run",
+            ]
+        )
+        == 0
+    )
     wider = {"low": low, "high": KNOBS["num_speculative_tokens"].maximum}
     assert main(["--study", str(_study(tmp_path, reference, "num_speculative_tokens", wider)), "--dry-run"]) == 2
     err = capsys.readouterr().err

@@ -11,15 +11,36 @@ from sweep.storage import METADATA, measurements, open_existing, open_storage
 
 
 def measurement(**fields):
-    base = dict(tps=12.5, ppl=2.31, ppl_mean_record=2.4, completion_tokens=64, tps_wall_s=5.12, ppl_target_tokens=90,
-                num_prompts=2, num_ppl_records=2, latency_s={"p50": 0.2}, output_token_ids=[[1, 2, 3], [262143, 0]])
+    base = dict(
+        tps=12.5,
+        ppl=2.31,
+        ppl_mean_record=2.4,
+        completion_tokens=64,
+        tps_wall_s=5.12,
+        ppl_target_tokens=90,
+        num_prompts=2,
+        num_ppl_records=2,
+        latency_s={"p50": 0.2},
+        output_token_ids=[[1, 2, 3], [262143, 0]],
+    )
     return Measurement(**{**base, **fields})
 
 
 def record(**fields):
-    base = dict(study_name="s", trial_number=0, status="complete", knobs={"centroid_top_k": 32},
-                argv=["python", "serve.py"], env={"HF_TOKEN": "***"}, node={"node_id": "abc"},
-                timings={"boot": 1.5}, measurement=measurement(), gate=2.42, feasible=True, identity_diff_prompts=0)
+    base = dict(
+        study_name="s",
+        trial_number=0,
+        status="complete",
+        knobs={"centroid_top_k": 32},
+        argv=["python", "serve.py"],
+        env={"HF_TOKEN": "***"},
+        node={"node_id": "abc"},
+        timings={"boot": 1.5},
+        measurement=measurement(),
+        gate=2.42,
+        feasible=True,
+        identity_diff_prompts=0,
+    )
     return TrialRecord(**{**base, **fields})
 
 
@@ -42,8 +63,18 @@ def test_a_record_reads_back_whole_with_its_typed_measurement(tmp_path):
         row_id = storage.insert_record(written)
         back = storage.record("s", 0)
         assert back.id == row_id and back.created_at is not None
-        for field in ("knobs", "argv", "env", "node", "timings", "measurement", "gate", "feasible",
-                      "identity_diff_prompts", "status"):
+        for field in (
+            "knobs",
+            "argv",
+            "env",
+            "node",
+            "timings",
+            "measurement",
+            "gate",
+            "feasible",
+            "identity_diff_prompts",
+            "status",
+        ):
             assert getattr(back, field) == getattr(written, field), field
         assert isinstance(back.measurement, Measurement) and back.tps == 12.5
         with storage.engine.connect() as conn:  # the queryable columns repeat the measurement's figures

@@ -26,9 +26,15 @@ ORGANISERS_FORMAT = ["name", "description", "dependencies", "model_id", "served_
 def promoted(ray_connected, tmp_path, monkeypatch):
     """A stub study searched, promoted (2 candidates x 2 boots) and not yet verified."""
     manifest = write_manifest(tmp_path, STUB_DECODE_STEP_S="0.01")
-    study = write_study(tmp_path, manifest=manifest, profile=stub_profile(tmp_path, output_len=32), name="sub",
-                        space={"centroid_top_k": {"choices": [32, 64]}}, sampler="grid",
-                        promotion={"candidates": 2, "boots": 2})  # fmt: skip
+    study = write_study(
+        tmp_path,
+        manifest=manifest,
+        profile=stub_profile(tmp_path, output_len=32),
+        name="sub",
+        space={"centroid_top_k": {"choices": [32, 64]}},
+        sampler="grid",
+        promotion={"candidates": 2, "boots": 2},
+    )
     url = f"sqlite:///{tmp_path / 's.db'}"
     run_in_process(study, url, tmp_path / "runs")
     storage = open_storage(url)
@@ -51,7 +57,9 @@ def test_nothing_unverified_is_written_unless_asked_and_then_it_says_so(promoted
     assert main(["--study", str(study), "--storage", url, "--allow-unverified", "--out", str(tmp_path / "unv")]) == 0
     best = max(view.claims, key=lambda c: (c.p_verified, c.claim))
     manifest = json.loads((tmp_path / "unv" / "manifest.json").read_text())
-    assert list(manifest) == ORGANISERS_FORMAT and manifest["serve"] == ["python", "serve.py"] and manifest["port"] == 8000
+    assert (
+        list(manifest) == ORGANISERS_FORMAT and manifest["serve"] == ["python", "serve.py"] and manifest["port"] == 8000
+    )
     assert f"trial{best.trial_number}" in manifest["name"] and "UNVERIFIED (never verified)" in manifest["description"]
     assert not any("{" + p + "}" in json.dumps(manifest) for p in ("port", "host", "python", "repo", "cache", "tmpdir"))
     readme = (tmp_path / "unv" / "README.md").read_text()
@@ -72,25 +80,37 @@ def test_a_verified_point_is_written_and_its_copy_boots_from_an_empty_folder(pro
         assert main(["--study", str(study), "--storage", url, "--allow-unverified"]) == 0
     assert sorted(p.name for p in folder.iterdir()) == ["README.md", "claim.json", "manifest.json", "serve.py"]
     # serve.py refuses clearly what the folder lacks: here, the checkout that holds the stub's script
-    missing = subprocess.run([sys.executable, "serve.py"], cwd=folder, capture_output=True, text=True, timeout=60,
-                             env={"PATH": "/usr/bin:/bin", "GEMMA_SWEEP_REPO": str(tmp_path / "nowhere")})  # fmt: skip
+    missing = subprocess.run(
+        [sys.executable, "serve.py"],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin", "GEMMA_SWEEP_REPO": str(tmp_path / "nowhere")},
+    )
     assert missing.returncode == 2 and "serve.py: the stack's script" in missing.stderr
     # --check: a copy in an empty folder, the organisers' client on the held-out and the public prompts
-    code = main(["--check", str(folder), "--port", "18911",
-                 "--tokenizer", str(prepare_model().checkpoint_dir)])  # fmt: skip
+    code = main(["--check", str(folder), "--port", "18911", "--tokenizer", str(prepare_model().checkpoint_dir)])
     printed = capsys.readouterr().out
     assert "`python serve.py`, the manifest's env over a clean one, port 18911" in printed
     assert "TPS, held-out prompts (the organisers' bench_serving" in printed and "TPS, public prompts" in printed
-    assert "PPL (as their ppl_endpoint.py" in printed and "audit (/v1/completions, return_token_ids): 8 token ids back" in printed
+    assert (
+        "PPL (as their ppl_endpoint.py" in printed
+        and "audit (/v1/completions, return_token_ids): 8 token ids back" in printed
+    )
     assert ("expected verdict: VERIFIED" in printed) == (code == 0) and "expected verdict:" in printed
 
 
 def test_bad_input_is_refused_before_anything_boots(tmp_path, capsys):
-    for argv, message in ((["--study", "ctk", "--check", str(tmp_path)], "one of the two"),
-                          (["--check", str(tmp_path), "--bench-python", "python"], "go together")):  # fmt: skip
+    for argv, message in (
+        (["--study", "ctk", "--check", str(tmp_path)], "one of the two"),
+        (["--check", str(tmp_path), "--bench-python", "python"], "go together"),
+    ):
         with pytest.raises(SystemExit) as exit_info:
             main(argv)
         assert exit_info.value.code == 2 and message in capsys.readouterr().err
     assert main(["--check", str(tmp_path)]) == 2
     assert "not a submission folder of this tool" in capsys.readouterr().err
-    assert main(["--study", str(REPO_ROOT / "studies" / "ctk.toml"), "--storage", f"sqlite:///{tmp_path / 'no.db'}"]) == 2
+    assert (
+        main(["--study", str(REPO_ROOT / "studies" / "ctk.toml"), "--storage", f"sqlite:///{tmp_path / 'no.db'}"]) == 2
+    )

@@ -25,8 +25,16 @@ INFLATION = 1.5
 
 
 def _held_out(folder) -> tuple[str, str]:
-    prompts = [{"id": f"h{i}", "conversations": [{"from": "human", "value": f"Held-out {i}: name a prime above {7 * i}."},
-                                                 {"from": "gpt", "value": ""}]} for i in range(6)]  # fmt: skip
+    prompts = [
+        {
+            "id": f"h{i}",
+            "conversations": [
+                {"from": "human", "value": f"Held-out {i}: name a prime above {7 * i}."},
+                {"from": "gpt", "value": ""},
+            ],
+        }
+        for i in range(6)
+    ]
     (folder / "held.json").write_text(json.dumps(prompts))
     write_ppl_refs(folder / "held.jsonl", 6, seed=7)
     return str(folder / "held.json"), str(folder / "held.jsonl")
@@ -43,12 +51,19 @@ def _inflate(url: str, study_name: str, number: int, factor: float) -> None:
             conn.execute(
                 measurements.update()
                 .where(measurements.c.study_name == study_name, measurements.c.trial_number == number)
-                .values(tps=measurements.c.tps * factor,
-                        measurement=sa.func.json_set(measurements.c.measurement, "$.tps",
-                                                     sa.func.json_extract(measurements.c.measurement, "$.tps") * factor))
+                .values(
+                    tps=measurements.c.tps * factor,
+                    measurement=sa.func.json_set(
+                        measurements.c.measurement,
+                        "$.tps",
+                        sa.func.json_extract(measurements.c.measurement, "$.tps") * factor,
+                    ),
+                )
             )
-            conn.execute(sa.text("UPDATE trial_values SET value = value * :f WHERE trial_id = :t AND objective = 0"),
-                         {"f": factor, "t": trial_id})  # fmt: skip
+            conn.execute(
+                sa.text("UPDATE trial_values SET value = value * :f WHERE trial_id = :t AND objective = 0"),
+                {"f": factor, "t": trial_id},
+            )
     finally:
         storage.close()
 
@@ -58,8 +73,14 @@ def test_an_inflated_point_is_invalid_on_tps_and_an_honest_one_verified(ray_conn
     # 2-core machine stayed within 1.5% over repeated trials, well inside the 5% tolerance
     manifest = write_manifest(tmp_path, STUB_DECODE_STEP_S="0.02")
     profile = stub_profile(tmp_path, output_len=96)
-    study = write_study(tmp_path, manifest=manifest, profile=profile, name="verifyme",
-                        space={"centroid_top_k": {"choices": [32, 48, 64]}}, sampler="grid")  # fmt: skip
+    study = write_study(
+        tmp_path,
+        manifest=manifest,
+        profile=profile,
+        name="verifyme",
+        space={"centroid_top_k": {"choices": [32, 48, 64]}},
+        sampler="grid",
+    )
     url = f"sqlite:///{tmp_path / 's.db'}"
     result, _ = run_in_process(study, url, tmp_path / "runs")
     honest, inflated = [r.trial_number for r in result.records if not r.is_baseline and r.booted][:2]  # 32: a copy
@@ -68,8 +89,22 @@ def test_an_inflated_point_is_invalid_on_tps_and_an_honest_one_verified(ray_conn
     prompts, refs = _held_out(tmp_path)
 
     monkeypatch.chdir(tmp_path)  # its runs/ folder
-    rc = main(["--study", str(study), "--storage", url, "--prompts", prompts, "--refs", refs,
-               "--trials", f"{honest},{inflated}", "--repeats", "2"])  # fmt: skip
+    rc = main(
+        [
+            "--study",
+            str(study),
+            "--storage",
+            url,
+            "--prompts",
+            prompts,
+            "--refs",
+            refs,
+            "--trials",
+            f"{honest},{inflated}",
+            "--repeats",
+            "2",
+        ]
+    )
     out = capsys.readouterr().out
     assert rc == 1, out  # one INVALID
 
@@ -86,7 +121,9 @@ def test_an_inflated_point_is_invalid_on_tps_and_an_honest_one_verified(ray_conn
     assert [r.trial_number for r in reruns] == [baseline] * 2 + [honest, inflated] * 2
     assert all(r.status == "complete" and r.prompts == prompts and r.refs == refs for r in reruns)
     assert len({r.run_id for r in reruns}) == 1 and [r.repeat for r in reruns] == [0, 1, 0, 0, 1, 1]
-    assert [r.order for r in reruns] == list(range(6)) and [r.first for r in reruns[2:]] == ["public"] * 2 + ["heldout"] * 2
+    assert [r.order for r in reruns] == list(range(6)) and [r.first for r in reruns[2:]] == ["public"] * 2 + [
+        "heldout"
+    ] * 2
     assert all(r.public_tps is not None for r in reruns)  # every boot timed the public prompts too
     assert verdicts[honest].verdict == "VERIFIED", verdicts[honest]
     assert abs(verdicts[honest].tps_gap_pct) <= 5.0
@@ -110,8 +147,13 @@ def test_an_inflated_point_is_invalid_on_tps_and_an_honest_one_verified(ray_conn
 
 
 def test_verify_refuses_bad_input_before_booting(tmp_path, capsys):
-    study = write_study(tmp_path, manifest=write_manifest(tmp_path), profile=stub_profile(tmp_path),
-                        space={"centroid_top_k": {"choices": [32, 64]}}, sampler="grid")  # fmt: skip
+    study = write_study(
+        tmp_path,
+        manifest=write_manifest(tmp_path),
+        profile=stub_profile(tmp_path),
+        space={"centroid_top_k": {"choices": [32, 64]}},
+        sampler="grid",
+    )
     assert main(["--study", str(study), "--storage", f"sqlite:///{tmp_path / 'none.db'}"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "no database file there" in err
@@ -128,8 +170,14 @@ def test_verify_refuses_bad_input_before_booting(tmp_path, capsys):
 
 def test_verify_names_trials_that_are_not_measured(ray_connected, tmp_path, capsys):
     manifest = write_manifest(tmp_path)
-    study = write_study(tmp_path, manifest=manifest, profile=stub_profile(tmp_path), name="few",
-                        space={"centroid_top_k": {"choices": [32, 64]}}, sampler="grid")  # fmt: skip
+    study = write_study(
+        tmp_path,
+        manifest=manifest,
+        profile=stub_profile(tmp_path),
+        name="few",
+        space={"centroid_top_k": {"choices": [32, 64]}},
+        sampler="grid",
+    )
     url = f"sqlite:///{tmp_path / 's.db'}"
     run_in_process(study, url, tmp_path / "runs")
     assert main(["--study", str(study), "--storage", url, "--trials", "0,9"]) == 2
@@ -143,8 +191,15 @@ def test_verify_names_trials_that_are_not_measured(ray_connected, tmp_path, caps
 
 
 def test_a_missing_held_out_set_is_bad_input_not_a_failed_re_run(ray_connected, tmp_path, capsys):
-    study = write_study(tmp_path, manifest=write_manifest(tmp_path), profile=stub_profile(tmp_path), name="nodata",
-                        space={"centroid_top_k": {"choices": [32, 64]}}, sampler="grid", n_trials=1)  # fmt: skip
+    study = write_study(
+        tmp_path,
+        manifest=write_manifest(tmp_path),
+        profile=stub_profile(tmp_path),
+        name="nodata",
+        space={"centroid_top_k": {"choices": [32, 64]}},
+        sampler="grid",
+        n_trials=1,
+    )
     url = f"sqlite:///{tmp_path / 's.db'}"
     run_in_process(study, url, tmp_path / "runs")
     assert main(["--study", str(study), "--storage", url, "--refs", str(tmp_path / "missing.jsonl")]) == 2
@@ -163,18 +218,43 @@ def test_a_caching_stack_is_verified_at_the_speed_a_fresh_boot_sees(ray_connecte
     # timing the same prompts again would have claimed the cached speed.
     manifest = write_manifest(tmp_path, STUB_PREFILL_S="0.6", STUB_DECODE_STEP_S="0.01", SHARED_CACHE="{cache}")
     profile = stub_profile(tmp_path, num_prompts=4, output_len=32, tps_repeats=3)
-    study = write_study(tmp_path, manifest=manifest, profile=profile, name="cached",
-                        space={"centroid_top_k": {"choices": [32, 48]}}, sampler="grid")  # fmt: skip
+    study = write_study(
+        tmp_path,
+        manifest=manifest,
+        profile=profile,
+        name="cached",
+        space={"centroid_top_k": {"choices": [32, 48]}},
+        sampler="grid",
+    )
     url = f"sqlite:///{tmp_path / 's.db'}"
     result, _ = run_in_process(study, url, tmp_path / "runs")
     claimed = result.records[0]
     # every trial of the study gets one {cache}: what a stack caches (vLLM's compiled graphs) is reused
-    assert {r.env["SHARED_CACHE"] for r in result.records if r.booted} == {str((tmp_path / "runs" / "cached" / "cache").resolve())}
+    assert {r.env["SHARED_CACHE"] for r in result.records if r.booted} == {
+        str((tmp_path / "runs" / "cached" / "cache").resolve())
+    }
     assert len(claimed.measurement.tps_runs) == 3 and "no prompt timed twice" in claimed.measurement.tps_rule
     prompts, refs = _held_out(tmp_path)
     monkeypatch.chdir(tmp_path)
-    assert main(["--study", str(study), "--storage", url, "--prompts", prompts, "--refs", refs, "--trials", "0",
-                 "--repeats", "2"]) == 0, capsys.readouterr().out  # fmt: skip
+    assert (
+        main(
+            [
+                "--study",
+                str(study),
+                "--storage",
+                url,
+                "--prompts",
+                prompts,
+                "--refs",
+                refs,
+                "--trials",
+                "0",
+                "--repeats",
+                "2",
+            ]
+        )
+        == 0
+    ), capsys.readouterr().out
     storage = open_storage(url)
     try:
         verdict = latest_verdicts(storage, "cached")[0]
@@ -182,26 +262,53 @@ def test_a_caching_stack_is_verified_at_the_speed_a_fresh_boot_sees(ray_connecte
         storage.close()
     assert verdict.verdict == "VERIFIED" and abs(verdict.tps_gap_pct) < 10.0, verdict
     # ... and both are what one run on a fresh boot measures
-    fresh = run_trial(load_manifest(manifest), parse_knobs(load_manifest(manifest), {}),
-                      profile.with_overrides({"tps_repeats": 1, "prompts": prompts, "refs": refs}, source="test"),
-                      workdir=tmp_path / "fresh").measurement.tps  # fmt: skip
-    print(f"claimed {claimed.tps:.2f} (runs {claimed.measurement.tps_runs}), re-runs median {verdict.tps_median:.2f}, "
-          f"fresh boot {fresh:.2f} tok/s")
+    fresh = run_trial(
+        load_manifest(manifest),
+        parse_knobs(load_manifest(manifest), {}),
+        profile.with_overrides({"tps_repeats": 1, "prompts": prompts, "refs": refs}, source="test"),
+        workdir=tmp_path / "fresh",
+    ).measurement.tps
+    print(
+        f"claimed {claimed.tps:.2f} (runs {claimed.measurement.tps_runs}), re-runs median {verdict.tps_median:.2f}, "
+        f"fresh boot {fresh:.2f} tok/s"
+    )
     assert verdict.tps_median == pytest.approx(fresh, rel=0.10) and claimed.tps == pytest.approx(fresh, rel=0.10)
 
 
-def test_re_runs_scoring_the_sweeps_own_references_keep_its_gate_and_boot_no_baseline(ray_connected, tmp_path,
-                                                                                      monkeypatch, capsys):
+def test_re_runs_scoring_the_sweeps_own_references_keep_its_gate_and_boot_no_baseline(
+    ray_connected, tmp_path, monkeypatch, capsys
+):
     profile = stub_profile(tmp_path)
-    study = write_study(tmp_path, manifest=write_manifest(tmp_path), profile=profile, name="samerefs",
-                        space={"centroid_top_k": {"choices": [32, 48]}}, sampler="grid")  # fmt: skip
+    study = write_study(
+        tmp_path,
+        manifest=write_manifest(tmp_path),
+        profile=profile,
+        name="samerefs",
+        space={"centroid_top_k": {"choices": [32, 48]}},
+        sampler="grid",
+    )
     url = f"sqlite:///{tmp_path / 's.db'}"
     result, _ = run_in_process(study, url, tmp_path / "runs")
     trial = next(r for r in result.records if not r.is_baseline and r.booted)  # 32 is the baseline's: a copy
     prompts, _ = _held_out(tmp_path)
     monkeypatch.chdir(tmp_path)
-    assert main(["--study", str(study), "--storage", url, "--prompts", prompts, "--refs", profile.refs,
-                 "--trials", str(trial.trial_number), "--repeats", "1"]) == 0, capsys.readouterr().out  # fmt: skip
+    # one boot: its verdict may be UNDECIDED (its interval wider than the 5% band), never INVALID here
+    assert main(
+        [
+            "--study",
+            str(study),
+            "--storage",
+            url,
+            "--prompts",
+            prompts,
+            "--refs",
+            profile.refs,
+            "--trials",
+            str(trial.trial_number),
+            "--repeats",
+            "1",
+        ]
+    ) in (0, 1), capsys.readouterr().out
     storage = open_storage(url)
     try:
         reruns = storage.boots("verification", "samerefs")

@@ -12,13 +12,39 @@ from sweep.estimate import TPS_TOLERANCE
 from sweep.verification import judge
 
 
-def boot(heldout: float | None, public: float | None = None, ppl: float | None = 2.30, *, repeat: int = 0,
-         claimed: float = 100.0, gate: float = 2.40, status: str = "complete", reason: str | None = None,
-         run_id: str = "r1", trial: int = 3) -> BootRecord:  # fmt: skip
+def boot(
+    heldout: float | None,
+    public: float | None = None,
+    ppl: float | None = 2.30,
+    *,
+    repeat: int = 0,
+    claimed: float = 100.0,
+    gate: float = 2.40,
+    status: str = "complete",
+    reason: str | None = None,
+    run_id: str = "r1",
+    trial: int = 3,
+) -> BootRecord:
     first = None if public is None else ("heldout" if heldout_first(repeat) else "public")
-    return BootRecord(study_name="s", trial_number=trial, run_id=run_id, repeat=repeat, order=repeat, status=status,
-                      claimed_tps=claimed, claimed_ppl=2.3, gate=gate, tps=heldout, public_tps=public, first=first,
-                      ppl=ppl, reason=reason, prompts="held.json", refs="held.jsonl", profile="quick")  # fmt: skip
+    return BootRecord(
+        study_name="s",
+        trial_number=trial,
+        run_id=run_id,
+        repeat=repeat,
+        order=repeat,
+        status=status,
+        claimed_tps=claimed,
+        claimed_ppl=2.3,
+        gate=gate,
+        tps=heldout,
+        public_tps=public,
+        first=first,
+        ppl=ppl,
+        reason=reason,
+        prompts="held.json",
+        refs="held.jsonl",
+        profile="quick",
+    )
 
 
 def test_a_point_whose_interval_lies_inside_the_band_is_verified_with_its_spread():
@@ -49,7 +75,12 @@ def test_ppl_over_the_gate_is_invalid():
 
 
 def test_a_failed_boot_is_invalid_with_its_reason():
-    v = judge([boot(100.0, 100.0), boot(None, None, None, repeat=1, status="failed", reason="exited with status 1 during boot")])
+    v = judge(
+        [
+            boot(100.0, 100.0),
+            boot(None, None, None, repeat=1, status="failed", reason="exited with status 1 during boot"),
+        ]
+    )
     assert v.verdict == "INVALID" and v.failed == 1
     assert v.reasons == ("boot 2 failed: exited with status 1 during boot",)
     only_failures = judge([boot(None, None, None, status="failed", reason="never became ready")])
@@ -70,8 +101,11 @@ def test_a_single_held_out_rerun_stored_before_public_runs_is_judged_with_the_fl
     assert judge([boot(1687.8, claimed=1838.3)], promoted=promoted).verdict == "UNDECIDED"
 
 
-@given(heldout=st.lists(st.floats(80.0, 120.0), min_size=2, max_size=5), public=st.floats(80.0, 120.0),
-       ppl=st.floats(2.0, 2.8))  # fmt: skip
+@given(
+    heldout=st.lists(st.floats(80.0, 120.0), min_size=2, max_size=5),
+    public=st.floats(80.0, 120.0),
+    ppl=st.floats(2.0, 2.8),
+)
 def test_the_verdict_follows_the_interval_and_the_gate(heldout, public, ppl):
     v = judge([boot(h, public, ppl, repeat=i) for i, h in enumerate(heldout)])
     band = TPS_TOLERANCE * 100

@@ -10,11 +10,11 @@ from rich.console import Console
 
 from engine.profiles import STUDIES_DIR, get_profile
 from engine.reference.prepare import prepare_model
-from sweep.storage import open_storage
-from sweep.verification import latest_verdicts
 from sweep.promotion import promote
 from sweep.spec import load_study
+from sweep.storage import open_storage
 from sweep.submit import main as submit
+from sweep.verification import latest_verdicts
 from sweep.verify import main
 from tests.sweep.kit import run_in_process, write_study
 
@@ -33,8 +33,9 @@ def _refs(path, paragraphs: list[str]) -> str:
     for i, paragraph in enumerate(paragraphs):
         words = paragraph.split()
         head, tail = " ".join(words[: len(words) // 2]), " " + " ".join(words[len(words) // 2 :])
-        templated = tokenizer.apply_chat_template([{"role": "user", "content": f"Continue: {head}"}],
-                                                  add_generation_prompt=True, tokenize=False)  # fmt: skip
+        templated = tokenizer.apply_chat_template(
+            [{"role": "user", "content": f"Continue: {head}"}], add_generation_prompt=True, tokenize=False
+        )
         context = tokenizer(templated, add_special_tokens=False)["input_ids"]  # the template holds <bos>
         target = tokenizer(tail, add_special_tokens=False)["input_ids"][:48]
         lines.append(json.dumps({"id": f"t{i}", "context_token_ids": list(context), "target_token_ids": target}))
@@ -47,13 +48,28 @@ def test_a_ctk_point_re_run_on_held_out_data_keeps_the_baselines_ppl(ray_connect
     assert len(paragraphs) >= 4
     public, held_out = _refs(tmp_path / "public.jsonl", paragraphs[:2]), _refs(tmp_path / "held.jsonl", paragraphs[2:4])
     profile = get_profile("quick").with_overrides(
-        {"prompts": str(STUDIES_DIR / "data" / "prompts_public.json"), "refs": public, "num_prompts": 2,
-         "output_len": 24, "ppl_records": 2, "warmup_requests": 1},
+        {
+            "prompts": str(STUDIES_DIR / "data" / "prompts_public.json"),
+            "refs": public,
+            "num_prompts": 2,
+            "output_len": 24,
+            "ppl_records": 2,
+            "warmup_requests": 1,
+        },
         source="test",
-    )  # fmt: skip
-    study = write_study(tmp_path, manifest=STUDIES_DIR / "manifests" / "reference.json", profile=profile,
-                        name="refctk", space={"centroid_top_k": {"choices": [8, 32]}}, sampler="grid",
-                        n_trials=2, seed=1, identity_required=True, promotion={"candidates": 2, "boots": 2})  # fmt: skip
+    )
+    study = write_study(
+        tmp_path,
+        manifest=STUDIES_DIR / "manifests" / "reference.json",
+        profile=profile,
+        name="refctk",
+        space={"centroid_top_k": {"choices": [8, 32]}},
+        sampler="grid",
+        n_trials=2,
+        seed=1,
+        identity_required=True,
+        promotion={"candidates": 2, "boots": 2},
+    )
     # n_trials=2, seed=1: the grid runs K=8 after the baseline (K=32); four boots in all
     url = f"sqlite:///{tmp_path / 's.db'}"
     result, log = run_in_process(study, url, tmp_path / "runs")
@@ -64,8 +80,22 @@ def test_a_ctk_point_re_run_on_held_out_data_keeps_the_baselines_ppl(ray_connect
 
     monkeypatch.chdir(tmp_path)
     held_prompts = str(STUDIES_DIR / "data" / "prompts_heldout.json")
-    rc = main(["--study", str(study), "--storage", url, "--prompts", held_prompts, "--refs", held_out,
-               "--trials", str(other.trial_number), "--repeats", "1"])  # fmt: skip
+    rc = main(
+        [
+            "--study",
+            str(study),
+            "--storage",
+            url,
+            "--prompts",
+            held_prompts,
+            "--refs",
+            held_out,
+            "--trials",
+            str(other.trial_number),
+            "--repeats",
+            "1",
+        ]
+    )
     out = capsys.readouterr().out
     assert rc in (0, 1), out
     storage = open_storage(url)
@@ -95,12 +125,18 @@ def test_a_ctk_point_re_run_on_held_out_data_keeps_the_baselines_ppl(ray_connect
         view = promote(load_study(study), storage, out=Console(quiet=True), run_dir=tmp_path / "runs")
     finally:
         storage.close()
-    assert view.complete and not view.failed and {c.trial_number for c in view.claims} == {baseline.trial_number, other.trial_number}
+    assert (
+        view.complete
+        and not view.failed
+        and {c.trial_number for c in view.claims} == {baseline.trial_number, other.trial_number}
+    )
     assert all(b.provenance["stack"] == "gemma-sweep reference" and b.provenance["torch"] for b in view.boots)
     # its submission, booted from a copy in an empty folder as the organisers' harness would
     assert submit(["--study", str(study), "--storage", url, "--allow-unverified", "--out", str(tmp_path / "sub")]) == 0
     manifest = json.loads((tmp_path / "sub" / "manifest.json").read_text())
-    assert manifest["model_id"] == "google/gemma-3-270m" and any(d.startswith("torch==") for d in manifest["dependencies"])
+    assert manifest["model_id"] == "google/gemma-3-270m" and any(
+        d.startswith("torch==") for d in manifest["dependencies"]
+    )
     assert {"CENTROID_TOP_K", "SPECULATIVE_CONFIG", "HF_OVERRIDES"} <= set(manifest["env"])
     capsys.readouterr()
     code = submit(["--check", str(tmp_path / "sub"), "--port", "18923"])

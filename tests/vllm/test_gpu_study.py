@@ -37,8 +37,13 @@ def test_the_manifest_declares_vllm_serving_knobs_of_every_kind():
 
 @pytest.mark.slow  # resolves {reference_checkpoint}, which prepares the reference model once
 def test_the_dry_run_binds_127_0_0_1_and_shows_each_knobs_flag(challenge_data):
-    out = subprocess.run([sys.executable, "-m", "sweep.run", "--study", "vllm-h200", "--dry-run"], cwd=REPO_ROOT,
-                         capture_output=True, text=True, timeout=600)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-m", "sweep.run", "--study", "vllm-h200", "--dry-run"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr
     spec = load_study("vllm-h200")
     assert (spec.resources.accelerator_type, spec.resources.num_gpus) == ("H200", 1)

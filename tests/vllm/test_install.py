@@ -11,8 +11,9 @@ from errors import InstallError
 
 
 def install_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "engine.install", *args], cwd=REPO_ROOT,
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "engine.install", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=600
+    )
 
 
 @pytest.mark.vllm
@@ -29,10 +30,11 @@ def test_a_second_run_finds_the_stamp_and_does_nothing(vllm_venv):
 
 @pytest.mark.vllm
 def test_the_environment_runs_vllm_on_cpu_torch_without_torchvision(vllm_venv):
-    probe = ("import importlib.util, torch, vllm.entrypoints.launchers.api_server.entry; "
-             "print(torch.version.cuda, importlib.util.find_spec('torchvision'))")
-    out = subprocess.run([str(vllm_venv / "bin" / "python"), "-c", probe], capture_output=True, text=True,
-                         timeout=300)
+    probe = (
+        "import importlib.util, torch, vllm.entrypoints.launchers.api_server.entry; "
+        "print(torch.version.cuda, importlib.util.find_spec('torchvision'))"
+    )
+    out = subprocess.run([str(vllm_venv / "bin" / "python"), "-c", probe], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["None", "None"]
 
@@ -54,10 +56,18 @@ def test_a_folder_that_is_not_a_virtual_environment_is_left_alone(tmp_path):
 
 
 def test_a_failing_step_is_named_with_its_log_and_leaves_no_stamp(tmp_path, monkeypatch):
-    broken = Recipe(name="broken", venv_name=".venv-broken", installs=((str(tmp_path / "missing.whl"),),),
-                    removes=("nothing",), remove_scripts=(), check="print('{}')")
+    broken = Recipe(
+        name="broken",
+        venv_name=".venv-broken",
+        installs=((str(tmp_path / "missing.whl"),),),
+        removes=("nothing",),
+        remove_scripts=(),
+        check="print('{}')",
+    )
     monkeypatch.setitem(RECIPES, "broken", broken)
     venv = tmp_path / "venv"
-    with pytest.raises(InstallError, match=r"\[2/4\] install .*missing\.whl failed \(exit \d+\); full log: .*gemma-sweep-install\.log"):
+    with pytest.raises(
+        InstallError, match=r"\[2/4\] install .*missing\.whl failed \(exit \d+\); full log: .*gemma-sweep-install\.log"
+    ):
         install_stack("broken", venv=venv)
     assert (venv / "pyvenv.cfg").is_file() and not is_installed("broken", venv)

@@ -28,10 +28,17 @@ def test_it_consumes_the_window_and_the_speculative_tokens_but_not_the_centroids
 @pytest.mark.slow  # resolves {reference_checkpoint}, which prepares the reference model once
 def test_knobs_become_vllm_flags_and_caches_go_to_the_trial_folder(tmp_path):
     manifest = load_manifest("vllm-cpu")
-    launch = build_launch(manifest, parse_knobs(manifest, {"sliding_window": 64, "num_speculative_tokens": 5}),
-                          workdir=tmp_path / "trial", tmpdir=tmp_path / "short")
-    assert launch.argv[:3] == [str(REPO_ROOT / ".venv-vllm/bin/python"), "-m",
-                               "vllm.entrypoints.launchers.api_server.entry"]
+    launch = build_launch(
+        manifest,
+        parse_knobs(manifest, {"sliding_window": 64, "num_speculative_tokens": 5}),
+        workdir=tmp_path / "trial",
+        tmpdir=tmp_path / "short",
+    )
+    assert launch.argv[:3] == [
+        str(REPO_ROOT / ".venv-vllm/bin/python"),
+        "-m",
+        "vllm.entrypoints.launchers.api_server.entry",
+    ]
     # Gemma 3 270M is text-only: its window sits at the top of the config, not under text_config.
     assert json.loads(flag(launch.argv, "--hf-overrides")) == {"sliding_window": 64}
     spec = json.loads(flag(launch.argv, "--speculative-config"))
@@ -49,7 +56,10 @@ def test_a_study_sweeping_centroid_top_k_is_refused_before_anything_boots(tmp_pa
     db = tmp_path / "sweeps.db"
     result = subprocess.run(
         [sys.executable, "-m", "sweep.run", "--study", "ctk", "--manifest", "vllm-cpu", "--storage", f"sqlite:///{db}"],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 2
     assert "vllm-cpu.json" in result.stderr and "'centroid_top_k'" in result.stderr

@@ -40,6 +40,9 @@ warmup_output_len = 8
 [fidelity]
 mode = "full"              # both trials measured to the end: what this test compares
 
+[promotion]
+candidates = 0             # the search alone: promotion has its own tests
+
 [space.sliding_window]
 choices = [32, 512]
 """
@@ -66,7 +69,11 @@ def study(vllm_venv, tmp_path_factory):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
     result = subprocess.run(
         [sys.executable, "-m", "sweep.run", "--study", str(folder / "window-vllm-ci.toml"), "--storage", url],
-        cwd=folder, env=env, capture_output=True, text=True, timeout=1500,
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1500,
     )
     storage = open_storage(url)
     try:

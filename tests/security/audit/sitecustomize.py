@@ -28,7 +28,12 @@ def _hook(event, args):
         argv = [os.fsdecode(a) for a in argv] if argv is not None else []
     except TypeError:
         argv = [repr(argv)]
-    record = {"pid": os.getpid(), "event": event, "executable": None if executable is None else os.fsdecode(executable), "argv": argv}
+    record = {
+        "pid": os.getpid(),
+        "event": event,
+        "executable": None if executable is None else os.fsdecode(executable),
+        "argv": argv,
+    }
     with open(_LOG, "a") as fh:
         fh.write(json.dumps(record) + "\n")
 
