@@ -73,9 +73,8 @@ def surface_spec(spec: StudySpec, surface: Surface) -> StudySpec:
             spec, space=space, fidelity=FidelitySpec(mode="full", why_full="the grid records no prompt timings")
         )
     # The trials' own profile: the stages are counted in its prompts
-    profile = BenchProfile(
-        **{f.name: surface.profile[f.name] for f in fields(BenchProfile) if f.name in (surface.profile or {})}
-    )
+    recorded = surface.profile or {}
+    profile = BenchProfile(**{f.name: recorded[f.name] for f in fields(BenchProfile) if f.name in recorded})
     return replace(spec, space=space, profile=profile)
 
 
@@ -110,10 +109,11 @@ def _traced(trace: Trace, *, factors: list[float], ppl: float, plan: FidelityPla
     stop: Stop | None = None
     timed = planned
     for n in stages.after if stages else ():
+        assert stages is not None  # the loop runs only over a plan's stages
         stop = stages.checkpoint(
             Partial(
                 prompts_timed=n,
-                prompts_planned=planned,  # type: ignore[union-attr]
+                prompts_planned=planned,
                 tps=sum(tokens[:n]) / sum(latencies[:n]),
                 latencies_s=tuple(latencies[:n]),
                 tokens=tuple(tokens[:n]),
@@ -167,6 +167,7 @@ def replay(
     core = StudyCore(spec, MemoryRecords())  # in memory: the driver's SQLite adds only time here
     core.ensure_baseline()
     true_gate = spec.gate.resolve(surface.point(dict(zip(surface.knobs, surface.baseline))).ppl)
+    assert true_gate is not None  # a ratio gate: the grid records its baseline's PPL
     out: list[Replayed] = []
     while core.has_next(in_flight=0):
         planned = core.ask()

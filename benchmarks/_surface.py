@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from engine.knobs import KNOBS
+from engine.knobs import KNOBS, KnobValue
 from errors import DataError
 from sweep.judgement import pooled_log_sd
 
@@ -91,10 +91,10 @@ class Surface:
         i = self.knobs.index(knob)
         return sorted({key[i] for key in self.points})
 
-    def key(self, knobs: Mapping[str, int]) -> tuple[int, ...]:
+    def key(self, knobs: Mapping[str, KnobValue]) -> tuple[int, ...]:
         return tuple(int(knobs[k]) for k in self.knobs)
 
-    def point(self, knobs: Mapping[str, int]) -> SurfacePoint:
+    def point(self, knobs: Mapping[str, KnobValue]) -> SurfacePoint:
         key = self.key(knobs)
         if key not in self.points:
             raise DataError(f"configuration {dict(zip(self.knobs, key))} is not in the recorded grid")

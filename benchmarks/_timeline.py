@@ -17,6 +17,7 @@ from typing import Any
 import optuna
 
 from errors import StudyNotFoundError
+from sweep.record import TrialRecord
 from sweep.storage import open_existing
 
 __all__ = ["ENGINE_PHASES", "TrialTiming", "load_timeline"]
@@ -66,6 +67,12 @@ class TrialTiming:
         return (self.told - self.written).total_seconds()
 
 
+def _written(record: TrialRecord) -> datetime:
+    """When the record's row was inserted, in Optuna's clock (naive local time)."""
+    assert record.created_at is not None  # a record read back from the database has its insert time
+    return record.created_at.astimezone().replace(tzinfo=None)
+
+
 def load_timeline(storage_url: str, study_name: str) -> list[TrialTiming]:
     """The study's finished trials that have a row, in the order the driver asked for them."""
     storage = open_existing(storage_url)
@@ -88,7 +95,7 @@ def load_timeline(storage_url: str, study_name: str) -> list[TrialTiming]:
             status=rows[t.number].status,
             is_baseline=rows[t.number].is_baseline,
             asked=t.datetime_start,
-            written=rows[t.number].created_at.astimezone().replace(tzinfo=None),
+            written=_written(rows[t.number]),
             told=t.datetime_complete,
             phases=dict(rows[t.number].timings),
         )

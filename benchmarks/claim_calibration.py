@@ -68,6 +68,7 @@ def _calibrate(args: argparse.Namespace, out: Console) -> str:
         else:
             claim = view.recommended or max(view.claims, key=lambda c: c.p_verified)
         record = storage.record(spec.name, claim.trial_number)
+        assert record is not None  # a promoted trial was measured: it has its row
         from engine.profiles import BenchProfile
 
         profile = BenchProfile.from_record(plan["profile"])
@@ -78,7 +79,7 @@ def _calibrate(args: argparse.Namespace, out: Console) -> str:
                 [record],
                 boots=args.reruns,
                 profile=lambda _: profile,
-                gate=lambda _: view.gate,  # type: ignore[list-item]
+                gate=lambda _: view.gate,
                 claims={claim.trial_number: claim.claim},
             )
         ]

@@ -21,6 +21,10 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # torch is imported when the benchmark runs, not when its module is
+    from engine.reference.runtime import Decoder
 
 PROMPTS = Path(__file__).resolve().parent.parent / "studies" / "data" / "prompts_public.json"
 
@@ -73,7 +77,7 @@ def _prompt_ids(tokenizer, n: int) -> list[list[int]]:
 @dataclass
 class _Tally:
     label: str
-    decoder: object
+    decoder: Decoder
     seconds: float = 0.0
     outs: list = field(default_factory=list)
     drafted: int = 0

@@ -41,6 +41,7 @@ from benchmarks._replay import Replayed, replay, surface_spec
 from benchmarks._report import RESULTS_DIR, emit, table
 from benchmarks._surface import Surface, load_surface
 from benchmarks._sweeps import load_note
+from engine.knobs import KnobValue
 from errors import ConfigError
 from sweep.fidelity import FidelitySpec, front_rule_for, stage_counts
 from sweep.judgement import over_gate
@@ -77,7 +78,7 @@ class Outcome:
 
     time_to_best_s: float | None  # None: no trial measured to the end tried a best configuration
     boots_to_best: int | None  # booted trials until then, the baseline included
-    final_best: tuple[tuple[str, object], ...] | None  # the knobs of its fastest feasible full trial
+    final_best: tuple[tuple[str, KnobValue], ...] | None  # the knobs of its fastest feasible full trial
     total_s: float
     pruned: int = 0
     gate_stopped: int = 0
@@ -130,7 +131,7 @@ def paired_ratio(old: Sequence[Outcome], new: Sequence[Outcome]) -> Paired:
     """The per-seed ratios old / new of the time to the best; a seed where either never found it has no ratio."""
     pairs = [(o.time_to_best_s, n.time_to_best_s) for o, n in zip(old, new, strict=True)]
     return Paired(
-        ratios=tuple(o / n for o, n in pairs if o is not None and n),  # type: ignore[operator]
+        ratios=tuple(o / n for o, n in pairs if o is not None and n),
         only_old=sum(o is not None and n is None for o, n in pairs),
         only_new=sum(o is None and n is not None for o, n in pairs),
         neither=sum(o is None and n is None for o, n in pairs),
@@ -158,7 +159,7 @@ def _median(values: list[float | None]) -> float | None:
     return None if None in middle else (middle[0] + middle[1]) / 2  # type: ignore[operator]
 
 
-def _knobs(best: tuple[tuple[str, object], ...] | None, varying: tuple[str, ...]) -> str:
+def _knobs(best: tuple[tuple[str, KnobValue], ...] | None, varying: tuple[str, ...]) -> str:
     return "-" if best is None else " ".join(f"{k}={v}" for k, v in best if k in varying)
 
 
@@ -188,11 +189,12 @@ def report(r: Replays, *, args: Args) -> str:
     surface, spec, old, new = r.surface, r.new, r.old_runs, r.new_runs
     varying = tuple(k for k in surface.knobs if len(surface.values(k)) > 1)
     gate = spec.gate.resolve(surface.point(dict(zip(surface.knobs, surface.baseline))).ppl)
+    assert gate is not None  # the grid's baseline has its PPL: best_feasible_tps judged r.best_tps by it
     best = [
         dict(zip(surface.knobs, key))
         for key, p in surface.points.items()
         if p.tps is not None and p.ppl is not None and not over_gate(p.ppl, gate) and p.tps >= SHARE * r.best_tps
-    ]  # type: ignore[operator]
+    ]
     rows = [
         [
             seed,
@@ -385,6 +387,7 @@ def main(argv: list[str] | None = None) -> int:
     with ProcessPoolExecutor(max_workers=args.processes) as pool:
         for grid, surface, new, old in loaded:
             gate = new.gate.resolve(surface.point(dict(zip(surface.knobs, surface.baseline))).ppl)
+            assert gate is not None  # a ratio gate: the grid records its baseline's PPL
             best_tps = best_feasible_tps(surface, gate)
             # one noise layout for both: the new rule's stages (the old sweep's trials are cut nowhere)
             cuts = stage_counts(new.fidelity, new.profile) if new.fidelity.mode == "multi" else ()

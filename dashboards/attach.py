@@ -15,7 +15,7 @@ from typing import Any
 import optuna
 from optuna_dashboard import get_note, save_note, save_plotly_graph_object
 
-from dashboards.data import StudyData, load_study_data
+from dashboards.data import StudyData, TrialRow, load_study_data
 from dashboards.figures import pareto_figure
 from sweep.storage import Storage
 from sweep.verification import Verdict
@@ -73,7 +73,7 @@ def study_note(data: StudyData, user_attrs: dict[str, Any]) -> str:
         knobs = list(data.knob_names)
         head = ["trial", *knobs, "TPS", "PPL", "acceptance", "identity diffs", "verification"]
         lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-        for t in sorted(data.front, key=lambda t: -t.tps):
+        for t in sorted(data.front, key=_fastest_first):
             cells = [
                 f"{t.number}{' (baseline)' if t.is_baseline else ''}",
                 *(str(t.knobs.get(k, "")) for k in knobs),
@@ -107,6 +107,11 @@ def study_note(data: StudyData, user_attrs: dict[str, Any]) -> str:
         "_This section is rewritten by gemma-sweep; write your own notes below it._",
     ]
     return "\n".join(lines)
+
+
+def _fastest_first(t: TrialRow) -> float:
+    assert t.tps is not None  # a front point was measured
+    return -t.tps
 
 
 def _verdict_cell(verdict: Verdict | None) -> str:

@@ -99,6 +99,12 @@ class TrialRow:
         return self.record.reason if self.record else None
 
 
+def _front_order(t: TrialRow) -> tuple[float, float, int]:
+    """Lowest PPL first, then the fastest: a front point was measured to the end, so it has both."""
+    assert t.ppl is not None and t.tps is not None
+    return t.ppl, -t.tps, t.number
+
+
 @dataclass(frozen=True, kw_only=True)
 class StudyData:
     study_name: str
@@ -139,7 +145,7 @@ class StudyData:
     @property
     def front(self) -> list[TrialRow]:
         """The feasible non-dominated trials, lowest PPL first (the order a step line needs)."""
-        return sorted((t for t in self.trials if t.on_front), key=lambda t: (t.ppl, -t.tps, t.number))
+        return sorted((t for t in self.trials if t.on_front), key=_front_order)
 
     @property
     def baseline(self) -> TrialRow | None:

@@ -59,8 +59,8 @@ def hover_text(t: TrialRow) -> str:
         f"TPS = {_num(t.tps, '.2f')} tokens/s"
         + (f" (CV {cv:.1%})" if cv is not None else "")
         + partial
-        + (f" (trial {t.record.source}'s)" if t.reused else "")
-    )  # type: ignore[union-attr]
+        + (f" (trial {t.record.source}'s)" if t.record is not None and t.reused else "")
+    )
     lines.append(f"PPL = {_num(t.ppl, '.4f')}")
     lines.append(f"acceptance = {_num(t.metric('acceptance_rate'), '.1%')}")
     lines.append(f"identity diffs = {'n/a' if t.identity_diff_prompts is None else t.identity_diff_prompts} prompt(s)")
@@ -91,7 +91,9 @@ def hover_text(t: TrialRow) -> str:
 def pareto_figure(data: StudyData, *, theme: Theme = "light") -> go.Figure:
     measured = data.measured
     fig = go.Figure()
-    x_range = _ppl_range([t.ppl for t in [*measured, *data.pruned]] + ([data.gate] if data.gate is not None else []))
+    # every measured and every pruned trial has its PPL: the filter only tells the type checker so
+    ppls = [t.ppl for t in [*measured, *data.pruned] if t.ppl is not None]
+    x_range = _ppl_range(ppls + ([data.gate] if data.gate is not None else []))
     if data.gate is not None:
         fig.add_vrect(x0=data.gate, x1=x_range[1], fillcolor=_SHADE, line_width=0, layer="below")
         fig.add_vline(
@@ -191,13 +193,13 @@ def _claims(fig: go.Figure, data: StudyData) -> None:
     if not promoted:
         return
     recommended = data.claims.recommended if data.claims else None
-    claims = [t.claim for t in promoted]
+    claims = [t.claim for t in promoted if t.claim is not None]  # all of them: promoted means claimed
     fig.add_trace(
         go.Scatter(
             x=[t.ppl for t in promoted],
             y=[c.claim for c in claims],
-            mode="markers",  # type: ignore[union-attr]
-            name=f"claim over {claims[0].boots} boots, private re-run 90% ({len(promoted)})",  # type: ignore[union-attr]
+            mode="markers",
+            name=f"claim over {claims[0].boots} boots, private re-run 90% ({len(promoted)})",
             marker={
                 "size": [18 if c is recommended else 12 for c in claims],
                 "color": _TEAL,
@@ -212,7 +214,7 @@ def _claims(fig: go.Figure, data: StudyData) -> None:
                 "color": _TEAL,
                 "array": [c.rerun_high - c.claim for c in claims],
                 "arrayminus": [c.claim - c.rerun_low for c in claims],
-            },  # type: ignore[union-attr]
+            },
             text=[hover_text(t) for t in promoted],
             hovertemplate="%{text}<extra></extra>",
         )
@@ -283,6 +285,7 @@ def history_figure(data: StudyData, *, theme: Theme = "light") -> go.Figure:
     best, best_x, best_y = None, [], []
     for t in measured:
         if t.feasible is not False:
+            assert t.tps is not None  # a measured trial has its TPS
             best = t.tps if best is None else max(best, t.tps)
         if best is not None:
             best_x.append(t.number)
@@ -374,7 +377,7 @@ def _spread_bars(trials: list[TrialRow]) -> dict | None:
         "thickness": 1.2,
         "width": 4,
         "array": [0.0 if cv is None else t.tps * cv for t, cv in zip(trials, cvs)],
-    }  # type: ignore[operator]
+    }
 
 
 def _marker_color(t: TrialRow) -> str:

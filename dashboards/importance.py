@@ -7,6 +7,8 @@ two measured trials over knobs that vary; with fewer there is nothing to say, an
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import optuna
 import plotly.graph_objects as go
 from optuna.importance import FanovaImportanceEvaluator, get_param_importances
@@ -15,6 +17,11 @@ from optuna.trial import TrialState
 __all__ = ["OBJECTIVES", "importance_figure", "knob_importances", "slice_figures"]
 
 OBJECTIVES = {"TPS": 0, "PPL": 1}  # the study's values, in order
+
+
+def _objective(index: int) -> Callable[[optuna.trial.FrozenTrial], float]:
+    """The target that reads a trial's ``index``-th value (``OBJECTIVES``)."""
+    return lambda t: t.values[index]
 
 
 def _measured(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
@@ -36,7 +43,7 @@ def knob_importances(study: optuna.Study) -> dict[str, dict[str, float]]:
             study,
             evaluator=FanovaImportanceEvaluator(seed=0),
             params=sorted(varying),
-            target=lambda t, i=index: t.values[i],
+            target=_objective(index),
         )
         out[name] = dict(importances)
     return out
@@ -62,7 +69,7 @@ def slice_figures(study: optuna.Study, *, template: str) -> list[go.Figure]:
         return []
     figures = []
     for name, index in OBJECTIVES.items():
-        fig = optuna.visualization.plot_slice(study, target=lambda t, i=index: t.values[i], target_name=name)
+        fig = optuna.visualization.plot_slice(study, target=_objective(index), target_name=name)
         fig.update_layout(template=template, title={"text": f"{study.study_name}: {name} against each knob (slice)"})
         figures.append(fig)
     return figures

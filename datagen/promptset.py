@@ -69,7 +69,7 @@ def _pool(rng: random.Random, templates: list[Callable], make: Callable, count: 
 
 def build_sets(seed: int = SEED) -> dict[str, list[dict[str, Any]]]:
     rng = random.Random(seed)
-    makers = {
+    makers: dict[str, tuple[list[Callable], Callable]] = {  # the templates of a source, and its maker
         "knowledge": (knowledge.TEMPLATES, _mcq(knowledge)),
         "science": (science.TEMPLATES, _mcq(science)),
         "math": (competition.TEMPLATES, _math),

@@ -226,7 +226,8 @@ def _load_model(device: str) -> tuple[Any, Any]:
     torch.set_num_threads(THREADS)
     checkpoint = prepare_model().checkpoint_dir
     tokenizer = AutoTokenizer.from_pretrained(checkpoint)
-    model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.bfloat16).to(device).eval()
+    # transformers wraps Module.to with functools.wraps, whose stub mypy cannot bind to an instance
+    model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.bfloat16).to(device).eval()  # type: ignore[arg-type]
     return tokenizer, model
 
 

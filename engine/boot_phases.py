@@ -45,7 +45,7 @@ def boot_phases(log: str, *, started: datetime | None = None) -> dict[str, float
             if match := pattern.search(line):
                 found[f"boot_{phase}"] = found.get(f"boot_{phase}", 0.0) + float(match.group(1))
     if started is not None and first_stamp is not None:
-        stamp = datetime.strptime(f"{started.year}-{first_stamp}", "%Y-%m-%d %H:%M:%S")
+        logged = datetime.strptime(f"{started.year}-{first_stamp}", "%Y-%m-%d %H:%M:%S")
         # a log stamp has whole seconds: the start is rounded down to meet it
-        found["boot_first_log"] = max(0.0, (stamp - started.replace(microsecond=0, tzinfo=None)).total_seconds())
+        found["boot_first_log"] = max(0.0, (logged - started.replace(microsecond=0, tzinfo=None)).total_seconds())
     return found

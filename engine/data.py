@@ -96,7 +96,7 @@ def load_ppl_records(path: Path, *, limit: int | None = None, vocab_size: int | 
     """The first ``limit`` records (all when None) of a PPL reference JSONL file."""
     path = Path(path)
     lines = read_text(path, DataError, what="PPL reference set").splitlines()
-    records = []
+    records: list[PplRecord] = []
     for lineno, line in enumerate(lines, start=1):
         if not line.strip():
             continue

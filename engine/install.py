@@ -28,6 +28,7 @@ nothing else of sglang is imported; no torch is needed.
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import shutil
@@ -200,7 +201,7 @@ def install_stack(
     for i, (title, argv) in enumerate(steps, 1):
         label = f"[{i}/{len(steps) + 1}] {title}"
         show(label, "")
-        _run(argv, title=label, log=log, show=lambda line, label=label: show(label, line))
+        _run(argv, title=label, log=log, show=functools.partial(show, label))
     for script in recipe.remove_scripts:
         (venv / "bin" / script).unlink(missing_ok=True)
     label = f"[{len(steps) + 1}/{len(steps) + 1}] check that the stack imports"
@@ -214,6 +215,14 @@ def install_stack(
     stamp = {"stack": name, "recipe": recipe.digest(), "seconds": seconds, "versions": versions}
     (venv / STAMP_NAME).write_text(json.dumps(stamp, indent=2) + "\n")
     return InstallResult(venv, python, True, seconds, versions)
+
+
+@dataclass
+class _Step:
+    """The step the CLI's progress line is on (None before the first), and when it began."""
+
+    label: str | None
+    since: float
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -231,19 +240,19 @@ def main(argv: list[str] | None = None) -> int:
     from rich.console import Console  # only the CLI draws
 
     console = Console(stderr=True, soft_wrap=True)
-    current: dict[str, object] = {"label": None, "since": time.monotonic()}
+    current = _Step(label=None, since=time.monotonic())
 
     def finish_step() -> None:
-        if current["label"] is not None:
-            console.print(f"{current['label']}: done in {time.monotonic() - current['since']:.0f} s", highlight=False)
+        if current.label is not None:
+            console.print(f"{current.label}: done in {time.monotonic() - current.since:.0f} s", highlight=False)
 
     try:
         with console.status("starting") as status:
 
             def show(label: str, line: str) -> None:
-                if label != current["label"]:
+                if label != current.label:
                     finish_step()
-                    current.update(label=label, since=time.monotonic())
+                    current.label, current.since = label, time.monotonic()
                 status.update(f"{label}: {line[:100]}")
 
             result = install_stack(args.stack, venv=args.venv, force=args.force, show=show)

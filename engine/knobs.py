@@ -371,8 +371,8 @@ def _dump_like(original: str | None, data: dict[str, Any]) -> str:
 
 def _read(manifest: Manifest, target: Target) -> tuple[bool, Any]:
     if target.kind == "switch":
-        found = _switch_index(manifest.serve, target.name)
-        return (False, None) if found is None else (True, found[1])
+        switch = _switch_index(manifest.serve, target.name)
+        return (False, None) if switch is None else (True, switch[1])
     raw = _raw(manifest.serve, manifest.env, target)
     if raw is None:
         return False, None

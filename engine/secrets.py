@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 
 __all__ = [
@@ -139,12 +139,17 @@ def _redacted(match: re.Match[str]) -> str:
     return match[0][:start] + REDACTED + match[0][end:]
 
 
+def _replacement(accept: Callable[[re.Match[str]], bool] | None) -> Callable[[re.Match[str]], str]:
+    """What a match is replaced with: redacted where it is a secret (``accept``; None: every match)."""
+    return lambda m: _redacted(m) if accept is None or accept(m) else m[0]
+
+
 def redact_text(text: str) -> str:
     """``text`` with every inline secret (URL password, HTTP credentials, connection-string password)
     replaced by ``***``, whatever name it was found under."""
     for pattern, accept, hints in _INLINE:
         if any(hint in text for hint in hints):
-            text = pattern.sub(lambda m, accept=accept: _redacted(m) if accept is None or accept(m) else m[0], text)
+            text = pattern.sub(_replacement(accept), text)
     return text
 
 

@@ -62,13 +62,20 @@ def interleave(
             repeat=round_,
             order=start + round_ * len(records) + i,
             gate=gate(r),
-            claimed_tps=claims.get(r.trial_number, r.tps),
-            profile=profile(r),  # type: ignore[arg-type]
+            claimed_tps=_claimed_tps(r, claims),
+            profile=profile(r),
             heldout_first=heldout_first(round_),
         )
         for round_ in range(boots)
         for i, r in enumerate(records)
     ]
+
+
+def _claimed_tps(record: TrialRecord, claims: dict[int, float]) -> float:
+    """Its claim, or its trial's TPS: a configuration booted again was measured, so it has one."""
+    tps = claims.get(record.trial_number, record.tps)
+    assert tps is not None
+    return tps
 
 
 class BootRunner:
@@ -153,6 +160,7 @@ def run_boots(
             # the baseline of a relative gate is held to its own PPL's, as the sweep holds it (sweep.record.Judge)
             m = outcome.measurement
             gate = runner.spec.gate.resolve(m.ppl if m else None) or planned.record.gate
+        assert planned.record.ppl is not None  # its configuration was measured (interleave's records)
         boot = boot_record(
             outcome,
             study_name=runner.spec.name,
@@ -164,7 +172,7 @@ def run_boots(
             claimed_ppl=planned.record.ppl,
             gate=gate,
             profile=planned.profile,
-        )  # type: ignore[arg-type]
+        )
         storage.insert_boots(kind, [boot])
         durations.append(time.monotonic() - began)
         ran.append(boot)

@@ -15,6 +15,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypedDict
 
 import ray
 from ray._private import ray_constants
@@ -39,6 +40,15 @@ def _local_temp_dir(preferred: Path) -> Path:
     return path
 
 
+class _InitArgs(TypedDict, total=False):
+    """The arguments of ``ray.init`` that depend on joining a cluster or starting a local one."""
+
+    address: str
+    _temp_dir: str
+    _node_ip_address: str
+    include_dashboard: bool
+
+
 @contextmanager
 def ray_session(*, address: str | None, temp_dir: Path) -> Iterator[None]:
     if ray.is_initialized():  # a caller (a test) already joined a cluster for us
@@ -50,7 +60,7 @@ def ray_session(*, address: str | None, temp_dir: Path) -> Iterator[None]:
         # interface, with token authentication off. Ray's single-host mode (its default on macOS
         # and Windows) keeps every process of the instance on loopback.
         ray_constants.ENABLE_RAY_CLUSTER = False
-        kwargs = {
+        kwargs: _InitArgs = {
             "_temp_dir": str(_local_temp_dir(temp_dir)),
             "_node_ip_address": "127.0.0.1",
             "include_dashboard": False,

@@ -50,7 +50,7 @@ Rules:
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
@@ -67,7 +67,7 @@ from sweep.spec import StudySpec
 
 __all__ = ["CONVERGED_AFTER", "MemoryRecords", "PlannedTrial", "RecordBook", "StudyCore"]
 
-DIRECTIONS = ["maximize", "minimize"]  # tps, ppl
+DIRECTIONS: list[Literal["maximize", "minimize"]] = ["maximize", "minimize"]  # tps, ppl
 DASHBOARD_CONSTRAINTS = "constraints"  # the system attribute optuna-dashboard reads (Optuna's old format)
 _FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 # Proposals in a row closed without a boot after which the sampler has converged: one whose
@@ -271,9 +271,15 @@ class StudyCore:
         if gate is None:
             return None
         moving = _ppl_moving(effective)
+        # a measured record has its PPL: the None test only tells the type checker so
         source = next(
-            (r for r in booted if r.measured and _ppl_moving(r.knobs) == moving and over_gate(r.ppl, gate)), None
-        )  # type: ignore[arg-type]
+            (
+                r
+                for r in booted
+                if r.measured and r.ppl is not None and _ppl_moving(r.knobs) == moving and over_gate(r.ppl, gate)
+            ),
+            None,
+        )
         return None if source is None else (source, gate)
 
     def plan(self, planned: PlannedTrial) -> FidelityPlan:
@@ -374,6 +380,7 @@ class StudyCore:
         self._storage.set_trial_system_attr(
             self._trial_id(record.trial_number), DASHBOARD_CONSTRAINTS, list(constraints.values())
         )
+        assert record.tps is not None and record.ppl is not None  # measured, above
         self.study.tell(trial, [record.tps, record.ppl])
 
     def reconcile(self) -> list[TrialRecord]:

@@ -118,7 +118,8 @@ class _Driver:
     # --- workers ----------------------------------------------------------------------
 
     def _new_slot(self) -> _Slot:
-        actor = TrialWorker.options(**actor_options(self.spec.resources)).remote()
+        # @ray.remote adds .options() at run time; its typing leaves the class as it was
+        actor = TrialWorker.options(**actor_options(self.spec.resources)).remote()  # type: ignore[attr-defined]
         return _Slot(actor=actor, node_ref=actor.node.remote())
 
     def _in_flight(self) -> int:

@@ -154,14 +154,15 @@ def fit(boots: Iterable[BootRecord], *, floor: float, key: Callable[[BootRecord]
         middle = statistics.fmean(y[n]) - gamma / 2
         squares_d += sum((v - delta - gamma * x) ** 2 for v, x in zip(d[n], o[n]))
         squares_y += sum((v - statistics.fmean(y[n])) ** 2 for v in y[n])
-        ppls = tuple(b.ppl for b in bs)  # type: ignore[misc]
+        # the boots are measured: the filters keep every one, and tell the type checker so
+        ppls = tuple(b.ppl for b in bs if b.ppl is not None)
         levels[n] = Level(
             trial_number=bs[0].trial_number,
             boots=len(bs),
             public=middle - delta / 2,
             heldout=middle + delta / 2,
-            public_tps=tuple(b.public_tps for b in bs),
-            heldout_tps=tuple(b.tps for b in bs),  # type: ignore[misc]
+            public_tps=tuple(b.public_tps for b in bs if b.public_tps is not None),
+            heldout_tps=tuple(b.tps for b in bs if b.tps is not None),
             ppl=statistics.median(ppls),
             ppls=ppls,
         )
@@ -271,9 +272,10 @@ def study_noise(records: Iterable[Any], boots: Iterable[BootRecord], *, floor: f
     for b in boots:
         if b.measured:
             promoted.setdefault((b.run_id, b.trial_number), []).append(b)
-    groups = [*tps.values(), *([b.public_tps for b in bs] for bs in promoted.values())]
-    tps_sd, df = pooled_log_sd(groups)  # type: ignore[arg-type]
-    ppl_sd, _ = pooled_log_sd([*ppl.values(), *([b.ppl for b in bs] for bs in promoted.values())])  # type: ignore[misc]
+    # the boots are measured: the filters keep every one, and tell the type checker so
+    public = [[b.public_tps for b in bs if b.public_tps is not None] for bs in promoted.values()]
+    tps_sd, df = pooled_log_sd([*tps.values(), *public])
+    ppl_sd, _ = pooled_log_sd([*ppl.values(), *([b.ppl for b in bs if b.ppl is not None] for bs in promoted.values())])
     if not df:
         return Noise(tps_sd=floor, ppl_sd=0.0, basis=f"no configuration measured twice: the noise floor {floor:.0%}")
     basis = (

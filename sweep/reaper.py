@@ -32,7 +32,7 @@ _GRACE_S = 10.0
 
 def engine_groups(parent: psutil.Process, *, exclude: set[int]) -> list[int]:
     """Children of ``parent`` that lead their own process group (the engines), by pid."""
-    groups = []
+    groups: list[int] = []
     try:
         children = parent.children(recursive=False)
     except psutil.NoSuchProcess:

@@ -121,7 +121,8 @@ class KnobSpace:
     def values(self) -> list[KnobValue]:
         if self.choices is not None:
             return list(self.choices)
-        return list(range(self.low, self.high + 1, self.step))  # type: ignore[arg-type]
+        assert self.low is not None and self.high is not None  # a range: made with both ends
+        return list(range(self.low, self.high + 1, self.step))
 
     def contains(self, value: KnobValue) -> bool:
         if self.choices is not None:
@@ -247,6 +248,7 @@ def _parse(
     space = _space(raw.get("space"), loaded, where)
     fixed = _fixed(raw.get("fixed", {}), loaded, where, space)
     _baseline_in_space(space, loaded, where)
+    budget: int | None
     if sampler == "grid" and n_trials is None and "n_trials" not in raw:
         budget = 1 + _grid_size(space)  # the baseline, then every grid point once
     else:
@@ -397,6 +399,7 @@ def _space(value: Any, manifest: Manifest, where: str) -> dict[str, KnobSpace]:
             low = _knob_value(knob, table["low"], manifest, where, f"{name}.low")
             high = _knob_value(knob, table["high"], manifest, where, f"{name}.high")
             step = _int(table.get("step", 1), where, f"{name}.step", minimum=1)
+            assert isinstance(low, int) and isinstance(high, int)  # an int knob's values, checked as such
             if high < low:
                 raise StudySpecError(f"{where}: field '{name}.high' ({high}) is below '{name}.low' ({low})")
             spaces[knob] = KnobSpace(knob=knob, low=low, high=high, step=step)
@@ -497,7 +500,7 @@ def _fidelity(
             f"each between 0 and 1 (e.g. [0.25, 0.5]), got {stages!r}"
         )
     spec = FidelitySpec(
-        mode=mode or "multi",
+        mode="full" if mode == "full" else "multi",  # not given (None): multi
         stages=tuple(float(f) for f in stages),
         z=_number(table.get("z", default.z), where, "fidelity.z", minimum=0),
         floor=_number(table.get("floor", default.floor), where, "fidelity.floor", minimum=0),

@@ -182,7 +182,9 @@ class Storage:
     def insert_record(self, record: TrialRecord) -> int:
         with self.engine.begin() as conn:
             result = conn.execute(measurements.insert().values(**_row(record)))
-        record.id = result.inserted_primary_key[0]
+        key = result.inserted_primary_key
+        assert key is not None  # a one-row insert into a table with an autoincrement id
+        record.id = key[0]
         return record.id
 
     def record(self, study_name: str, trial_number: int) -> TrialRecord | None:

@@ -221,6 +221,7 @@ def _check(args: SubmitArgs, out: Console) -> int:
     if tokenizer is None:
         raise UsageError(f"--check {source}: bench_serving needs the model's tokenizer folder: pass --tokenizer")
     if args.bench_python:
+        assert args.bench_script is not None  # parse_args: the two go together
         bench_python, script = Path(args.bench_python), args.bench_script
     else:
         sglang = install_stack("sglang-bench")

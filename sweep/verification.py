@@ -72,8 +72,9 @@ def _level(boots: Sequence[BootRecord], promoted: Sequence[BootRecord], floor: f
         )
         return interval(fitted, _VERIFYING)
     # Held-out runs alone: their mean, the spread of the promotion's boots (or of these) or the floor
-    logs = [math.log(b.tps) for b in boots]  # type: ignore[arg-type]
-    sd, df = pooled_log_sd([[b.tps for b in boots], *_groups(promoted)])  # type: ignore[list-item]
+    heldout = [b.tps for b in boots if b.tps is not None]  # every one: judge() passes the measured boots
+    logs = [math.log(tps) for tps in heldout]
+    sd, df = pooled_log_sd([heldout, *_groups(promoted)])
     spread = Fit(levels={}, gamma=0.0, s_y=sd, s_d=0.0, df=df, ppl_sd=0.0, ppl_df=0, floor=floor)
     center = statistics.fmean(logs)
     low, high = spread.level_interval(center, len(logs))
@@ -100,7 +101,7 @@ def judge(boots: Sequence[BootRecord], *, promoted: Sequence[BootRecord] = (), f
     failed = [b for b in boots if b not in measured]
     claim, gate = first.claimed_tps, first.gate
     reasons = [f"boot {b.repeat + 1} failed: {b.reason or 'no measurement'}" for b in failed]
-    tps = sorted(b.tps for b in measured)  # type: ignore[type-var]
+    tps = sorted(b.tps for b in measured if b.tps is not None)  # every one: measured boots have their TPS
     ppl_median = statistics.median(b.ppl for b in measured) if measured else None  # type: ignore[type-var]
     gap = low = high = public_gap = None
     verdict: VerdictName = "INVALID"

@@ -140,14 +140,13 @@ def select_trials(
         # A lossless knob (ctk) leaves every trial at one PPL, so its front is a single point:
         # "the N best" means the feasible trials, not only the non-dominated ones.
         feasible = [r for r in records if r.full and r.feasible]
-        chosen = sorted(
-            feasible,
-            key=lambda r: (
-                r.trial_number not in claims,
-                -claims.get(r.trial_number, r.tps),  # type: ignore[arg-type]
-                r.trial_number,
-            ),
-        )[:top]
+
+        def rank(r: TrialRecord) -> tuple[bool, float, int]:
+            tps = claims.get(r.trial_number, r.tps)
+            assert tps is not None  # a trial measured to the end has its TPS
+            return r.trial_number not in claims, -tps, r.trial_number
+
+        chosen = sorted(feasible, key=rank)[:top]
     else:
         chosen = front_records(records)
     if not chosen:

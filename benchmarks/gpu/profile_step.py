@@ -112,7 +112,8 @@ def main(argv: list[str] | None = None) -> int:
             wall = time.perf_counter() - began - prefill
             rates[name] = (wall / args.tokens, gen.stats)
 
-        counts, device_us = defaultdict(int), defaultdict(float)
+        counts: defaultdict[str, int] = defaultdict(int)
+        device_us: defaultdict[str, float] = defaultdict(float)
         activities = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if cuda else [])
         with torch.inference_mode(), torch.profiler.profile(activities=activities) as prof:
             step_program.fn()

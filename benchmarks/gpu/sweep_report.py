@@ -77,8 +77,8 @@ def main(argv: list[str] | None = None) -> int:
         f"\nGPUs used: {gpus}; overlapping pairs on different GPUs: {len(pairs)}; "
         f"seconds with two engines at once: {together:.1f}"
     )
-    for a, b, shared in pairs[:12]:
-        print(f"  trials {a} (GPU {gpu[a]}) and {b} (GPU {gpu[b]}) overlapped {shared:.1f} s")
+    for first, second, shared in pairs[:12]:
+        print(f"  trials {first} (GPU {gpu[first]}) and {second} (GPU {gpu[second]}) overlapped {shared:.1f} s")
 
     parallel, loop = _spans(timeline)
     print(f"\n{args.study}, this run: after-baseline span {parallel:.1f} s, loop {loop:.1f} s")

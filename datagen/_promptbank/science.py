@@ -348,7 +348,12 @@ def michaelis(rng: random.Random) -> Question:
     return "biochemistry", stem, options, right
 
 
-IONS = [("K⁺", 1, 5, 140), ("Na⁺", 1, 145, 12), ("Ca²⁺", 2, 2, 0.0001), ("Cl⁻", -1, 110, 10)]
+IONS: list[tuple[str, int, float, float]] = [
+    ("K⁺", 1, 5, 140),
+    ("Na⁺", 1, 145, 12),
+    ("Ca²⁺", 2, 2, 0.0001),
+    ("Cl⁻", -1, 110, 10),
+]
 
 
 def nernst_ion(rng: random.Random) -> Question:

@@ -72,7 +72,8 @@ def record_nll(data: dict[str, Any], record: PplRecord) -> float:
 
 
 def measure_ppl(client: httpx.Client, *, model: str, records: list[PplRecord]) -> PplResult:
-    total_nll, total_tokens, per_record = 0.0, 0, []
+    total_nll, total_tokens = 0.0, 0
+    per_record: list[dict[str, Any]] = []  # PplResult.per_record's rows
     for record in records:
         data = post_json(client, "/v1/completions", ppl_payload(record, model=model), what=f"PPL record {record.id}")
         nll = record_nll(data, record)

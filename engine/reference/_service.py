@@ -140,7 +140,7 @@ class Service:
 
     # ------------------------------------------------------------------ running
 
-    async def run(self, job: Job, *, on_token: Callable[[int], None] | None = None) -> Generation:
+    async def run(self, job: Job, *, on_token: Callable[[int], object] | None = None) -> Generation:
         self.metrics.queued()
 
         def work() -> Generation:
