@@ -108,15 +108,14 @@ def _traced(trace: Trace, *, factors: list[float], ppl: float, plan: FidelityPla
     stages = stages_for(plan)
     stop: Stop | None = None
     timed = planned
-    for n in stages.after if stages else ():
+    for n in stages.bounds(planned)[:-1] if stages else ():  # the stops inside the run, as engine.bench makes them
         assert stages is not None  # the loop runs only over a plan's stages
         stop = stages.checkpoint(
-            Partial(
-                prompts_timed=n,
-                prompts_planned=planned,
+            Partial.so_far(
                 tps=sum(tokens[:n]) / sum(latencies[:n]),
-                latencies_s=tuple(latencies[:n]),
-                tokens=tuple(tokens[:n]),
+                latencies_s=latencies[:n],
+                tokens=tokens[:n],
+                planned=planned,
                 ppl=ppl,
             )
         )

@@ -156,7 +156,7 @@ def measure(
             if results or stages is None:
                 results.append(timed(client, run))
                 continue
-            bounds = [*sorted({b for b in stages.after if 0 < b < len(run)}), len(run)]
+            bounds = stages.bounds(len(run))
             parts: list[TpsResult] = []
             for start, end in zip([0, *bounds], bounds):
                 parts.append(timed(client, run[start:end]))
@@ -166,12 +166,11 @@ def measure(
                     ppl = scored(client)
                 so_far = TpsResult.join(parts)
                 stopped = stages.checkpoint(
-                    Partial(
-                        prompts_timed=end,
-                        prompts_planned=len(run),
+                    Partial.so_far(
                         tps=so_far.tps,
-                        latencies_s=tuple(so_far.latencies_s),
-                        tokens=tuple(so_far.tokens),
+                        latencies_s=so_far.latencies_s,
+                        tokens=so_far.tokens,
+                        planned=len(run),
                         ppl=ppl.ppl if ppl else None,
                     )
                 )
