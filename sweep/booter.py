@@ -136,10 +136,11 @@ def run_boots(
     done: int = 0,
     deadline: float | None = None,
     earlier: Sequence[float] = (),
+    total: int | None = None,
 ) -> tuple[list[BootRecord], bool]:
     """Run ``plan[done:]``; returns the boots run here and whether the deadline (``time.monotonic()``)
     left boots unrun. ``earlier``: seconds the run's boots took before (a resumed run): what the
-    first boot here is expected to take."""
+    first boot here is expected to take. ``total``: the run's boots, where ``plan`` is a part of it."""
     ran: list[BootRecord] = []
     durations: list[float] = list(earlier)
     for planned in plan[done:]:
@@ -176,5 +177,5 @@ def run_boots(
         storage.insert_boots(kind, [boot])
         durations.append(time.monotonic() - began)
         ran.append(boot)
-        out.print(boot_line(boot, total=plan[-1].order + 1))
+        out.print(boot_line(boot, total=total or plan[-1].order + 1))
     return ran, False

@@ -12,10 +12,14 @@ overrides the sizes). A relative gate (``ppl_max_ratio``) is re-resolved on the 
 references from the baseline's boots, run first, unless those references are the sweep's own.
 Every boot is a row of ``verifications``; the verdict (VERIFIED, INVALID or UNDECIDED, with its 90%
 interval) is ``sweep.verification.judge``. ``--dry-run`` prints the plan and each boot's argv and
-env, and boots nothing.
+env, and boots nothing. ``--baseline-boots N`` boots the baseline N times instead of ``--repeats``
+(its PPL moves far less than a TPS). ``--time-limit S`` starts no boot that the boots so far say
+would end after S seconds; ``--resume RUN`` goes on with run RUN's stored boots (the same plan),
+so a verification longer than one sitting (or one command on a lent machine) is not lost.
 
 Exit status: 0 every trial VERIFIED, 1 at least one INVALID or UNDECIDED, 2 bad input (one line on
-stderr, nothing booted), 130 interrupted (the boots finished so far are stored).
+stderr, nothing booted), 3 stopped at ``--time-limit`` with boots left (those run are stored;
+``--resume RUN`` goes on), 130 interrupted (likewise).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import shlex
 import signal
 import statistics
 import sys
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,6 +66,9 @@ class VerifyArgs:
     manifest: str | None
     ray_address: str | None
     dry_run: bool = False
+    baseline_boots: int | None = None  # None: --repeats
+    time_limit: float | None = None
+    resume: str | None = None
 
 
 def _absolute(value: str | None) -> str | None:
@@ -84,10 +92,21 @@ def parse_args(argv: list[str] | None = None) -> VerifyArgs:
     parser.add_argument("--profile", help="measure with this profile's sizes (default: the claim's profile)")
     parser.add_argument("--manifest", help="the study's manifest, if sweep.run was given --manifest")
     parser.add_argument("--ray-address", help="join this Ray cluster (default: start a local one)")
+    parser.add_argument(
+        "--baseline-boots",
+        type=int,
+        help="fresh boots of the baseline that resolve a relative gate (default --repeats)",
+    )
+    parser.add_argument("--time-limit", type=float, help="start no boot that would end after S seconds")
+    parser.add_argument("--resume", metavar="RUN", help="go on with this verification run's stored boots")
     parser.add_argument("--dry-run", action="store_true", help="print what would boot; boot nothing")
     ns = parser.parse_args(argv)
     if ns.repeats < 1:
         parser.error(f"--repeats must be at least 1, got {ns.repeats}")
+    if ns.baseline_boots is not None and ns.baseline_boots < 1:
+        parser.error(f"--baseline-boots must be at least 1, got {ns.baseline_boots}")
+    if ns.time_limit is not None and not ns.time_limit > 0:
+        parser.error(f"--time-limit must be a positive number of seconds, got {ns.time_limit}")
     if ns.top is not None and ns.top < 1:
         parser.error(f"--top must be at least 1, got {ns.top}")
     trials: tuple[int, ...] = ()
@@ -110,6 +129,9 @@ def parse_args(argv: list[str] | None = None) -> VerifyArgs:
         manifest=ns.manifest,
         ray_address=ns.ray_address,
         dry_run=ns.dry_run,
+        baseline_boots=ns.baseline_boots,
+        time_limit=ns.time_limit,
+        resume=ns.resume,
     )
 
 
@@ -264,7 +286,9 @@ def _dry_run(spec: StudySpec, args: VerifyArgs, plan: _Plan, out: Console) -> in
 
     order = [*([plan.baseline] if plan.baseline else []), *plan.targets]
     out.print(
-        f"dry run of verify {spec.name}: {len(order)} trial(s) x {args.repeats} fresh boot(s); nothing is booted",
+        f"dry run of verify {spec.name}: {len(plan.targets)} trial(s) x {args.repeats} fresh boot(s)"
+        + (f", after the baseline's {_baseline_boots(args)}" if plan.baseline else "")
+        + "; nothing is booted",
         markup=False,
     )
     for r in order:
@@ -321,25 +345,71 @@ def _verify(args: VerifyArgs, out: Console) -> int:
         storage.close()
 
 
+def _baseline_boots(args: VerifyArgs) -> int:
+    return args.repeats if args.baseline_boots is None else args.baseline_boots
+
+
+def _stored_run(args: VerifyArgs, storage: Any, study_name: str, expected: list[int]) -> list[BootRecord]:
+    """``--resume``'s stored boots, checked to be the start of this plan (else bad input, nothing booted)."""
+    if args.resume is None:
+        return []
+    stored = [b for b in storage.boots("verification", study_name) if b.run_id == args.resume]
+    if not stored:
+        raise UsageError(f"--resume {args.resume}: no verification run of that id in study {study_name!r}")
+    got = [b.trial_number for b in stored]
+    if got != expected[: len(got)]:
+        raise UsageError(
+            f"--resume {args.resume}: its stored boots (trials {got}) are not the start of this plan "
+            f"(trials {expected}): give the run's own --trials/--top, --repeats and --baseline-boots"
+        )
+    return stored
+
+
 def _boot_and_judge(
     spec: StudySpec, args: VerifyArgs, plan: _Plan, storage: Any, promoted: list[BootRecord], out: Console
 ) -> int:
     from sweep.booter import BootRunner, interleave, run_boots
     from sweep.cluster import check_capacity, ray_session
 
-    run_id = uuid.uuid4().hex[:12]
+    started = time.monotonic()
+    deadline = None if args.time_limit is None else started + args.time_limit
     order = [*([plan.baseline] if plan.baseline else []), *plan.targets]
+    n_base = _baseline_boots(args) if plan.baseline else 0
+    expected = [plan.baseline.trial_number] * n_base if plan.baseline else []
+    expected += [r.trial_number for _ in range(args.repeats) for r in plan.targets]
+    boots = _stored_run(args, storage, spec.name, expected)
+    run_id = args.resume or uuid.uuid4().hex[:12]
+    total = len(expected)
     out.print(
-        f"[bold]verify {spec.name}[/]: {len(order)} trial(s) x {args.repeats} fresh boot(s), each timing the held-out "
-        f"and the public prompts; run {run_id}"
+        f"[bold]verify {spec.name}[/]: {len(plan.targets)} trial(s) x {args.repeats} fresh boot(s)"
+        + (f" after the baseline's {n_base}" if n_base else "")
+        + f", each timing the held-out and the public prompts; run {run_id}"
+        + (f", going on after {len(boots)} of {total} stored boot(s)" if boots else "")
     )
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the engines it starts must not reach a hub
     previous_handler = signal.signal(signal.SIGTERM, raise_interrupt)
-    boots: list[BootRecord] = []
     gates = dict(plan.gates)
 
     def profile(record: TrialRecord) -> BenchProfile:
         return plan.profiles[record.trial_number]
+
+    def go_on(phase: list[Any]) -> bool:
+        """Run what the stored boots leave of ``phase`` (its boots' orders are the run's); True when stopped."""
+        done = sum(1 for b in boots if b.order in {p.order for p in phase})
+        ran, stopped = run_boots(
+            phase,
+            runner=runner,
+            storage=storage,
+            kind="verification",
+            run_id=run_id,
+            out=out,
+            done=done,
+            deadline=deadline,
+            earlier=[b.timings["total"] for b in boots if "total" in b.timings],
+            total=total,
+        )
+        boots.extend(ran)
+        return stopped
 
     try:
         with ray_session(address=args.ray_address, temp_dir=RUN_DIR / "ray"):
@@ -348,12 +418,11 @@ def _boot_and_judge(
             try:
                 if plan.baseline is not None:
                     first = interleave(
-                        [plan.baseline], boots=args.repeats, profile=profile, claims=plan.claims, gate=lambda _: None
+                        [plan.baseline], boots=n_base, profile=profile, claims=plan.claims, gate=lambda _: None
                     )
-                    boots += run_boots(
-                        first, runner=runner, storage=storage, kind="verification", run_id=run_id, out=out
-                    )[0]
-                    ppls = [b.ppl for b in boots if b.measured]
+                    if go_on(first):
+                        return _stopped(out, run_id, len(boots), total)
+                    ppls = [b.ppl for b in boots if b.measured and b.trial_number == plan.baseline.trial_number]
                     resolved = spec.gate.resolve(statistics.median(ppls) if ppls else None)  # type: ignore[type-var]
                     if resolved is None:
                         out.print(
@@ -367,13 +436,14 @@ def _boot_and_judge(
                     profile=profile,
                     claims=plan.claims,
                     gate=lambda r: gates[r.trial_number],
-                    start=len(boots),
+                    start=n_base,
                 )
-                boots += run_boots(laid, runner=runner, storage=storage, kind="verification", run_id=run_id, out=out)[0]
+                if go_on(laid):
+                    return _stopped(out, run_id, len(boots), total)
             finally:
                 runner.stop()
     except KeyboardInterrupt:
-        out.print(f"interrupted: {len(boots)} boot(s) stored (run {run_id})")
+        out.print(f"interrupted: {len(boots)} of {total} boot(s) stored (run {run_id}); --resume {run_id} goes on")
         return 130
     finally:
         signal.signal(signal.SIGTERM, previous_handler)
@@ -385,6 +455,12 @@ def _boot_and_judge(
     )
     print_verdicts(out, verdicts, knobs={r.trial_number: r.knobs for r in order}, swept=list(spec.space), title=title)
     return 0 if all(v.verdict == "VERIFIED" for v in verdicts) else 1
+
+
+def _stopped(out: Console, run_id: str, stored: int, total: int) -> int:
+    hint = f"the same command with --resume {run_id} goes on" if stored else "nothing to resume: give it more time"
+    out.print(f"time limit: {stored} of {total} boot(s) stored (run {run_id}), no verdict yet; {hint}", markup=False)
+    return 3
 
 
 def main(argv: list[str] | None = None) -> int:

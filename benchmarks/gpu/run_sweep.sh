@@ -276,21 +276,37 @@ vllm() {  # call 6: the side-by-side of the two stacks, then the sweep
 # (benchmarks/results/gpu-vllm/vllm-h200.db: the 12 trials of the search) is resumed: its budget is spent,
 # so sweep.run goes straight to the promotion (studies/vllm-h200.toml [promotion]: the two fastest feasible
 # configurations and the baseline, 3 fresh boots each at the organisers' full profile), which goes on
-# call after call (`claims` again, carry [.carry/challenge]) until every boot is stored; then `claims-verify`.
-claims_db() {  # the study's database in $WORK: the committed one, the first time
-  [[ -e $WORK/vllm-h200.db ]] || cp "$repo/benchmarks/results/gpu-vllm/vllm-h200.db" "$WORK/vllm-h200.db"
+# call after call (`claims` again, carry [.carry/challenge]) until every boot is stored.
+# Then `claims-final`, the same command call after call (carry [.carry/challenge]; the first time after the
+# staging: `bash .carry/c6/install.sh all .carry/c6 && CALL_N=6 bash benchmarks/gpu/run_sweep.sh claims-final`):
+# from the promoted database (benchmarks/results/gpu-vllm-claims/vllm-h200.db) it goes on with whichever of its
+# three parts is not done yet, each part marked done in $WORK:
+#   1. sweep.verify --top 1 --repeats 3 (the baseline's PPL on the held-out references from 1 boot), resumed
+#      across calls from its stored boots (--time-limit, --resume);
+#   2. sweep.submit (its VERIFIED point, else --allow-unverified), then sweep.submit --check of that folder with
+#      the organisers' bench_serving (sglang 0.5.2, staged in /tmp/site);
+#   3. the plain side-by-side: engine.bench at the vllm-gpu profile, one call, one boot each, of vLLM at its
+#      defaults (vllm-gpu-plain), the same with async scheduling off, the manifest as it was before
+#      (vllm-gpu-plain-before.json) and the reference stack decoding plainly (reference-plain).
+claims_db() {  # the study's database in $WORK: the promoted one, the first time (else the search's)
+  local db=$repo/benchmarks/results/gpu-vllm-claims/vllm-h200.db
+  [[ -e $db ]] || db=$repo/benchmarks/results/gpu-vllm/vllm-h200.db
+  [[ -e $WORK/vllm-h200.db ]] || cp "$db" "$WORK/vllm-h200.db"
+}
+
+prepare_once() {  # the model, once per machine
+  [[ -e /tmp/gemma-sweep-cache/.prepared ]] && return 0
+  nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv
+  ( "$PY" -m compileall -q -j 0 /tmp/site >/dev/null 2>&1; echo "compileall done after $SECONDS s" ) &
+  step prepare 240 "$PY" -m engine.reference.prepare || exit 1
+  wait
+  touch /tmp/gemma-sweep-cache/.prepared
 }
 
 claims() {
   vllm_env
   claims_db
-  if [[ ! -e /tmp/gemma-sweep-cache/.prepared ]]; then
-    nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv
-    ( "$PY" -m compileall -q -j 0 /tmp/site >/dev/null 2>&1; echo "compileall done after $SECONDS s" ) &
-    step prepare 240 "$PY" -m engine.reference.prepare || exit 1
-    wait
-    touch /tmp/gemma-sweep-cache/.prepared
-  fi
+  prepare_once
   local left=$((CALL_BUDGET_S - SECONDS - 40)) n=${CALL_N:-x}
   (cd "$WORK" && TAIL=40 step "promote-$n" "$left" "$PY" -m sweep.run --study vllm-h200 \
       --storage "sqlite:///$WORK/vllm-h200.db" --time-limit $((left - 15)))
@@ -299,18 +315,61 @@ claims() {
   vllm_save
 }
 
-claims_verify() {  # the recommended point, fresh boots on the held-out prompts, interleaved with public runs
+claims_verify() {  # the best claim, fresh boots on the held-out prompts, interleaved with public runs
+  local n=${CALL_N:-x} resume=() rc
+  [[ -s $WORK/verify.run ]] && resume=(--resume "$(cat "$WORK/verify.run")")
+  local left=$((CALL_BUDGET_S - SECONDS - 30))
+  (cd "$WORK" && TAIL=30 step "verify-$n" "$left" "$PY" -m sweep.verify --study vllm-h200 \
+      --storage "sqlite:///$WORK/vllm-h200.db" --top 1 --repeats "${VERIFY_REPEATS:-3}" \
+      --baseline-boots "${BASELINE_BOOTS:-1}" --time-limit $((left - 20)) "${resume[@]}")
+  rc=$?
+  [[ -s $WORK/verify.run ]] || sed -n 's/.* run \([0-9a-f]\{12\}\).*/\1/p' "$OUT/verify-$n.log" | head -n 1 >"$WORK/verify.run"
+  ((rc == 0 || rc == 1)) && touch "$WORK/verify.done"  # a verdict (exit 3: stopped at the time limit, go on)
+}
+
+claims_submit() {  # the submission folder, then booted from an empty folder as the organisers would
+  local db=sqlite:///$WORK/vllm-h200.db sub=$OUT/submission
+  ((CALL_BUDGET_S - SECONDS > 300)) || { echo "== submit: left for the next call (300 s needed)"; return 0; }
+  (cd "$WORK" && { "$PY" -m sweep.submit --study vllm-h200 --storage "$db" --out "$sub" ||
+      "$PY" -m sweep.submit --study vllm-h200 --storage "$db" --out "$sub" --allow-unverified; } >"$OUT/submit.txt" 2>&1)
+  cat "$OUT/submit.txt"
+  [[ -e $sub/manifest.json ]] || return 1
+  (cd "$WORK" && TAIL=40 step check $((CALL_BUDGET_S - SECONDS - 20)) "$PY" -m sweep.submit --check "$sub" \
+      --bench-python "$PY" --bench-script /tmp/site/sglang/bench_serving.py)
+  local rc=$?
+  ((rc == 0 || rc == 1)) && grep -q "expected verdict" "$OUT/check.log" && touch "$WORK/check.done"
+}
+
+plain_sides() {  # one boot each, one call: vLLM at its defaults, async off, the manifest before, the reference stack
+  local i=0 spec
+  for spec in vllm-gpu-plain "vllm-gpu-plain async_scheduling=false" benchmarks/gpu/vllm-gpu-plain-before.json \
+      reference-plain; do
+    i=$((i + 1))
+    [[ -e $WORK/plain-$i.done ]] && continue
+    ((CALL_BUDGET_S - SECONDS > 170)) || { echo "== plain-$i: left for the next call"; return 0; }
+    local manifest=${spec%% *} sets=()
+    [[ $spec == *" "* ]] && sets=(--set "${spec#* }")
+    step "plain-$i" 200 "$PY" -m engine.bench --manifest "$manifest" "${sets[@]}" --profile vllm-gpu --json \
+        --workdir "$WORK/bench/plain-$i" && touch "$WORK/plain-$i.done"
+    cp "$WORK/bench/plain-$i/outcome.json" "$OUT/plain-$i.json" 2>/dev/null
+  done
+}
+
+claims_final() {
   vllm_env
   claims_db
-  (cd "$WORK" && TAIL=30 step verify "$((CALL_BUDGET_S - SECONDS - 30))" "$PY" -m sweep.verify --study vllm-h200 \
-      --storage "sqlite:///$WORK/vllm-h200.db" --top 1 --repeats "${VERIFY_REPEATS:-3}")
+  prepare_once
+  [[ -e $WORK/verify.done ]] || claims_verify
+  [[ -e $WORK/verify.done && ! -e $WORK/check.done ]] && claims_submit
+  [[ -e $WORK/check.done ]] && plain_sides
   vllm_save
+  ls "$WORK" | grep -E '\.done$|\.run$' | tr '\n' ' '; echo
 }
 
 case ${1:-} in
   vllm) vllm ;;
   claims) claims ;;
-  claims-verify) claims_verify ;;
+  claims-final) claims_final ;;
   vllm-sweep) vllm_env; vllm_sweep ;;
   vllm-verify) vllm_env; (cd "$WORK" && step verify-vllm $((CALL_BUDGET_S - SECONDS - 30)) "$PY" -m sweep.verify \
       --study vllm-h200 --storage "sqlite:///$WORK/vllm-h200.db" --top 1 --repeats 1); vllm_save ;;
@@ -319,5 +378,5 @@ case ${1:-} in
   engine) shift; (($#)) && stage "$@"; engine ;;
   prepare) shift; (($#)) && stage "$@"; install && tokenizer && step prepare 240 "$PY" -m engine.reference.prepare ;;
   sweep) shift; sweep "$@" ;;
-  *) echo "usage: $0 split | stage DIR... | engine [DIR...] | prepare [DIR...] | sweep [1|2] [DIR...] | vllm | vllm-sweep | vllm-verify | claims | claims-verify" >&2; exit 2 ;;
+  *) echo "usage: $0 split | stage DIR... | engine [DIR...] | prepare [DIR...] | sweep [1|2] [DIR...] | vllm | vllm-sweep | vllm-verify | claims | claims-final" >&2; exit 2 ;;
 esac

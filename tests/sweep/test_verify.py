@@ -316,3 +316,57 @@ def test_re_runs_scoring_the_sweeps_own_references_keep_its_gate_and_boot_no_bas
         storage.close()
     assert [r.trial_number for r in reruns] == [trial.trial_number]  # no baseline re-run
     assert reruns[0].gate == pytest.approx(trial.gate)
+
+
+def test_a_verification_stopped_part_way_goes_on_with_resume(ray_connected, tmp_path, monkeypatch, capsys):
+    study = write_study(
+        tmp_path,
+        manifest=write_manifest(tmp_path),
+        profile=stub_profile(tmp_path),
+        name="resumed",
+        space={"centroid_top_k": {"choices": [32, 48]}},
+        sampler="grid",
+    )
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    result, _ = run_in_process(study, url, tmp_path / "runs")
+    trial = next(r for r in result.records if not r.is_baseline and r.booted)
+    baseline = next(r for r in result.records if r.is_baseline)
+    prompts, refs = _held_out(tmp_path)  # other references: the baseline's boots resolve the gate
+    monkeypatch.chdir(tmp_path)
+    common = ["--study", str(study), "--storage", url, "--prompts", prompts, "--refs", refs]
+    plan = [*common, "--trials", str(trial.trial_number), "--repeats", "1", "--baseline-boots", "1"]
+
+    # a limit no boot fits: nothing booted, nothing stored, and it says so
+    assert main([*plan, "--time-limit", "0.001"]) == 3
+    assert "0 of 2 boot(s) stored" in " ".join(capsys.readouterr().out.split())
+
+    assert main(plan) in (0, 1), capsys.readouterr().out
+    storage = open_storage(url)
+    try:
+        first = storage.boots("verification", "resumed")
+    finally:
+        storage.close()
+    assert [b.trial_number for b in first] == [baseline.trial_number, trial.trial_number]  # --baseline-boots 1
+    run_id = first[0].run_id
+    # another plan is not this run's: refused before a boot
+    assert main([*plan[:-1], "2", "--resume", run_id]) == 2
+    assert "not the start of this plan" in capsys.readouterr().err
+
+    storage = open_storage(url)
+    try:
+        with storage.engine.begin() as conn:  # as if the run had stopped after its first boot
+            conn.execute(sa.text("DELETE FROM verifications WHERE id = (SELECT max(id) FROM verifications)"))
+    finally:
+        storage.close()
+    assert main([*plan, "--resume", run_id]) in (0, 1)
+    out = " ".join(capsys.readouterr().out.split())  # the console wraps its lines
+    assert "going on after 1 of 2 stored boot(s)" in out and "Verification of resumed" in out
+    storage = open_storage(url)
+    try:
+        again = storage.boots("verification", "resumed")
+    finally:
+        storage.close()
+    # the baseline's boot is the stored one (not booted again); the trial's is new, in the same run
+    assert [b.trial_number for b in again] == [baseline.trial_number, trial.trial_number]
+    assert again[0].created_at == first[0].created_at and again[1].created_at > first[1].created_at
+    assert again[1].run_id == run_id and again[1].order == 1
