@@ -71,9 +71,13 @@ def _smi(*args: str) -> list[list[str]] | None:
     return [[cell.strip() for cell in line.split(",")] for line in done.stdout.splitlines() if line.strip()]
 
 
-def gpu_identity(indices: list[str]) -> tuple[list[str], str | None]:
-    """The names of these GPUs and the driver's version; ([], None) on a CPU or without nvidia-smi."""
-    rows = _smi("--query-gpu=name,driver_version", f"--id={','.join(indices)}") if indices else None
+def gpu_identity(indices: list[str] | None) -> tuple[list[str], str | None]:
+    """The names of these GPUs (None: every GPU, as a process sees them with ``CUDA_VISIBLE_DEVICES``
+    unset) and the driver's version; ([], None) on a CPU or without nvidia-smi."""
+    if indices is None:
+        rows = _smi("--query-gpu=name,driver_version")
+    else:
+        rows = _smi("--query-gpu=name,driver_version", f"--id={','.join(indices)}") if indices else None
     if not rows:
         return [], None
     return [row[0] for row in rows], rows[0][1] if len(rows[0]) > 1 else None

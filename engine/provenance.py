@@ -81,7 +81,8 @@ def provenance(base_url: str, *, argv: list[str], env: dict[str, str]) -> dict[s
         torch, note = _torch_of(argv[0], env)
         if note:
             notes.append(note)
-    gpus, driver = gpu_identity(visible_gpus(env))
+    # unset, CUDA_VISIBLE_DEVICES shows a stack every GPU (engine.bench outside Ray); empty, none
+    gpus, driver = gpu_identity(visible_gpus(env) if "CUDA_VISIBLE_DEVICES" in env else None)
     return {
         "stack": reported.get("stack", "vllm" if "vllm" in " ".join(argv) else None),
         "stack_version": reported.get("version"),

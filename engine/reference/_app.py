@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import tomllib
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -19,7 +21,11 @@ def _project_version() -> str:
     try:
         return importlib.metadata.version("gemma-sweep")
     except importlib.metadata.PackageNotFoundError:  # run from a checkout that was never installed
-        return "unknown"
+        pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+        try:
+            return f"{tomllib.loads(pyproject.read_text())['project']['version']} (checkout)"
+        except (OSError, KeyError, tomllib.TOMLDecodeError):
+            return "unknown"
 
 
 _VERSION = _project_version()
