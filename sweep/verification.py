@@ -12,7 +12,8 @@ run's, the second-run effect taken out; its noise pooled with the study's promot
   gate, and every boot was measured;
 - INVALID: the interval lies wholly outside the 5% band, or the PPL is over the gate, or a boot
   failed (a private re-run of a stack that fails would fail too);
-- UNDECIDED: the interval straddles the 5% line: more boots would tell.
+- UNDECIDED: the interval straddles the 5% line, or it rests on one boot (one draw of a re-run
+  decides nothing on TPS, however narrow the noise it borrows says it is): more boots would tell.
 
 Rows stored before boots timed the public prompts too (one held-out run each) are judged on their
 held-out runs alone, with the promotion's noise, or the floor, standing in for a spread.
@@ -35,6 +36,7 @@ from sweep.storage import Storage
 __all__ = ["Verdict", "VerdictName", "judge", "latest_verdicts"]
 
 VerdictName = Literal["VERIFIED", "INVALID", "UNDECIDED"]
+MIN_TPS_BOOTS = 2  # fewer measured boots than this: no TPS verdict either way (PPL and failures still count)
 _VERIFYING = "verification"  # the fit's key for the boots under judgement, apart from any promotion's
 
 
@@ -111,7 +113,9 @@ def judge(boots: Sequence[BootRecord], *, promoted: Sequence[BootRecord] = (), f
         public = [b.public_tps for b in measured if b.public_tps is not None]
         public_gap = (statistics.median(public) - claim) / claim * 100.0 if public else None
         band = TPS_TOLERANCE * 100.0
-        if high < -band or low > band:
+        if len(measured) < MIN_TPS_BOOTS:
+            verdict = "UNDECIDED"
+        elif high < -band or low > band:
             reasons.append(
                 f"TPS gap {gap:+.1f}% (90% interval {low:+.1f}%..{high:+.1f}%) is outside {TPS_TOLERANCE:.0%} "
                 f"of the claimed {claim:.2f} tokens/s"

@@ -66,7 +66,7 @@ def test_with_no_verified_point_best_says_so_and_writes_no_manifest(tmp_path):
     (tmp_path / "best").mkdir()
     (tmp_path / "best" / "manifest.json").write_text(json.dumps({"stale": True}))  # an earlier export's
     undecided = _verdict(1, 120.0, [112.0, 116.0, 121.0])
-    verdicts = {1: undecided, 3: _verdict(3, 140.0, [100.0])}
+    verdicts = {1: undecided, 3: _verdict(3, 140.0, [100.0, 101.0])}
     assert undecided.verdict == "UNDECIDED" and verdicts[3].verdict == "INVALID"
     data = _data(verdicts)
     assert best_point(data) is None

@@ -28,13 +28,14 @@ def row(number: int, tps: float | None, ppl: float | None, **kw) -> TrialRow:
 
 
 def verdict(number: int, claimed: float, rerun: float):
+    """Two boots (a verdict on TPS needs two) that both read ``rerun``."""
     return judge(
         [
             BootRecord(
                 study_name="s",
                 trial_number=number,
                 run_id="r",
-                repeat=0,
+                repeat=repeat,
                 status="complete",
                 claimed_tps=claimed,
                 claimed_ppl=2.3,
@@ -45,6 +46,7 @@ def verdict(number: int, claimed: float, rerun: float):
                 refs="r",
                 profile="quick",
             )
+            for repeat in range(2)
         ]
     )
 

@@ -92,13 +92,16 @@ def test_boots_of_two_runs_are_not_mixed():
         judge([boot(100.0), boot(100.0, repeat=1, run_id="r2")])
 
 
-def test_a_single_held_out_rerun_stored_before_public_runs_is_judged_with_the_floor():
-    # the committed GPU database's one re-run: 1687.8 against 1838.3 claimed, -8.2%
+def test_one_boot_is_never_a_tps_verdict():
+    # the committed GPU database's one re-run: 1687.8 against 1838.3 claimed, -8.2%; with the floor alone
+    # its interval lies outside the band, yet one draw of a re-run decides nothing
     v = judge([boot(1687.8, claimed=1838.3)], floor=0.02)
-    assert v.verdict == "INVALID" and v.tps_gap_pct == pytest.approx(-8.19, abs=0.01)
-    # a spread from the study's promotion boots widens it; here enough to leave it undecided
-    promoted = [boot(1700.0 * f, 1800.0 * f, repeat=i, run_id="p", trial=8) for i, f in enumerate((0.9, 1.0, 1.1))]
-    assert judge([boot(1687.8, claimed=1838.3)], promoted=promoted).verdict == "UNDECIDED"
+    assert v.verdict == "UNDECIDED" and v.tps_gap_pct == pytest.approx(-8.19, abs=0.01) and v.gap_high_pct < -5.0
+    assert judge([boot(1687.8, 1700.0, claimed=1700.0)], floor=0.02).verdict == "UNDECIDED"  # on the claim too
+    # PPL over the gate, or a failed boot, still is INVALID from one boot
+    assert judge([boot(1838.3, claimed=1838.3, ppl=2.45)]).verdict == "INVALID"
+    # two boots that far off are INVALID
+    assert judge([boot(1687.8, claimed=1838.3), boot(1690.0, claimed=1838.3, repeat=1)]).verdict == "INVALID"
 
 
 @given(
