@@ -153,4 +153,6 @@ def test_three_repeats_in_one_boot_report_what_a_fresh_boot_measures_once(tmp_pa
         f"fresh boot, one run: {once:.2f} tok/s; one boot, 3 runs: median {repeated['tps']:.2f} "
         f"(runs {repeated['tps_runs']})"
     )
-    assert repeated["tps"] == pytest.approx(once, rel=0.10)
+    # Timing a prompt twice at the caching stack would read over 2x faster; two boots on a shared machine
+    # (another test process beside this one) differ by up to ~25%: the bound sits between the two.
+    assert once / 1.5 < repeated["tps"] < 1.5 * once

@@ -27,13 +27,17 @@ class Listener:
 
 
 def listeners(processes: Iterable[psutil.Process]) -> list[Listener]:
-    """Every listening TCP socket and every bound UDP socket of these processes."""
+    """Every listening TCP socket and every bound, unconnected UDP socket of these processes (a connected
+    UDP socket, such as a browser's DNS query, takes datagrams from its one peer only: a client, not a
+    listener)."""
     found = []
     for process in processes:
         try:
             name = process.name()
             for conn in process.net_connections(kind="inet"):
-                if conn.status == psutil.CONN_LISTEN or (conn.type == socket.SOCK_DGRAM and conn.laddr):
+                if conn.status == psutil.CONN_LISTEN or (
+                    conn.type == socket.SOCK_DGRAM and conn.laddr and not conn.raddr
+                ):
                     found.append(Listener(process.pid, name, conn.laddr.ip, conn.laddr.port))
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue

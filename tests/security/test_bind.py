@@ -10,6 +10,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -91,3 +92,16 @@ def test_the_dashboard_binds_loopback_by_default(tmp_path):
         proc.terminate()
         proc.wait(timeout=30)
     assert found and off_loopback(found) == []
+
+
+def test_a_bound_udp_socket_counts_as_listening_and_a_connected_one_does_not():
+    # the kit's own rule, on real sockets of this process: a browser's DNS query is a client, not a listener
+    with (
+        socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as bound,
+        socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as client,
+    ):
+        bound.bind(("0.0.0.0", 0))
+        client.connect(("127.0.0.1", bound.getsockname()[1]))
+        ports = {sock.port for sock in listeners([psutil.Process()])}
+        assert bound.getsockname()[1] in ports and client.getsockname()[1] not in ports
+        assert [sock.port for sock in off_loopback(listeners([psutil.Process()]))] == [bound.getsockname()[1]]
