@@ -21,7 +21,7 @@ import random
 from dataclasses import dataclass, fields, replace
 
 from benchmarks._surface import RunNoise, Surface, Trace
-from engine.knobs import KnobValue
+from engine.knobs import KnobValue, parse_knobs
 from engine.measurement import Measurement, TrialOutcome
 from engine.profiles import BenchProfile
 from engine.stages import Partial, Stop
@@ -55,27 +55,42 @@ def _space_like(space: KnobSpace, values: list[int]) -> KnobSpace:
 
 
 def surface_spec(spec: StudySpec, surface: Surface) -> StudySpec:
-    """``spec`` with its space narrowed to the recorded grid (the knobs must match) and, on a grid
-    with traces, the grid's profile; at full fidelity on a grid without, which cannot stop a trial."""
-    if set(surface.knobs) != set(spec.space):
+    """``spec`` with its space narrowed to the recorded grid and, on a grid with traces, the grid's
+    profile; at full fidelity on a grid without, which cannot stop a trial. A knob the study sweeps
+    and the grid holds at one value of the study's space (a GPU grid over some of a space's knobs)
+    becomes one of the study's fixed knobs, at that value."""
+    unswept = sorted(set(surface.knobs) - set(spec.space))
+    unrecorded = sorted(set(spec.space) - set(surface.knobs) - set(surface.held))
+    if unswept or unrecorded:
         raise ValueError(
             f"the grid records knobs {sorted(surface.knobs)}, study {spec.name!r} sweeps {sorted(spec.space)}"
         )
-    space = {}
+    space, held = {}, {}
     for knob, knob_space in spec.space.items():
+        if knob not in surface.knobs:
+            if not knob_space.contains(surface.held[knob]):
+                raise ValueError(
+                    f"the grid holds {knob} at {surface.held[knob]!r}, outside study {spec.name!r}'s space"
+                )
+            held[knob] = surface.held[knob]
+            continue
         values = surface.values(knob)
         outside = [v for v in values if not knob_space.contains(v)]
         if outside:
             raise ValueError(f"the grid's {knob} values {outside} are outside study {spec.name!r}'s space")
         space[knob] = _space_like(knob_space, values)
+    fixed = parse_knobs(spec.manifest, {**spec.fixed, **held})
     if not surface.traces:
         return replace(
-            spec, space=space, fidelity=FidelitySpec(mode="full", why_full="the grid records no prompt timings")
+            spec,
+            space=space,
+            fixed=fixed,
+            fidelity=FidelitySpec(mode="full", why_full="the grid records no prompt timings"),
         )
     # The trials' own profile: the stages are counted in its prompts
     recorded = surface.profile or {}
     profile = BenchProfile(**{f.name: recorded[f.name] for f in fields(BenchProfile) if f.name in recorded})
-    return replace(spec, space=space, profile=profile)
+    return replace(spec, space=space, fixed=fixed, profile=profile)
 
 
 def _measured(tps: float, ppl: float) -> Measurement:

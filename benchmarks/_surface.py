@@ -86,6 +86,7 @@ class Surface:
     profile: dict[str, Any] | None = None  # JSON grids: the BenchProfile its trials were measured with
     # JSON grids: every traced row of each configuration measured more than once (fresh boots)
     reruns: dict[tuple[int, ...], tuple[Trace, ...]] = field(default_factory=dict)
+    held: dict[str, KnobValue] = field(default_factory=dict)  # JSON grids: knobs every row holds at one value
 
     def values(self, knob: str) -> list[int]:
         i = self.knobs.index(knob)
@@ -182,7 +183,8 @@ def _from_json(text: str, path: Path) -> Surface:
         raise DataError(f"{path}: not a recorded grid: {exc}") from None
     if not knobs or any(k not in KNOBS for k in knobs):
         raise DataError(f"{path}: not a recorded grid: knobs {list(knobs)}")
-    return replace(_surface(rows, knobs=knobs, notes=notes, path=path), profile=profile)
+    held = {k: rows[0]["knobs"][k] for k in {k for row in rows for k in row["knobs"]} - set(knobs)}
+    return replace(_surface(rows, knobs=knobs, notes=notes, path=path), profile=profile, held=held)
 
 
 def _surface(rows: Iterable[dict[str, Any]], *, knobs: tuple[str, ...], notes: tuple[str, ...], path: Path) -> Surface:

@@ -10,6 +10,8 @@ saying the command, how long the trials took and the machine's load:
 - ``--grid fidelity``: ``fidelity_grid.toml`` and ``fidelity_grid_repeats.toml``, the same space
   with more prompts per trial -> ``benchmarks/results/fidelity_grid.json``, each trial with its
   prompts' timings and its phases, for ``benchmarks.time_to_optimum``.
+- ``--grid vllm-h200``: ``vllm_h200_grid.toml`` and its repeats, inside the ``vllm-h200`` space, on
+  stock vLLM on an H200 -> ``benchmarks/results/vllm_h200_grid.json``, as the fidelity grid.
 
 An interrupted run resumes where it stopped: the same command again.
 """
@@ -52,6 +54,10 @@ GRIDS = {
     "joint": Grid(studies=("joint_grid", "joint_grid_repeats"), out=RESULTS_DIR / "joint_grid.csv", traces=False),
     "fidelity": Grid(
         studies=("fidelity_grid", "fidelity_grid_repeats"), out=RESULTS_DIR / "fidelity_grid.json", traces=True
+    ),
+    # stock vLLM on an H200 (benchmarks/gpu/run_sweep.sh waste runs the studies there; --csv-only writes the file)
+    "vllm-h200": Grid(
+        studies=("vllm_h200_grid", "vllm_h200_grid_repeats"), out=RESULTS_DIR / "vllm_h200_grid.json", traces=True
     ),
 }
 

@@ -50,6 +50,7 @@ from sweep.spec import DEFAULT_SAMPLER, SAMPLERS, StudySpec, load_study
 __all__ = ["Outcome", "Paired", "main", "paired_ratio", "slower_seeds", "time_to_best"]
 
 GRID = RESULTS_DIR / "fidelity_grid.json"
+GPU_GRID = RESULTS_DIR / "vllm_h200_grid.json"  # replayed as study vllm-h200, by default once it is recorded
 SHARE = 0.99
 TARGET_RATIO = 3.0
 TARGET_SLOWER = 1
@@ -302,7 +303,7 @@ def parse_args(argv: list[str] | None = None) -> Args:
         action="append",
         metavar="[STUDY=]PATH",
         help=f"a recorded grid with traces, replayed with STUDY's setup; repeatable (default "
-        f"{GRID.name}, the CPU grid)",
+        f"{GRID.name}, the CPU grid, and vllm-h200={GPU_GRID.name}, the GPU grid, where it is recorded)",
     )
     parser.add_argument("--sampler", default=DEFAULT_SAMPLER, choices=SAMPLERS, help=f"default {DEFAULT_SAMPLER}")
     parser.add_argument("--seeds", type=int, default=20, help="seeds (default 20)")
@@ -320,7 +321,8 @@ def parse_args(argv: list[str] | None = None) -> Args:
     ns = parser.parse_args(argv)
     if ns.seeds < 1 or ns.trials < 2 or ns.processes < 1:
         parser.error("--seeds and --processes must be at least 1, --trials at least 2")
-    grids = tuple(_grid(text, ns.study) for text in ns.grid or [str(GRID)])
+    default = [str(GRID), *([f"vllm-h200={GPU_GRID}"] if GPU_GRID.exists() else [])]
+    grids = tuple(_grid(text, ns.study) for text in ns.grid or default)
     return Args(
         grids=grids,
         sampler=ns.sampler,
@@ -413,8 +415,8 @@ def main(argv: list[str] | None = None) -> int:
     texts.append(
         f"grids replayed: {replayed}"
         + (
-            " only: no GPU grid was given (one recorded with every prompt's "
-            "timing over the vllm-h200 space replays with --grid vllm-h200=PATH)"
+            " only: no GPU grid was given (`python -m benchmarks.record_grid --grid vllm-h200` records one "
+            "on the GPU machine; it replays with --grid vllm-h200=PATH)"
             if only_cpu
             else ""
         )

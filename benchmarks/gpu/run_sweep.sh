@@ -366,10 +366,56 @@ claims_final() {
   ls "$WORK" | grep -E '\.done$|\.run$' | tr '\n' ' '; echo
 }
 
+# --- a sweep that wastes no GPU time (issue 27): the GPU grid, and boot_overlap on vLLM ------------------
+# The same staging (calls 1-5 above), then `bash .carry/c6/install.sh all .carry/c6 && CALL_N=6 bash
+# benchmarks/gpu/run_sweep.sh waste` (carry .carry/c6 and .carry/challenge), then `CALL_N=7 bash
+# benchmarks/gpu/run_sweep.sh waste` and so on (carry .carry/challenge): each call goes on with what is not done,
+# each part marked done in $WORK:
+#   1. the GPU grid: sweep.run over benchmarks/studies/vllm_h200_grid.toml, then its repeats, into
+#      $WORK/grid.db (a study stopped at the call's time limit resumes in the next call);
+#   2. benchmarks.boot_overlap --manifest vllm-gpu: the 128 x 512 run alone and with a second vLLM booting beside
+#      it, alternated, on the GPU (the grid's boots have filled the compile cache, so both boot warm).
+# Every call ends by writing the grid as far as it is measured, benchmarks.record_grid --grid vllm-h200
+# --csv-only, into $OUT/vllm_h200_grid.json, and the database into $OUT/grid.db.
+waste_grid() {
+  local study left rc
+  for study in vllm_h200_grid vllm_h200_grid_repeats; do
+    [[ -e $WORK/$study.done ]] && continue
+    left=$((CALL_BUDGET_S - SECONDS - 40))
+    ((left > 150)) || { echo "== $study: left for the next call"; return 1; }
+    (cd "$WORK" && TAIL=30 step "$study-${CALL_N:-x}" "$left" "$PY" -m sweep.run \
+        --study "$repo/benchmarks/studies/$study.toml" --storage "sqlite:///$WORK/grid.db" --time-limit $((left - 15)))
+    rc=$?
+    ((rc == 0)) || return 1
+    grep -q "time limit reached" "$OUT/$study-${CALL_N:-x}.log" && return 1
+    touch "$WORK/$study.done"
+  done
+}
+
+waste_overlap() {
+  [[ -e $WORK/overlap.done ]] && return 0
+  ((CALL_BUDGET_S - SECONDS > 420)) || { echo "== boot_overlap: left for the next call (420 s needed)"; return 1; }
+  CUDA_VISIBLE_DEVICES=0 TAIL=40 step "boot_overlap-${CALL_N:-x}" $((CALL_BUDGET_S - SECONDS - 20)) "$PY" -m \
+      benchmarks.boot_overlap --manifest vllm-gpu --threads 4 --num-prompts 128 --output-len 512 \
+      --rounds "${OVERLAP_ROUNDS:-4}" --out "$OUT/boot_overlap_gpu.txt" && touch "$WORK/overlap.done"
+}
+
+waste() {
+  vllm_env
+  prepare_once
+  waste_grid && waste_overlap
+  "$PY" -m benchmarks.record_grid --grid vllm-h200 --storage "sqlite:///$WORK/grid.db" --csv-only \
+      --out "$OUT/vllm_h200_grid.json" 2>&1 | tail -n 3
+  "$PY" -c 'import sqlite3, sys; sqlite3.connect(sys.argv[1]).execute("PRAGMA wal_checkpoint(TRUNCATE)")' \
+      "$WORK/grid.db" && cp "$WORK/grid.db" "$OUT/"
+  ls "$WORK" | grep -E '\.done$' | tr '\n' ' '; echo
+}
+
 case ${1:-} in
   vllm) vllm ;;
   claims) claims ;;
   claims-final) claims_final ;;
+  waste) waste ;;
   vllm-sweep) vllm_env; vllm_sweep ;;
   vllm-verify) vllm_env; (cd "$WORK" && step verify-vllm $((CALL_BUDGET_S - SECONDS - 30)) "$PY" -m sweep.verify \
       --study vllm-h200 --storage "sqlite:///$WORK/vllm-h200.db" --top 1 --repeats 1); vllm_save ;;
@@ -378,5 +424,5 @@ case ${1:-} in
   engine) shift; (($#)) && stage "$@"; engine ;;
   prepare) shift; (($#)) && stage "$@"; install && tokenizer && step prepare 240 "$PY" -m engine.reference.prepare ;;
   sweep) shift; sweep "$@" ;;
-  *) echo "usage: $0 split | stage DIR... | engine [DIR...] | prepare [DIR...] | sweep [1|2] [DIR...] | vllm | vllm-sweep | vllm-verify | claims | claims-final" >&2; exit 2 ;;
+  *) echo "usage: $0 split | stage DIR... | engine [DIR...] | prepare [DIR...] | sweep [1|2] [DIR...] | vllm | vllm-sweep | vllm-verify | claims | claims-final | waste" >&2; exit 2 ;;
 esac

@@ -110,6 +110,35 @@ def test_a_full_fidelity_replay_measures_every_trial_to_the_end(grid, study):
     )
 
 
+def test_a_knob_the_study_sweeps_and_the_grid_holds_at_one_value_is_replayed_fixed(grid, tmp_path):
+    # a GPU grid over some of a study's knobs: the grid holds num_speculative_tokens at 3
+    def study(spec_choices):
+        space = {
+            "centroid_top_k": {"choices": [8, 16, 32, 64]},
+            "sliding_window": {"choices": [64, 512]},
+            "num_speculative_tokens": {"choices": spec_choices},
+        }
+        folder = tmp_path / f"s{len(spec_choices)}"
+        folder.mkdir()
+        return load_study(
+            write_study(
+                folder, manifest=write_manifest(folder), profile=stub_profile(folder), name="j", space=space, n_trials=9
+            )
+        )
+
+    surface = load_surface(grid)
+    spec = surface_spec(study([1, 3, 5]), surface)
+    assert sorted(spec.space) == ["centroid_top_k", "sliding_window"] and spec.fixed["num_speculative_tokens"] == 3
+    run = replay(replace(spec, sampler="grid"), surface, seed=0, n_trials=10)
+    assert all(t.knobs["num_speculative_tokens"] == 3 for t in run[1:])
+    data = json.loads(grid.read_text())
+    for row in data["rows"]:
+        row["knobs"]["num_speculative_tokens"] = 5
+    (tmp_path / "five.json").write_text(json.dumps(data))
+    with pytest.raises(ValueError, match="holds num_speculative_tokens at 5, outside"):
+        surface_spec(study([1, 3]), load_surface(tmp_path / "five.json"))
+
+
 def test_the_benchmark_reports_each_grid_paired_by_seed_and_names_the_grids(grid, study, capsys):
     code = time_to_optimum.main(
         [
