@@ -194,7 +194,10 @@ def redraw(
     """Redraw the stored targets from their steps' logits (``forced_logits``), with each record's
     seeded generator drawn as ``sample_batch`` draws it (every row at every step). A draw is
     decided when it picks the same token with that token's logit lowered by ``tolerance`` and
-    every other one raised by it: logits that differ by less, on another machine, draw it too."""
+    every other one raised by it, and with the reverse: logits that differ by less, on another
+    machine, draw it too. Both ways, since the draw walks the tokens in the order of their
+    probabilities: a token tied with another (two logits of 15.25 seen here) may sort first on one
+    machine and second on the next, and moving it down alone would keep it "decided"."""
     import torch
 
     generators = [torch.Generator().manual_seed(s) for s in seeds]
@@ -206,9 +209,12 @@ def redraw(
             token = _sample(logits[row : row + 1], [generator])[0]
             if n >= len(targets[row]):
                 continue
-            worst = logits[row : row + 1].float() + tolerance
-            worst[0, token] -= 2 * tolerance
-            if _sample(worst, [torch.Generator().set_state(state)])[0] != token:
+            pushed = []
+            for shift in (tolerance, -tolerance):  # the others up and the token down, then the reverse
+                worst = logits[row : row + 1].float() + shift
+                worst[0, token] -= 2 * shift
+                pushed.append(_sample(worst, [torch.Generator().set_state(state)])[0])
+            if pushed != [token, token]:
                 undecided += 1
                 continue
             decided += 1

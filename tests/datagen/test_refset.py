@@ -89,3 +89,20 @@ class _CachelessModel:
 def test_a_model_that_does_not_fill_the_cache_is_refused():
     with pytest.raises(GemmaSweepError, match=r"KV cache holds 0 positions after 3 tokens"):
         refset.sample_batch(_CachelessModel(), [[2, 105, 7]], [0], stop_ids={1}, pad_id=0, max_new=4)
+
+
+def test_a_draw_between_two_tied_tokens_is_never_decided():
+    # Which of two tied tokens sorts first differs from machine to machine (record 63 of the public
+    # set, logits 15.25 and 15.25, drew the other token on an Intel Xeon): neither draw is decided.
+    import torch
+
+    logits = torch.full((1, 100), -10.0)
+    logits[0, 7] = logits[0, 42] = 15.25
+    seeds = list(range(16))
+    drawn = [refset._sample(logits, [torch.Generator().manual_seed(s)])[0] for s in seeds]
+    assert set(drawn) == {7, 42}  # both are drawn, so the check below is not vacuous
+    for seed, token in zip(seeds, drawn):
+        assert refset.redraw([logits], [[token]], [seed]).decided == 0
+    # a token alone at the top is decided
+    logits[0, 42] = 0.0
+    assert refset.redraw([logits], [[7]], [0]).decided == 1
