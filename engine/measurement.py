@@ -57,6 +57,9 @@ class Measurement:
     # the same boot as the public run) and the order the runs were timed in ("public", "heldout")
     heldout_tps: float | None = None
     run_order: list[str] = field(default_factory=list)
+    # The share of the machine's CPU time its host (a hypervisor) gave to other guests during the runs
+    # (engine.host): a TPS measured while it was high reads slower than the same stack on a quiet host
+    host_steal: float | None = field(default=None, metadata=SUMMARY)
 
     @property
     def full(self) -> bool:

@@ -121,7 +121,9 @@ def boot_line(boot: BootRecord, *, total: int) -> str:
     booted = boot.timings.get("boot")
     return (
         f"{head}public {boot.public_tps:.2f}, held-out {boot.tps:.2f} tok/s ({boot.first} first)  "
-        f"PPL {boot.ppl:.4f}" + ("" if booted is None else f"  (boot {booted:.1f} s)")
+        f"PPL {boot.ppl:.4f}"
+        + ("" if booted is None else f"  (boot {booted:.1f} s)")
+        + ("" if boot.host_steal is None else f"  host steal {boot.host_steal:.0%}")
     )
 
 

@@ -45,6 +45,7 @@ class BootRecord:
     tps: float | None = None  # the held-out run's TPS: what a private re-run would read
     ppl: float | None = None
     acceptance_rate: float | None = None
+    host_steal: float | None = None  # the share of CPU time the host took during the boot's runs (engine.host)
     reason: str | None = None  # why the boot failed (boot failure, bad answers, a lost worker)
     node: dict[str, Any] = field(default_factory=dict)
     provenance: dict[str, Any] = field(default_factory=dict)  # engine.provenance
@@ -103,6 +104,7 @@ def boot_record(
         tps=m.heldout_tps if m else None,
         ppl=m.ppl if m else None,
         acceptance_rate=m.acceptance_rate if m else None,
+        host_steal=m.host_steal if m else None,
         reason=None if measured else (outcome.reason or "the boot returned no measurement"),
         node=dict(outcome.node),
         provenance=dict(outcome.provenance),

@@ -108,6 +108,7 @@ def _boot_columns() -> list[sa.Column]:
         sa.Column("tps", sa.Float),  # the held-out run's
         sa.Column("ppl", sa.Float),
         sa.Column("acceptance_rate", sa.Float),
+        sa.Column("host_steal", sa.Float),
         sa.Column("reason", sa.Text),
         sa.Column("prompts", sa.Text, nullable=False),  # the held-out set
         sa.Column("public_prompts", sa.Text),

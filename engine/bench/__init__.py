@@ -6,7 +6,8 @@ harness's sequence on the run's own slice of the prompts: warm-up on the slice's
 read before and after. The TPS is the slower of the first run and the median run (``TpsRuns``). No prompt is timed twice in one boot, so a
 stack's prefix cache cannot serve a later run what an earlier one left (a fresh boot on unseen
 prompts, the organisers' private re-run, would not get it either); the rule is recorded as
-``Measurement.tps_rule``. Then the optional streaming pass (TTFT, inter-token latency: on the
+``Measurement.tps_rule``. The share of the machine's CPU time its host took from the first
+warm-up to the last timed run is ``Measurement.host_steal`` (``engine.host``). Then the optional streaming pass (TTFT, inter-token latency: on the
 first run's prompts, so a stack's prefix cache may shorten its TTFT) -> PPL (one teacher-forced
 request per reference record). Every misbehaviour of the stack (HTTP error, timeout, malformed
 or incomplete JSON) raises ``BenchmarkError`` naming the request.
@@ -47,6 +48,7 @@ from engine.bench._tps import (
     warm_up,
 )
 from engine.data import PplRecord, Prompt
+from engine.host import cpu_times, stolen_share
 from engine.measurement import Measurement
 from engine.profiles import BenchProfile
 from engine.stages import Partial, Stages, Stop
@@ -138,6 +140,7 @@ def measure(
             return measure_ppl(client, model=model, records=records)
 
     with open_client(base_url, timeout_s=profile.request_timeout_s) as client:
+        host_before = cpu_times()
         for label in order:
             run = heldout[:per_run] if label == "heldout" else next(public)  # type: ignore[index]
             with _phase(timings, "warmup"):
@@ -179,6 +182,7 @@ def measure(
             results.append(TpsResult.join(parts))
             if stopped:
                 break
+        host_steal = stolen_share(host_before, cpu_times())  # over the warm-ups and timed runs
         runs = TpsRuns(results)
         stream: dict[str, float] = {}
         if profile.stream_pass and not stopped:
@@ -216,4 +220,5 @@ def measure(
         prompts_timed=sum(len(r.latencies_s) for r in results),
         heldout_tps=held.tps if held else None,
         run_order=order if held else [],
+        host_steal=host_steal,
     )

@@ -84,6 +84,8 @@ def test_promotion_interleaves_alternates_resumes_and_claims(ray_connected, tmp_
     for level in view.fit.levels.values():
         assert math.exp(level.heldout - level.public) == pytest.approx(HELD_OUT, abs=0.04)
     assert view.fit.gamma > 0  # the warming stub reads its second run faster
+    # every boot says how much of the machine its host took while it was timed (Linux reports it)
+    assert all(b.host_steal is not None and 0.0 <= b.host_steal <= 1.0 for b in boots)
     # every record says what it ran on
     for thing in [*boots, *(r for r in records if r.booted)]:
         assert set(thing.provenance) == set(KEYS), thing
