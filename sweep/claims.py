@@ -27,7 +27,7 @@ from rich.table import Table
 
 from errors import ConfigError, NoCompletedTrialsError, StudyNotFoundError
 from sweep.boots import BootRecord
-from sweep.estimate import Claim, Fit, best_claim, claim_for, fit
+from sweep.estimate import Between, Claim, Fit, best_claim, between_runs, claim_for, fit
 
 __all__ = ["PROMOTION_ATTR", "StudyClaims", "claims_of", "main", "print_claims", "resolve_gate"]
 
@@ -41,6 +41,7 @@ class StudyClaims:
     planned: int  # boots in the plan
     boots: list[BootRecord]  # stored so far, failed ones included
     fit: Fit
+    between: Between | None  # the run-to-run spread, where later runs measured it
     claims: list[Claim]  # fastest claim first
     recommended: Claim | None
     gate: float | None
@@ -66,13 +67,29 @@ def resolve_gate(plan: dict[str, Any], boots: Sequence[BootRecord]) -> float | N
     return gate["ratio"] * statistics.median(ppls) if ppls else None  # type: ignore[type-var]
 
 
-def claims_of(plan: dict[str, Any], boots: Sequence[BootRecord]) -> StudyClaims:
-    """The claims of the promotion run ``plan`` describes, from the boots stored for it."""
+def _same_measure(a: BootRecord, b: BootRecord) -> bool:
+    return (a.profile, a.prompts, a.public_prompts, a.refs) == (b.profile, b.prompts, b.public_prompts, b.refs)
+
+
+def claims_of(plan: dict[str, Any], boots: Sequence[BootRecord], later: Sequence[BootRecord] = ()) -> StudyClaims:
+    """The claims of the promotion run ``plan`` describes, from the boots stored for it; ``later``: the study's
+    other runs of boots (verifications, calibrations), whose runs of the promoted configurations at the
+    promotion's profile and prompts measure how far a level moves from run to run (``Claim.p_later``)."""
     mine = [b for b in boots if b.run_id == plan["run_id"]]
     fitted = fit(mine, floor=plan["noise_floor"])
     gate = resolve_gate(plan, mine)
+    promoted = {b.trial_number for b in mine}
+    others = [
+        b
+        for b in later
+        if b.run_id != plan["run_id"]
+        and b.trial_number in promoted
+        and b.first is not None
+        and any(_same_measure(b, m) for m in mine[:1])
+    ]
+    between = between_runs([*mine, *others], floor=plan["noise_floor"]) if others else None
     claims = sorted(
-        (claim_for(fitted, n, gate=gate, target=plan["target"]) for n in fitted.levels),  # type: ignore[arg-type]
+        (claim_for(fitted, n, gate=gate, target=plan["target"], between=between) for n in fitted.levels),  # type: ignore[arg-type]
         key=lambda c: (-c.claim, c.trial_number),
     )
     knobs = {b.trial_number: b.knobs for b in mine}
@@ -82,6 +99,7 @@ def claims_of(plan: dict[str, Any], boots: Sequence[BootRecord]) -> StudyClaims:
         planned=len(plan["trials"]) * plan["boots"],
         boots=mine,
         fit=fitted,
+        between=between,
         claims=claims,
         recommended=best_claim(claims),
         gate=gate,
@@ -112,6 +130,7 @@ def print_claims(out: Console, view: StudyClaims, *, knobs: Sequence[str], study
         "claim",
         "re-run 90%",
         "P(VERIFIED)",
+        *(["P, a later run"] if view.between else []),
         "PPL ± tol",
         "",
     ]
@@ -139,6 +158,7 @@ def print_claims(out: Console, view: StudyClaims, *, knobs: Sequence[str], study
             f"{c.claim:.2f}",
             f"{c.rerun_low:.1f}..{c.rerun_high:.1f}",
             f"{c.p_verified:.2f}",
+            *([f"{c.p_later:.2f}"] if view.between and c.p_later is not None else ["-"] if view.between else []),
             f"{c.ppl:.4f} ± {c.ppl_tol:.4f}",
             mark,
         )
@@ -147,6 +167,17 @@ def print_claims(out: Console, view: StudyClaims, *, knobs: Sequence[str], study
         f"noise over these boots: one boot's TPS {f.sigma_boot:.1%}, one run's {f.sigma_run:.1%} (pooled, {f.df} degrees of "
         f"freedom; floor {f.floor:.0%}); a boot's second run reads {f.gamma:+.1%} faster; PPL {f.ppl_sd:.3%} from boot "
         "to boot",
+        markup=False,
+    )
+    spread = view.between
+    out.print(
+        "P(VERIFIED) is for a re-run within the promotion's run of boots: no later run of these configurations at this "
+        "profile is stored, so how far a later run (another hour, another lease, the organisers' machine) moves is not "
+        "measured; sweep.verify or benchmarks.claim_calibration adds runs"
+        if spread is None
+        else f"between runs: a configuration's level moves {spread.sd:.1%} from one run of boots to the next "
+        f"({spread.configurations} configuration(s) over {spread.runs} runs, {spread.df} degrees of freedom); 'P, a later run' is P(VERIFIED) for a re-run "
+        "in another run, the claim resting on the promotion's",
         markup=False,
     )
     if view.recommended is None:
@@ -190,7 +221,7 @@ def _main(args: ClaimsArgs, out: Console) -> int:
                 f"study {args.study!r} has no promotion yet: `python -m sweep.run --study "
                 f"{args.study}` promotes its best configurations when its search ends"
             )
-        view = claims_of(plan, storage.boots("promotion", args.study))
+        view = claims_of(plan, storage.boots("promotion", args.study), storage.boots("verification", args.study))
     finally:
         storage.close()
     varying = sorted(

@@ -28,7 +28,17 @@ never below the study's noise floor. Then::
 
     P(VERIFIED | claim C) = P(0.95 C <= H_new <= 1.05 C) * P(PPL_new <= gate)
 
-the PPL's part from the boots' PPLs alike (``sweep.judgement.chance_under_gate``). The claim is the
+the PPL's part from the boots' PPLs alike (``sweep.judgement.chance_under_gate``).
+
+All of that is fitted within one run of boots, minutes apart on one machine. A run made later (a
+verification, a calibration, another lease of the machine) can find the whole machine faster or
+slower. Where the study holds runs of the same configurations at the same profile after its
+promotion, ``between_runs`` measures how far a configuration's held-out level moves from run to run
+beyond what each run's own boots explain (``sigma_between``), and ``Claim.p_later`` is P(VERIFIED)
+for a re-run in another run of boots: the claim rests on the promotion's run and the re-run on its
+own, so the scale gains ``2 sigma_between^2``, with Welch-Satterthwaite degrees of freedom.
+
+The claim is the
 public level ``exp(L_P)`` (what a fresh boot's first public run reads, in the middle) when that
 reaches the target P(VERIFIED); else the largest lower claim that does; when none does, the claim
 of the highest P, marked as missing the target. A claim is never above ``exp(L_P)``: it reports what
@@ -51,10 +61,12 @@ from sweep.judgement import Noise, Z, chance_under_gate, over_gate, pooled_log_s
 __all__ = [
     "INTERVAL",
     "TPS_TOLERANCE",
+    "Between",
     "Claim",
     "Fit",
     "Level",
     "best_claim",
+    "between_runs",
     "claim_for",
     "fit",
     "interval",
@@ -109,20 +121,30 @@ class Fit:
         """The standard error of a configuration's fitted held-out (or public) level over ``n`` boots."""
         return math.sqrt(self.s_y**2 / n + self.s_d**2 / (4 * n))
 
-    def _estimated(self, n: int) -> float:
-        return math.sqrt(self.sigma_boot**2 + self.sigma_run**2 + self.level_se(n) ** 2)
+    def _within(self, n: int) -> float:
+        return self.sigma_boot**2 + self.sigma_run**2 + self.level_se(n) ** 2
 
-    def rerun_scale(self, n: int) -> float:
-        """The spread (log scale) of one private re-run around the fitted held-out level."""
-        return max(self._estimated(n), self.floor)
+    def _estimated(self, n: int, between: Between | None = None) -> float:
+        return math.sqrt(self._within(n) + (0.0 if between is None else 2 * between.sd**2))
 
-    def _law(self, estimated: float, floor: float) -> Any:
+    def rerun_scale(self, n: int, between: Between | None = None) -> float:
+        """The spread (log scale) of one private re-run around the fitted held-out level: in the promotion's
+        run of boots, or (``between``) in another one."""
+        return max(self._estimated(n, between), self.floor)
+
+    def _law(self, estimated: float, floor: float, df: float | None = None) -> Any:
         """Student t of the pooled degrees of freedom around an estimated spread; normal where the floor
         stands in (a floor is an assumption, not an estimate to widen for its few boots)."""
-        return stats.t(self.df) if self.df > 0 and estimated >= floor else stats.norm
+        df = self.df if df is None else df
+        return stats.t(df) if df > 0 and estimated >= floor else stats.norm
 
-    def rerun_law(self, n: int) -> Any:
-        return self._law(self._estimated(n), self.floor)
+    def rerun_law(self, n: int, between: Between | None = None) -> Any:
+        if between is None or between.sd == 0.0:
+            return self._law(self._estimated(n), self.floor)
+        # Welch-Satterthwaite: the within-run part on the promotion's degrees of freedom, the between-run part on its own
+        parts = [(self._within(n), self.df), (2 * between.sd**2, between.df)]
+        df = sum(v for v, _ in parts) ** 2 / sum(v**2 / d for v, d in parts if d > 0)
+        return self._law(self._estimated(n, between), self.floor, df)
 
     def level_interval(self, level: float, n: int) -> tuple[float, float]:
         """The 90% confidence interval of a fitted level over ``n`` boots (log scale)."""
@@ -186,6 +208,7 @@ class Claim:
     p_verified: float  # at the claim: the TPS within 5% of it, times the PPL under the gate
     p_tps: float
     p_ppl: float
+    p_later: float | None  # the same for a re-run in another run of boots (between_runs); None: not measured
     meets: bool  # p_verified reaches the study's target
     target: float
     ppl: float
@@ -194,14 +217,17 @@ class Claim:
     ppl_over_gate: bool  # the median PPL over the gate (or no gate known): never recommended
 
 
-def _p_tps(fitted: Fit, level: Level, claim: float) -> float:
-    scale, law = fitted.rerun_scale(level.boots), fitted.rerun_law(level.boots)
+def _p_tps(fitted: Fit, level: Level, claim: float, between: Between | None = None) -> float:
+    scale, law = fitted.rerun_scale(level.boots, between), fitted.rerun_law(level.boots, between)
     low, high = (math.log(claim) + _LOW - level.heldout) / scale, (math.log(claim) + _HIGH - level.heldout) / scale
     return float(law.cdf(high) - law.cdf(low))
 
 
-def claim_for(fitted: Fit, trial_number: int, *, gate: float | None, target: float) -> Claim:
-    """The claim of one configuration of ``fitted`` (see the module's docstring for the rule)."""
+def claim_for(
+    fitted: Fit, trial_number: int, *, gate: float | None, target: float, between: Between | None = None
+) -> Claim:
+    """The claim of one configuration of ``fitted`` (see the module's docstring for the rule); ``between``
+    (``between_runs``) gives its P(VERIFIED) in another run of boots too, never the claim itself."""
     level = fitted.levels[trial_number]
     p_ppl = 0.0 if gate is None else chance_under_gate(level.ppls, gate=gate, sd=fitted.ppl_sd, df=fitted.ppl_df)
     ceiling = math.exp(level.public)
@@ -232,6 +258,7 @@ def claim_for(fitted: Fit, trial_number: int, *, gate: float | None, target: flo
         p_verified=p(claim),
         p_tps=_p_tps(fitted, level, claim),
         p_ppl=p_ppl,
+        p_later=None if between is None else _p_tps(fitted, level, claim, between) * p_ppl,
         meets=p(claim) >= target,
         target=target,
         ppl=level.ppl,
@@ -239,6 +266,45 @@ def claim_for(fitted: Fit, trial_number: int, *, gate: float | None, target: flo
         gate=gate,
         ppl_over_gate=gate is None or over_gate(level.ppl, gate),
     )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Between:
+    """How far one configuration's held-out level moves from one run of boots to another (log scale),
+    beyond what each run's own boots explain, and what says so."""
+
+    sd: float
+    df: int  # the runs less one (a run's shift is shared by its configurations), at most sum(configurations' runs - 1)
+    configurations: int  # measured in more than one run
+    runs: int  # the runs those configurations were measured in
+
+
+def between_runs(boots: Iterable[BootRecord], *, floor: float) -> Between | None:
+    """The run-to-run spread of the configurations measured in more than one run of ``boots`` (each run
+    fitted on its own levels, the noise pooled); None where no configuration was. Give boots of one
+    profile and prompt sets: another set reads at another level."""
+    fitted = fit(boots, floor=floor, key=lambda b: (b.run_id, b.trial_number))
+    runs: dict[int, list[Level]] = {}
+    for level in fitted.levels.values():
+        runs.setdefault(level.trial_number, []).append(level)
+    squares = within = 0.0
+    df, configurations, used = 0, 0, set()
+    for trial, levels in runs.items():
+        if len(levels) < 2:
+            continue
+        mean = statistics.fmean(level.heldout for level in levels)
+        squares += sum((level.heldout - mean) ** 2 for level in levels)
+        # what each run's level would scatter by with no run-to-run shift at all: E[squares] = (R - 1)
+        # sigma_between^2 + sum(se_i^2) (R - 1) / R
+        within += sum(fitted.level_se(level.boots) ** 2 for level in levels) * (len(levels) - 1) / len(levels)
+        df, configurations = df + len(levels) - 1, configurations + 1
+        used |= {key[0] for key, level in fitted.levels.items() if level.trial_number == trial}  # type: ignore[index]
+    if not df:
+        return None
+    # A run's shift is mostly the whole machine's, shared by every configuration in it: the configurations'
+    # deviations are then one draw per run, not one each, so the degrees of freedom are the runs'
+    sd = math.sqrt(max(squares - within, 0.0) / df)
+    return Between(sd=sd, df=min(df, len(used) - 1), configurations=configurations, runs=len(used))
 
 
 def best_claim(claims: Sequence[Claim]) -> Claim | None:

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from sweep.boots import BootRecord, heldout_first
-from sweep.estimate import Claim, best_claim, claim_for, fit, study_noise
+from sweep.estimate import Claim, best_claim, between_runs, claim_for, fit, study_noise
 from tests.sweep.kit import measured_record
 
 
@@ -21,19 +21,22 @@ def boots(
     gamma: float = 0.0,
     ppl: float = 2.3,
     seed: int = 0,
+    run_id: str = "p1",
+    shift: float = 0.0,
 ) -> list[BootRecord]:
-    """Interleaved boots of configurations whose first public and held-out runs read (P, H) tok/s."""
+    """Interleaved boots of configurations whose first public and held-out runs read (P, H) tok/s; ``shift``:
+    the whole run's log offset (a machine faster or slower that hour)."""
     rng, out = random.Random(seed), []
     for r in range(rounds):
         for i, (trial, (public, held)) in enumerate(levels.items()):
-            u, second_held = rng.gauss(0, boot_sd), not heldout_first(r)
+            u, second_held = shift + rng.gauss(0, boot_sd), not heldout_first(r)
             p = math.log(public) + u + rng.gauss(0, run_sd) + (0.0 if second_held else gamma)
             h = math.log(held) + u + rng.gauss(0, run_sd) + (gamma if second_held else 0.0)
             out.append(
                 BootRecord(
                     study_name="s",
                     trial_number=trial,
-                    run_id="p1",
+                    run_id=run_id,
                     repeat=r,
                     order=r * len(levels) + i,
                     status="complete",
@@ -102,6 +105,7 @@ def test_the_recommended_point_is_the_highest_claim_that_meets_the_target():
             p_verified=p,
             p_tps=p,
             p_ppl=1.0,
+            p_later=None,
             meets=p >= 0.9,
             target=0.9,
             ppl=2.3,
@@ -127,6 +131,46 @@ def test_predicted_odds_match_simulated_private_re_runs():
             hits.append(abs(rerun / claim.claim - 1) <= 0.05)
     mean_predicted, observed = sum(predicted) / len(predicted), sum(hits) / len(hits)
     assert abs(mean_predicted - observed) < 0.08, (mean_predicted, observed)
+
+
+def test_a_later_run_that_finds_the_whole_machine_faster_is_a_spread_between_runs():
+    levels = {1: (1000.0, 980.0), 2: (900.0, 900.0), 3: (800.0, 790.0)}
+    promotion = boots(levels, rounds=3, run_id="p1")
+    later = boots(levels, rounds=2, run_id="v1", shift=math.log(1.10))
+    assert between_runs(promotion, floor=0.02) is None  # one run: nothing measured between runs
+    spread = between_runs([*promotion, *later], floor=0.02)
+    # no noise within a run: two runs 10% apart scatter by log(1.1) / sqrt(2) around their mean
+    assert spread is not None and (spread.configurations, spread.runs, spread.df) == (3, 2, 1)
+    assert spread.sd == pytest.approx(math.log(1.10) / math.sqrt(2), rel=1e-6)
+    # the same within-run noise, a re-run in another run of boots: less likely to land within 5% of the claim
+    noisy = boots(levels, rounds=3, boot_sd=0.02, run_sd=0.01, seed=3)
+    claim = claim_for(fit(noisy, floor=0.02), 1, gate=2.42, target=0.9, between=spread)
+    assert claim.p_later is not None and claim.p_later < claim.p_verified
+    assert claim_for(fit(noisy, floor=0.02), 1, gate=2.42, target=0.9).p_later is None
+
+
+def test_odds_for_a_later_run_match_simulated_re_runs_in_runs_of_their_own():
+    # the model's world with a run-to-run shift of 5%: a promotion, a verification run, then a re-run in a third run
+    rng = random.Random(11)
+    levels = {1: (1800.0, 1700.0), 2: (1600.0, 1600.0), 3: (1400.0, 1380.0)}
+    predicted, within, hits = [], [], []
+    for rep in range(150):
+        promotion = boots(levels, rounds=3, boot_sd=0.03, run_sd=0.02, seed=rep, shift=rng.gauss(0, 0.05))
+        verification = boots(
+            levels, rounds=3, boot_sd=0.03, run_sd=0.02, seed=1000 + rep, run_id="v1", shift=rng.gauss(0, 0.05)
+        )
+        fitted, spread = fit(promotion, floor=0.02), between_runs([*promotion, *verification], floor=0.02)
+        shift = rng.gauss(0, 0.05)
+        for n, (_, held) in levels.items():
+            claim = claim_for(fitted, n, gate=2.42, target=0.9, between=spread)
+            rerun = held * math.exp(shift + rng.gauss(0, 0.03) + rng.gauss(0, 0.02))
+            predicted.append(claim.p_later)
+            within.append(claim.p_verified)
+            hits.append(abs(rerun / claim.claim - 1) <= 0.05)
+    mean_predicted, observed = sum(predicted) / len(predicted), sum(hits) / len(hits)
+    assert abs(mean_predicted - observed) < 0.08, (mean_predicted, observed)
+    # the within-run odds overstate a later run's, as the CPU calibrations found
+    assert sum(within) / len(within) - observed > 0.1, (sum(within) / len(within), observed)
 
 
 def test_study_noise_pools_repeated_configurations_and_promoted_boots_with_a_floor():
