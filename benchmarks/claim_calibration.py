@@ -12,27 +12,36 @@ nothing is lost and the export shows its verdict. It prints every re-run, then o
 
 and whether the two lie within 10 points. A study with no recommended point is calibrated at its
 highest P(VERIFIED) (``--trial`` picks another candidate).
+
+A calibration longer than one sitting (on a lent GPU machine a command runs 10 minutes at most) is
+made in parts: ``--time-limit S`` starts no re-run that the re-runs so far say would end after S
+seconds and exits 3, naming the run; ``--resume RUN`` goes on with that run's stored re-runs, booting
+none of them again, and prints the whole calibration once every re-run is stored.
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import optuna
 from rich.console import Console
 
 from benchmarks._report import emit, table
 from benchmarks._sweeps import load_note
-from errors import ConfigError, NoCompletedTrialsError, StudyNotFoundError
+from errors import ConfigError, NoCompletedTrialsError, StudyNotFoundError, UsageError
 from sweep.booter import BootRunner, interleave, run_boots
+from sweep.boots import BootRecord
 from sweep.claims import PROMOTION_ATTR, claims_of
 from sweep.cluster import check_capacity, ray_session
-from sweep.estimate import TPS_TOLERANCE
+from sweep.estimate import TPS_TOLERANCE, Claim
 from sweep.judgement import over_gate
 from sweep.spec import load_study
 from sweep.storage import DEFAULT_STORAGE_URL, open_existing
@@ -56,7 +65,9 @@ def _calibrate(args: argparse.Namespace, out: Console) -> str:
             raise NoCompletedTrialsError(
                 f"study {spec.name!r} has no promotion: run `python -m sweep.run --study {args.study}`"
             )
-        view = claims_of(plan, storage.boots("promotion", spec.name))
+        # the study's earlier runs (not this calibration's own) say how far a later run moves: the re-runs here are one
+        earlier = [b for b in storage.boots("verification", spec.name) if b.run_id != args.resume]
+        view = claims_of(plan, storage.boots("promotion", spec.name), earlier)
         if not view.claims:
             raise NoCompletedTrialsError(f"study {spec.name!r}: its promotion measured no boot")
         if args.trial is not None:
@@ -72,7 +83,8 @@ def _calibrate(args: argparse.Namespace, out: Console) -> str:
         from engine.profiles import BenchProfile
 
         profile = BenchProfile.from_record(plan["profile"])
-        run_id = uuid.uuid4().hex[:12]
+        stored = _stored_run(args, storage, spec.name, claim.trial_number)
+        run_id = args.resume or uuid.uuid4().hex[:12]
         laid = [
             replace(b, heldout_first=True)
             for b in interleave(
@@ -83,21 +95,41 @@ def _calibrate(args: argparse.Namespace, out: Console) -> str:
                 claims={claim.trial_number: claim.claim},
             )
         ]
+        predicted, basis = _prediction(claim)
         out.print(
             f"calibrating trial {claim.trial_number} of {spec.name}: claim {claim.claim:.2f} tok/s, predicted "
-            f"P(VERIFIED) {claim.p_verified:.3f}; {args.reruns} fresh boots, the held-out run first; run {run_id}",
+            f"P(VERIFIED) {predicted:.3f} ({basis}); {args.reruns} fresh boots, the held-out run first; run {run_id}"
+            + (f", going on after {len(stored)} stored re-run(s)" if stored else ""),
             markup=False,
+            soft_wrap=True,  # one line, whatever the width: a script reads the run's id from it
         )
         began = time.monotonic()
+        deadline = None if args.time_limit is None else began + args.time_limit
         with ray_session(address=args.ray_address, temp_dir=RUN_DIR / "ray"):
             check_capacity(spec.resources)
             runner = BootRunner(spec, run_dir=RUN_DIR)
             try:
-                reruns, _ = run_boots(laid, runner=runner, storage=storage, kind="verification", run_id=run_id, out=out)
+                ran, stopped = run_boots(
+                    laid,
+                    runner=runner,
+                    storage=storage,
+                    kind="verification",
+                    run_id=run_id,
+                    out=out,
+                    done=len(stored),
+                    deadline=deadline,
+                    earlier=[b.timings["total"] for b in stored if "total" in b.timings],
+                )
             finally:
                 runner.stop()
     finally:
         storage.close()
+    reruns = [*stored, *ran]
+    if stopped:
+        raise _Stopped(
+            f"time limit: {len(reruns)} of {args.reruns} re-run(s) stored (run {run_id}), no calibration yet; "
+            + (f"the same command with --resume {run_id} goes on" if reruns else "nothing to resume: give it more time")
+        )
     rows, hits = [], 0
     for b in reruns:
         ok = b.measured and abs(b.tps / claim.claim - 1) <= TPS_TOLERANCE and not over_gate(b.ppl, view.gate)  # type: ignore[operator,arg-type]
@@ -108,24 +140,70 @@ def _calibrate(args: argparse.Namespace, out: Console) -> str:
                 "-" if b.tps is None else f"{b.tps:.2f}",
                 "-" if b.tps is None else f"{(b.tps / claim.claim - 1) * 100:+.1f}%",
                 "-" if b.ppl is None else f"{b.ppl:.4f}",
+                "-" if b.host_steal is None else f"{b.host_steal:.0%}",
                 "yes" if ok else "no",
             ]
         )
     observed = hits / len(reruns)
-    agree = abs(observed - claim.p_verified) <= WITHIN
+    agree = abs(observed - predicted) <= WITHIN
     return "\n".join(
         [
             f"study {spec.name}, trial {claim.trial_number} ({' '.join(f'{k}={v}' for k, v in sorted(record.knobs.items()))})",
             f"claim {claim.claim:.2f} tok/s from promotion {view.run_id} ({claim.boots} boots of each of {len(view.claims)} "
             f"candidates, profile {view.profile}); gate {view.gate:.4f}",
             "",
-            table(["re-run", "held-out TPS", "against the claim", "PPL", "within 5%, under the gate"], rows),
+            table(
+                ["re-run", "held-out TPS", "against the claim", "PPL", "host steal", "within 5%, under the gate"], rows
+            ),
             "",
-            f"predicted P(VERIFIED) {claim.p_verified:.2f}, observed {observed:.2f} over {len(reruns)} re-runs",
-            f"{'within' if agree else 'NOT within'} {WITHIN:.0%} points of each other; re-runs took {time.monotonic() - began:.0f} s; "
-            f"{load_note()}",
+            f"the host's steal (CPU time given to other guests during the runs): promotion {_steal(view.boots)}; "
+            f"re-runs {_steal(reruns)}",
+            f"predicted ({basis}): P(VERIFIED) {predicted:.2f} (within the promotion's run {claim.p_verified:.2f})",
+            f"predicted P(VERIFIED) {predicted:.2f}, observed {observed:.2f} over {len(reruns)} re-runs",
+            f"{'within' if agree else 'NOT within'} {WITHIN:.0%} points of each other; "
+            + (
+                f"{len(ran)} re-run(s) took {time.monotonic() - began:.0f} s here"
+                if stored
+                else f"re-runs took {time.monotonic() - began:.0f} s"
+            )
+            + f"; {load_note()}",
         ]
     )
+
+
+def _prediction(claim: Claim) -> tuple[float, str]:
+    """What the re-runs are held to: they are a run of boots of their own, made after the promotion's, so
+    P(VERIFIED) for a later run where the study's earlier runs measured how far one moves, else within the
+    promotion's run (the spread between runs then unmeasured)."""
+    if claim.p_later is not None:
+        return claim.p_later, "for a later run of boots, with the study's measured run-to-run spread"
+    return claim.p_verified, "within the promotion's run of boots: no later run measured how far one moves"
+
+
+def _steal(boots: Sequence[BootRecord]) -> str:
+    shares = sorted(b.host_steal for b in boots if b.host_steal is not None)
+    if not shares:
+        return "not recorded"
+    return f"median {statistics.median(shares):.0%}, at most {shares[-1]:.0%} over {len(shares)} boot(s)"
+
+
+class _Stopped(Exception):
+    """The time limit left re-runs unrun: the message says how to go on."""
+
+
+def _stored_run(args: argparse.Namespace, storage: Any, study_name: str, trial_number: int) -> list[BootRecord]:
+    """``--resume``'s stored re-runs, checked to be this calibration's (else bad input, nothing booted)."""
+    if args.resume is None:
+        return []
+    stored = [b for b in storage.boots("verification", study_name) if b.run_id == args.resume]
+    if not stored:
+        raise UsageError(f"--resume {args.resume}: no run of that id in study {study_name!r}")
+    if {b.trial_number for b in stored} != {trial_number} or len(stored) > args.reruns:
+        raise UsageError(
+            f"--resume {args.resume}: its {len(stored)} stored boot(s) (trials {sorted({b.trial_number for b in stored})}) "
+            f"are not re-runs of trial {trial_number} within --reruns {args.reruns}: give the run's own --trial and --reruns"
+        )
+    return stored
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -135,17 +213,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--manifest", help="the study's manifest, if sweep.run was given --manifest")
     parser.add_argument("--trial", type=int, help="calibrate this promoted trial instead of the recommended one")
     parser.add_argument("--reruns", type=int, default=20, help="fresh boots (default 20)")
+    parser.add_argument(
+        "--time-limit", type=float, metavar="S", help="start no re-run that would end after S seconds (exit 3)"
+    )
+    parser.add_argument("--resume", metavar="RUN", help="go on with this calibration run's stored re-runs")
     parser.add_argument("--ray-address", help="join this Ray cluster (default: start a local one)")
     parser.add_argument("--out", type=Path, help="also write the report there, under its command line")
     args = parser.parse_args(argv)
     if args.reruns < 1:
         parser.error(f"--reruns must be at least 1, got {args.reruns}")
+    if args.time_limit is not None and not args.time_limit > 0:
+        parser.error(f"--time-limit must be a positive number of seconds, got {args.time_limit}")
     out = Console(highlight=False, width=160)
     try:
         report = _calibrate(args, out)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except _Stopped as stop:
+        out.print(str(stop), markup=False, soft_wrap=True)
+        return 3
     emit(report, out=args.out)
     return 0
 

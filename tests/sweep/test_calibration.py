@@ -1,0 +1,92 @@
+"""``python -m benchmarks.claim_calibration`` over a promoted study on the stub stack (real Ray, real SQLite):
+the re-runs of the claimed point are stored as they end, a time limit stops between them, and ``--resume``
+goes on from the stored ones, booting none twice, before it compares the predicted and observed rates."""
+
+from __future__ import annotations
+
+import io
+import re
+
+import pytest
+from rich.console import Console
+
+from benchmarks.claim_calibration import main
+from sweep.booter import BootRunner
+from sweep.promotion import promote
+from sweep.spec import load_study
+from sweep.storage import open_storage
+from tests.stacks import stub_profile
+from tests.sweep.kit import run_in_process, write_manifest, write_study
+
+
+def _promoted(tmp_path) -> tuple[str, str]:
+    manifest = write_manifest(tmp_path, STUB_DECODE_STEP_S="0.004", STUB_BOOT_NOISE="0.02")
+    study = write_study(
+        tmp_path,
+        manifest=manifest,
+        profile=stub_profile(tmp_path, output_len=32),
+        name="calib",
+        space={"centroid_top_k": {"choices": [8, 32]}},
+        sampler="grid",
+        promotion={"candidates": 2, "boots": 2},
+    )
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    run_in_process(study, url, tmp_path / "runs")
+    storage = open_storage(url)
+    try:
+        promote(load_study(study), storage, out=Console(file=io.StringIO()), run_dir=tmp_path / "runs")
+    finally:
+        storage.close()
+    return str(study), url
+
+
+def _reruns(url: str) -> list:
+    storage = open_storage(url)
+    try:
+        return storage.boots("verification", "calib")
+    finally:
+        storage.close()
+
+
+def test_a_calibration_stops_at_its_time_limit_and_resumes_without_booting_twice(
+    ray_connected, tmp_path, monkeypatch, capsys
+):
+    monkeypatch.chdir(tmp_path)
+    study, url = _promoted(tmp_path)
+    common = ["--study", study, "--storage", url, "--reruns", "3"]
+    # no time for a single re-run: nothing booted, nothing to resume
+    assert main([*common, "--time-limit", "0.001"]) == 3
+    assert "nothing to resume" in capsys.readouterr().out and _reruns(url) == []
+    # interrupted during its second re-run: the first is stored
+    real_boot, calls = BootRunner.boot, []
+
+    def interrupting(self, planned, *, folder):
+        calls.append(planned.order)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real_boot(self, planned, folder=folder)
+
+    monkeypatch.setattr(BootRunner, "boot", interrupting)
+    with pytest.raises(KeyboardInterrupt):
+        main(common)
+    stored = _reruns(url)
+    assert [b.order for b in stored] == [0]
+    run_id = stored[0].run_id
+    monkeypatch.setattr(BootRunner, "boot", real_boot)
+    # a run of no such id is refused before anything boots
+    assert main([*common, "--resume", "feedfacecafe"]) == 2
+    capsys.readouterr()
+    # the same command with --resume goes on from the next re-run and calibrates over all three
+    assert main([*common, "--resume", run_id]) == 0
+    printed = capsys.readouterr().out
+    reruns = _reruns(url)
+    assert [b.order for b in reruns] == [0, 1, 2] and {b.run_id for b in reruns} == {run_id}
+    assert all(b.first == "heldout" for b in reruns)  # a private re-run is a fresh boot's first run
+    assert "going on after 1 stored re-run(s)" in printed
+    line = re.search(r"predicted P\(VERIFIED\) (\S+), observed (\S+) over 3 re-runs", printed)
+    assert line is not None, printed
+    hits = sum(
+        abs(b.tps / b.claimed_tps - 1) <= 0.05 and b.ppl <= b.gate  # type: ignore[operator]
+        for b in reruns
+    )
+    assert float(line.group(2)) == pytest.approx(hits / 3, abs=0.005)
