@@ -13,12 +13,14 @@ from rich.console import Console
 
 from engine.measurement import Measurement
 from engine.profiles import BenchProfile
+from sweep.claims import StudyClaims
 from sweep.console import SweepConsole
 from sweep.driver import StudyResult, run_study
+from sweep.promotion import promote
 from sweep.record import TrialRecord
 from sweep.spec import load_study
 from sweep.storage import open_storage
-from tests.stacks import stub_manifest
+from tests.stacks import stub_manifest, stub_profile
 
 SWEEP_TESTS = Path(__file__).resolve().parent
 FAULT_IF_STUB = SWEEP_TESTS / "fault_if_stub.py"
@@ -85,6 +87,30 @@ def run_in_process(study: Path, storage_url: str, run_dir: Path, **overrides: An
     finally:
         storage.close()
     return result, buffer.getvalue()
+
+
+def promoted_stub_study(
+    folder: Path, *, name: str, choices: list[int], output_len: int = 32, **env: str
+) -> tuple[Path, str, StudyClaims | None]:
+    """A grid study over the stub stack (``env`` its manifest's), searched and promoted, 2 candidates x 2 boots,
+    in ``folder``: its file, its database URL and the promotion's claims (Ray must already be initialised)."""
+    study = write_study(
+        folder,
+        manifest=write_manifest(folder, **env),
+        profile=stub_profile(folder, output_len=output_len),
+        name=name,
+        space={"centroid_top_k": {"choices": choices}},
+        sampler="grid",
+        promotion={"candidates": 2, "boots": 2},
+    )
+    url = f"sqlite:///{folder / 's.db'}"
+    run_in_process(study, url, folder / "runs")
+    storage = open_storage(url)
+    try:
+        view = promote(load_study(study), storage, out=Console(quiet=True), run_dir=folder / "runs")
+    finally:
+        storage.close()
+    return study, url, view
 
 
 def stub_processes(marker: str) -> list[psutil.Process]:

@@ -4,40 +4,14 @@ goes on from the stored ones, booting none twice, before it compares the predict
 
 from __future__ import annotations
 
-import io
 import re
 
 import pytest
-from rich.console import Console
 
 from benchmarks.claim_calibration import main
 from sweep.booter import BootRunner
-from sweep.promotion import promote
-from sweep.spec import load_study
 from sweep.storage import open_storage
-from tests.stacks import stub_profile
-from tests.sweep.kit import run_in_process, write_manifest, write_study
-
-
-def _promoted(tmp_path) -> tuple[str, str]:
-    manifest = write_manifest(tmp_path, STUB_DECODE_STEP_S="0.004", STUB_BOOT_NOISE="0.02")
-    study = write_study(
-        tmp_path,
-        manifest=manifest,
-        profile=stub_profile(tmp_path, output_len=32),
-        name="calib",
-        space={"centroid_top_k": {"choices": [8, 32]}},
-        sampler="grid",
-        promotion={"candidates": 2, "boots": 2},
-    )
-    url = f"sqlite:///{tmp_path / 's.db'}"
-    run_in_process(study, url, tmp_path / "runs")
-    storage = open_storage(url)
-    try:
-        promote(load_study(study), storage, out=Console(file=io.StringIO()), run_dir=tmp_path / "runs")
-    finally:
-        storage.close()
-    return str(study), url
+from tests.sweep.kit import promoted_stub_study
 
 
 def _reruns(url: str) -> list:
@@ -52,7 +26,10 @@ def test_a_calibration_stops_at_its_time_limit_and_resumes_without_booting_twice
     ray_connected, tmp_path, monkeypatch, capsys
 ):
     monkeypatch.chdir(tmp_path)
-    study, url = _promoted(tmp_path)
+    study, url, _ = promoted_stub_study(
+        tmp_path, name="calib", choices=[8, 32], STUB_DECODE_STEP_S="0.004", STUB_BOOT_NOISE="0.02"
+    )
+    study = str(study)
     common = ["--study", study, "--storage", url, "--reruns", "3"]
     # no time for a single re-run: nothing booted, nothing to resume
     assert main([*common, "--time-limit", "0.001"]) == 3

@@ -11,13 +11,9 @@ import pytest
 
 from engine.manifest import REPO_ROOT
 from engine.reference.prepare import prepare_model
-from sweep.promotion import promote
-from sweep.spec import load_study
-from sweep.storage import open_storage
 from sweep.submit import main
 from sweep.verify import main as verify_main
-from tests.stacks import stub_profile
-from tests.sweep.kit import run_in_process, write_manifest, write_study
+from tests.sweep.kit import promoted_stub_study
 
 ORGANISERS_FORMAT = ["name", "description", "dependencies", "model_id", "served_model_name", "port", "serve", "env"]
 
@@ -25,25 +21,7 @@ ORGANISERS_FORMAT = ["name", "description", "dependencies", "model_id", "served_
 @pytest.fixture
 def promoted(ray_connected, tmp_path, monkeypatch):
     """A stub study searched, promoted (2 candidates x 2 boots) and not yet verified."""
-    manifest = write_manifest(tmp_path, STUB_DECODE_STEP_S="0.01")
-    study = write_study(
-        tmp_path,
-        manifest=manifest,
-        profile=stub_profile(tmp_path, output_len=32),
-        name="sub",
-        space={"centroid_top_k": {"choices": [32, 64]}},
-        sampler="grid",
-        promotion={"candidates": 2, "boots": 2},
-    )
-    url = f"sqlite:///{tmp_path / 's.db'}"
-    run_in_process(study, url, tmp_path / "runs")
-    storage = open_storage(url)
-    try:
-        from rich.console import Console
-
-        view = promote(load_study(study), storage, out=Console(quiet=True), run_dir=tmp_path / "runs")
-    finally:
-        storage.close()
+    study, url, view = promoted_stub_study(tmp_path, name="sub", choices=[32, 64], STUB_DECODE_STEP_S="0.01")
     monkeypatch.chdir(tmp_path)
     return study, url, view
 
