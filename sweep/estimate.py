@@ -51,7 +51,7 @@ import math
 import statistics
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from scipy import stats
 
@@ -284,21 +284,22 @@ def between_runs(boots: Iterable[BootRecord], *, floor: float) -> Between | None
     fitted on its own levels, the noise pooled); None where no configuration was. Give boots of one
     profile and prompt sets: another set reads at another level."""
     fitted = fit(boots, floor=floor, key=lambda b: (b.run_id, b.trial_number))
-    runs: dict[int, list[Level]] = {}
-    for level in fitted.levels.values():
-        runs.setdefault(level.trial_number, []).append(level)
+    runs: dict[int, dict[str, Level]] = {}  # a configuration's level in each run that measured it
+    for key, level in fitted.levels.items():
+        run_id, trial = cast(tuple[str, int], key)
+        runs.setdefault(trial, {})[run_id] = level
     squares = within = 0.0
-    df, configurations, used = 0, 0, set()
-    for trial, levels in runs.items():
-        if len(levels) < 2:
+    df, configurations, used = 0, 0, set[str]()
+    for by_run in runs.values():
+        if len(by_run) < 2:
             continue
+        levels = list(by_run.values())
         mean = statistics.fmean(level.heldout for level in levels)
         squares += sum((level.heldout - mean) ** 2 for level in levels)
         # what each run's level would scatter by with no run-to-run shift at all: E[squares] = (R - 1)
         # sigma_between^2 + sum(se_i^2) (R - 1) / R
         within += sum(fitted.level_se(level.boots) ** 2 for level in levels) * (len(levels) - 1) / len(levels)
-        df, configurations = df + len(levels) - 1, configurations + 1
-        used |= {key[0] for key, level in fitted.levels.items() if level.trial_number == trial}  # type: ignore[index]
+        df, configurations, used = df + len(levels) - 1, configurations + 1, used | set(by_run)
     if not df:
         return None
     # A run's shift is mostly the whole machine's, shared by every configuration in it: the configurations'

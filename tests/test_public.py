@@ -50,6 +50,7 @@ SURFACE = {
         "wait_until_free",
     ],
     "engine.provenance": ["KEYS", "provenance"],
+    "engine.host": ["CpuTimes", "cpu_times", "stolen_share"],
     "engine.install": ["InstallResult", "RECIPES", "Recipe", "default_venv", "install_stack", "is_installed", "main"],
     "engine.knobs": [
         "KNOBS",
@@ -196,12 +197,14 @@ SURFACE = {
     "sweep.boots": ["BootRecord", "BootStatus", "boot_record", "heldout_first"],
     "sweep.claims": ["PROMOTION_ATTR", "StudyClaims", "claims_of", "main", "print_claims", "resolve_gate"],
     "sweep.estimate": [
+        "Between",
         "Claim",
         "Fit",
         "INTERVAL",
         "Level",
         "TPS_TOLERANCE",
         "best_claim",
+        "between_runs",
         "claim_for",
         "fit",
         "interval",

@@ -90,13 +90,13 @@ def run_in_process(study: Path, storage_url: str, run_dir: Path, **overrides: An
 
 
 def promoted_stub_study(
-    folder: Path, *, name: str, choices: list[int], output_len: int = 32, **env: str
+    folder: Path, *, manifest: Path, name: str, choices: list[int], output_len: int = 32
 ) -> tuple[Path, str, StudyClaims | None]:
-    """A grid study over the stub stack (``env`` its manifest's), searched and promoted, 2 candidates x 2 boots,
-    in ``folder``: its file, its database URL and the promotion's claims (Ray must already be initialised)."""
+    """A grid study over ``manifest`` (a stub stack's, ``write_manifest``), searched and promoted, 2 candidates x
+    2 boots, in ``folder``: its file, its database URL and the promotion's claims (Ray must already be initialised)."""
     study = write_study(
         folder,
-        manifest=write_manifest(folder, **env),
+        manifest=manifest,
         profile=stub_profile(folder, output_len=output_len),
         name=name,
         space={"centroid_top_k": {"choices": choices}},

@@ -11,7 +11,7 @@ import pytest
 from benchmarks.claim_calibration import main
 from sweep.booter import BootRunner
 from sweep.storage import open_storage
-from tests.sweep.kit import promoted_stub_study
+from tests.sweep.kit import promoted_stub_study, write_manifest
 
 
 def _reruns(url: str) -> list:
@@ -27,10 +27,12 @@ def test_a_calibration_stops_at_its_time_limit_and_resumes_without_booting_twice
 ):
     monkeypatch.chdir(tmp_path)
     study, url, _ = promoted_stub_study(
-        tmp_path, name="calib", choices=[8, 32], STUB_DECODE_STEP_S="0.004", STUB_BOOT_NOISE="0.02"
+        tmp_path,
+        manifest=write_manifest(tmp_path, STUB_DECODE_STEP_S="0.004", STUB_BOOT_NOISE="0.02"),
+        name="calib",
+        choices=[8, 32],
     )
-    study = str(study)
-    common = ["--study", study, "--storage", url, "--reruns", "3"]
+    common = ["--study", str(study), "--storage", url, "--reruns", "3"]
     # no time for a single re-run: nothing booted, nothing to resume
     assert main([*common, "--time-limit", "0.001"]) == 3
     assert "nothing to resume" in capsys.readouterr().out and _reruns(url) == []

@@ -13,7 +13,7 @@ from engine.manifest import REPO_ROOT
 from engine.reference.prepare import prepare_model
 from sweep.submit import main
 from sweep.verify import main as verify_main
-from tests.sweep.kit import promoted_stub_study
+from tests.sweep.kit import promoted_stub_study, write_manifest
 
 ORGANISERS_FORMAT = ["name", "description", "dependencies", "model_id", "served_model_name", "port", "serve", "env"]
 
@@ -21,7 +21,9 @@ ORGANISERS_FORMAT = ["name", "description", "dependencies", "model_id", "served_
 @pytest.fixture
 def promoted(ray_connected, tmp_path, monkeypatch):
     """A stub study searched, promoted (2 candidates x 2 boots) and not yet verified."""
-    study, url, view = promoted_stub_study(tmp_path, name="sub", choices=[32, 64], STUB_DECODE_STEP_S="0.01")
+    study, url, view = promoted_stub_study(
+        tmp_path, manifest=write_manifest(tmp_path, STUB_DECODE_STEP_S="0.01"), name="sub", choices=[32, 64]
+    )
     monkeypatch.chdir(tmp_path)
     return study, url, view
 
