@@ -16,7 +16,10 @@ Each trial costs what it cost when recorded (boot, warm-up, TPS run, PPL, stop),
 where the rule stopped it; a trial closed without a boot costs nothing. Both get the same budget of
 booted trials. Per seed and mode: the seconds spent until a trial measured to the end tried a
 feasible configuration within 1% of the grid's best feasible TPS (the recorded means judge), and
-the configuration the study ends on as its best (its own noisy measurements judge). Reported: the
+the configuration the study ends on, as ``sweep.run`` ends one: its promotion's best (``promoted_best``:
+the study's ``[promotion]`` candidates, as ``sweep.promotion.select`` picks them from the search's noisy
+figures, each booted afresh with the grid's noise, the highest mean), or the search's own best where
+the study promotes nothing; the search's best is reported beside it. Reported: the
 ratio of the median times (old / new), the per-seed ratios paired by seed (their median and
 geometric mean, over the seeds where both found the best), and how many seeds end on a best more
 than 1% slower than the old sweep's.
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import random
 import statistics
 import sys
 import time
@@ -45,9 +49,10 @@ from engine.knobs import KnobValue
 from errors import ConfigError
 from sweep.fidelity import FidelitySpec, front_rule_for, stage_counts
 from sweep.judgement import over_gate
+from sweep.promotion import select
 from sweep.spec import DEFAULT_SAMPLER, SAMPLERS, StudySpec, load_study
 
-__all__ = ["Outcome", "Paired", "main", "paired_ratio", "slower_seeds", "time_to_best"]
+__all__ = ["Outcome", "Paired", "main", "paired_ratio", "promoted_best", "slower_seeds", "time_to_best"]
 
 GRID = RESULTS_DIR / "fidelity_grid.json"
 GPU_GRID = RESULTS_DIR / "vllm_h200_grid.json"  # replayed as study vllm-h200, by default once it is recorded
@@ -79,12 +84,14 @@ class Outcome:
 
     time_to_best_s: float | None  # None: no trial measured to the end tried a best configuration
     boots_to_best: int | None  # booted trials until then, the baseline included
-    final_best: tuple[tuple[str, KnobValue], ...] | None  # the knobs of its fastest feasible full trial
+    final_best: tuple[tuple[str, KnobValue], ...] | None  # what it ends on: its fastest feasible full trial,
+    # or, once promoted (promoted_best), the promotion's best
     total_s: float
     pruned: int = 0
     gate_stopped: int = 0
     copies: int = 0  # closed without a boot: the same knobs as an earlier trial
     memo_hits: int = 0  # closed without a boot: the PPL memo
+    search_best: tuple[tuple[str, KnobValue], ...] | None = None  # the search's own best, where it was promoted
 
 
 def time_to_best(run: list[Replayed], *, best_tps: float, share: float = SHARE) -> Outcome:
@@ -108,6 +115,28 @@ def time_to_best(run: list[Replayed], *, best_tps: float, share: float = SHARE) 
         copies=sum(1 for r in records if r.reuse == "copy"),
         memo_hits=sum(1 for r in records if r.reuse == "ppl_memo"),
     )
+
+
+def promoted_best(
+    run: list[Replayed], spec: StudySpec, surface: Surface, *, seed: int
+) -> tuple[tuple[str, KnobValue], ...] | None:
+    """The configuration the replayed study ends on once promoted: ``sweep.promotion.select``'s candidates
+    from the search's records, each booted ``spec.promotion.boots`` times afresh, a boot's TPS the recorded
+    mean times exp(N(0, sd)) with the grid's pooled relative noise, and the highest mean log TPS among them
+    (what the claims rank by; their P(VERIFIED) target aside). None where nothing was promoted."""
+    knobs = {t.record.trial_number: t.knobs for t in run if t.record is not None}
+    chosen = select(spec, [t.record for t in run if t.record is not None])
+    if not spec.promotion.candidates or not chosen:
+        return None
+    rng = random.Random(f"promotion {seed}")  # the same draws for both modes' candidates, seed by seed
+    levels = {}
+    for record in chosen:
+        tps = surface.point(knobs[record.trial_number]).tps
+        assert tps is not None  # a candidate was measured to the end: its configuration ran when recorded
+        draws = [math.log(tps) + rng.gauss(0, surface.tps_rel_sd) for _ in range(spec.promotion.boots)]
+        levels[record.trial_number] = statistics.fmean(draws)
+    best = max(levels, key=lambda n: (levels[n], -n))
+    return tuple(sorted(knobs[best].items()))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -214,10 +243,17 @@ def report(r: Replays, *, args: Args) -> str:
     ratio = None if med_old is None or not med_new else med_old / med_new
     paired = paired_ratio(old, new)
     slower, faster = slower_seeds(old, new, surface), slower_seeds(new, old, surface)
-    under = [
-        sum(o.final_best is None or surface.point(dict(o.final_best)).tps < SHARE * r.best_tps for o in runs)  # type: ignore[operator]
-        for runs in (old, new)
-    ]
+    old_search, new_search = (
+        [replace(o, final_best=o.search_best or o.final_best) for o in runs] for runs in (old, new)
+    )
+    searched_slower = slower_seeds(old_search, new_search, surface)
+    searched_faster = slower_seeds(new_search, old_search, surface)
+
+    def under(runs: list[Outcome], *, search: bool = False) -> int:
+        ends = [o.search_best if search and o.search_best is not None else o.final_best for o in runs]
+        return sum(e is None or surface.point(dict(e)).tps < SHARE * r.best_tps for e in ends)  # type: ignore[operator]
+
+    promoted = spec.promotion.candidates > 0
     differ = sum(1 for o, n in zip(old, new) if o.final_best != n.final_best)
     trace = next(iter(surface.traces.values()))
     phases = ", ".join(
@@ -239,6 +275,13 @@ def report(r: Replays, *, args: Args) -> str:
         + "; ".join(_knobs(tuple(sorted(b.items())), varying) for b in best),
         'old: full fidelity, every proposal booted (repeats = "allow", no PPL memo)',
         f"new: {spec.fidelity.describe()}; copies and PPL-memo hits closed without a boot",
+        (
+            f"both end on their promotion's best: the {spec.promotion.candidates} fastest distinct feasible "
+            f"configurations (sweep.promotion.select, from the search's noisy figures), {spec.promotion.boots} fresh "
+            f"boots each drawn with the grid's {surface.tps_rel_sd:.1%} noise, the highest mean"
+            if promoted
+            else "both end on the search's best: the study promotes nothing"
+        ),
         "",
         table(
             [
@@ -289,7 +332,13 @@ def report(r: Replays, *, args: Args) -> str:
         f"{slower} of {args.seeds} seeds end more than 1% slower (the new final best against the old one's, by the "
         f"recorded means; target at most {TARGET_SLOWER}: {'met' if slower <= TARGET_SLOWER else 'NOT met'}); the other "
         f"way, {faster} of {args.seeds} (the old final best more than 1% slower than the new one's); ending more than "
-        f"1% under the grid's best: old {under[0]}, new {under[1]} of {args.seeds}",
+        f"1% under the grid's best: old {under(old)}, new {under(new)} of {args.seeds}"
+        + (
+            f" (the search's own best, before its promotion: {searched_slower} slower, {searched_faster} the other "
+            f"way; under the grid's best old {under(old, search=True)}, new {under(new, search=True)})"
+            if promoted
+            else ""
+        ),
         f"seeds whose final best differs: {differ} of {args.seeds}",
     ]
     return "\n".join(lines)
@@ -374,7 +423,10 @@ def _specs(grid: GridArg, args: Args) -> tuple[Surface, StudySpec, StudySpec]:
 
 def _one(spec: StudySpec, surface: Surface, seed: int, trials: int, best_tps: float, cuts: tuple[int, ...]) -> Outcome:
     optuna.logging.set_verbosity(optuna.logging.ERROR)
-    return time_to_best(replay(spec, surface, seed=seed, n_trials=trials, cuts=cuts), best_tps=best_tps)
+    run = replay(spec, surface, seed=seed, n_trials=trials, cuts=cuts)
+    outcome = time_to_best(run, best_tps=best_tps)
+    promoted = promoted_best(run, spec, surface, seed=seed)
+    return outcome if promoted is None else replace(outcome, final_best=promoted, search_best=outcome.final_best)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -271,3 +271,39 @@ def test_the_stage_noise_is_measured_on_the_repeated_configurations(tmp_path):
     whole = abs(math.log(second["tps"] / first["tps"])) / math.sqrt(2)
     assert noise.boot_sd == pytest.approx(math.sqrt(max(whole**2 - (0.25**2 + 0.75**2) * noise.segment_sds[0] ** 2, 0)))
     assert load_surface(path).run_noise(()).segment_sds == (0.0,)  # one segment: nothing moves apart from it
+
+
+def test_a_study_ends_on_its_promotions_best_not_on_a_lucky_search_figure(tmp_path):
+    csv = tmp_path / "g.csv"
+    csv.write_text(
+        "study,trial,is_baseline,status,centroid_top_k,tps,ppl\n"
+        "g,0,True,complete,32,100,2.3\ng,1,False,complete,8,90,2.3\ng,2,False,complete,64,110,2.3\n"
+        "g,3,False,complete,16,99.5,2.3\n"
+    )
+    surface = load_surface(csv)  # one row a configuration: no noise to draw, the promotion reads the means
+    assert surface.tps_rel_sd == 0.0
+
+    def spec(candidates):
+        study = write_study(
+            tmp_path,
+            manifest=write_manifest(tmp_path),
+            profile=stub_profile(tmp_path),
+            name=f"promo{candidates}",
+            space={"centroid_top_k": {"choices": [8, 16, 32, 64]}},
+            gate={"ppl_max": 3.0},
+            sampler="grid",
+            promotion={"candidates": candidates, "boots": 3},
+        )
+        return load_study(study)
+
+    # the search read K=8 (truly the slowest) 120 tok/s by luck, K=64 105, K=16 101, the baseline 100
+    run = []
+    for i, (ctk, measured) in enumerate([(32, 100.0), (8, 120.0), (64, 105.0), (16, 101.0)]):
+        record = measured_record(i, measured, 2.3, knobs={"centroid_top_k": ctk}, feasible=True, is_baseline=i == 0)
+        run.append(
+            Replayed(knobs=record.knobs, tps=surface.point(record.knobs).tps, ppl=2.3, feasible=True, record=record)
+        )
+    assert time_to_optimum.time_to_best(run, best_tps=110.0).final_best == (("centroid_top_k", 8),)
+    # promoted: the two fastest by the search's figures (K=8, K=64), booted again; K=64 is the faster
+    assert time_to_optimum.promoted_best(run, spec(2), surface, seed=0) == (("centroid_top_k", 64),)
+    assert time_to_optimum.promoted_best(run, spec(0), surface, seed=0) is None  # a study that promotes nothing
