@@ -36,7 +36,8 @@ slower. Where the study holds runs of the same configurations at the same profil
 promotion, ``between_runs`` measures how far a configuration's held-out level moves from run to run
 beyond what each run's own boots explain (``sigma_between``), and ``Claim.p_later`` is P(VERIFIED)
 for a re-run in another run of boots: the claim rests on the promotion's run and the re-run on its
-own, so the scale gains ``2 sigma_between^2``, with Welch-Satterthwaite degrees of freedom.
+own, so the scale gains ``2 sigma_between^2``, with Welch-Satterthwaite degrees of freedom; the boot's
+and the run's noise are then pooled over every run's boots, not the promotion's alone.
 
 The claim is the
 public level ``exp(L_P)`` (what a fresh boot's first public run reads, in the middle) when that
@@ -258,7 +259,8 @@ def claim_for(
         p_verified=p(claim),
         p_tps=_p_tps(fitted, level, claim),
         p_ppl=p_ppl,
-        p_later=None if between is None else _p_tps(fitted, level, claim, between) * p_ppl,
+        # the promotion's level, the noise of every run's boots (more of them than the promotion's alone)
+        p_later=None if between is None else _p_tps(between.within, level, claim, between) * p_ppl,
         meets=p(claim) >= target,
         target=target,
         ppl=level.ppl,
@@ -277,6 +279,7 @@ class Between:
     df: int  # the runs less one (a run's shift is shared by its configurations), at most sum(configurations' runs - 1)
     configurations: int  # measured in more than one run
     runs: int  # the runs those configurations were measured in
+    within: Fit  # every run's boots fitted on their own levels: the boot's and run's noise pooled over all of them
 
 
 def between_runs(boots: Iterable[BootRecord], *, floor: float) -> Between | None:
@@ -305,7 +308,7 @@ def between_runs(boots: Iterable[BootRecord], *, floor: float) -> Between | None
     # A run's shift is mostly the whole machine's, shared by every configuration in it: the configurations'
     # deviations are then one draw per run, not one each, so the degrees of freedom are the runs'
     sd = math.sqrt(max(squares - within, 0.0) / df)
-    return Between(sd=sd, df=min(df, len(used) - 1), configurations=configurations, runs=len(used))
+    return Between(sd=sd, df=min(df, len(used) - 1), configurations=configurations, runs=len(used), within=fitted)
 
 
 def best_claim(claims: Sequence[Claim]) -> Claim | None:
