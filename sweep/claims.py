@@ -85,7 +85,7 @@ def claims_of(plan: dict[str, Any], boots: Sequence[BootRecord], later: Sequence
         if b.run_id != plan["run_id"]
         and b.trial_number in promoted
         and b.first is not None
-        and any(_same_measure(b, m) for m in mine[:1])
+        and _same_measure(b, mine[0])
     ]
     between = between_runs([*mine, *others], floor=plan["noise_floor"]) if others else None
     claims = sorted(
@@ -158,7 +158,7 @@ def print_claims(out: Console, view: StudyClaims, *, knobs: Sequence[str], study
             f"{c.claim:.2f}",
             f"{c.rerun_low:.1f}..{c.rerun_high:.1f}",
             f"{c.p_verified:.2f}",
-            *([f"{c.p_later:.2f}"] if view.between and c.p_later is not None else ["-"] if view.between else []),
+            *([] if c.p_later is None else [f"{c.p_later:.2f}"]),  # measured for every claim, or for none
             f"{c.ppl:.4f} ± {c.ppl_tol:.4f}",
             mark,
         )

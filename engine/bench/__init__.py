@@ -7,7 +7,8 @@ read before and after. The TPS is the slower of the first run and the median run
 stack's prefix cache cannot serve a later run what an earlier one left (a fresh boot on unseen
 prompts, the organisers' private re-run, would not get it either); the rule is recorded as
 ``Measurement.tps_rule``. The share of the machine's CPU time its host took from the first
-warm-up to the last timed run is ``Measurement.host_steal`` (``engine.host``). Then the optional streaming pass (TTFT, inter-token latency: on the
+warm-up to the last timed run is ``Measurement.host_steal`` (``engine.host``). Then the optional
+streaming pass (TTFT, inter-token latency: on the
 first run's prompts, so a stack's prefix cache may shorten its TTFT) -> PPL (one teacher-forced
 request per reference record). Every misbehaviour of the stack (HTTP error, timeout, malformed
 or incomplete JSON) raises ``BenchmarkError`` naming the request.

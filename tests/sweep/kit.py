@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
@@ -13,6 +15,7 @@ from rich.console import Console
 
 from engine.measurement import Measurement
 from engine.profiles import BenchProfile
+from sweep.booter import BootRunner, PlannedBoot
 from sweep.claims import StudyClaims
 from sweep.console import SweepConsole
 from sweep.driver import StudyResult, run_study
@@ -111,6 +114,25 @@ def promoted_stub_study(
     finally:
         storage.close()
     return study, url, view
+
+
+@contextmanager
+def interrupted_at_boot(nth: int) -> Iterator[None]:
+    """While the block runs, ``BootRunner.boot`` raises KeyboardInterrupt (a Ctrl-C) on its ``nth`` call instead of
+    booting; the real boot is back afterwards."""
+    real, calls = BootRunner.boot, []
+
+    def interrupting(self: BootRunner, planned: PlannedBoot, *, folder: Path) -> Any:
+        calls.append(planned.order)
+        if len(calls) == nth:
+            raise KeyboardInterrupt
+        return real(self, planned, folder=folder)
+
+    setattr(BootRunner, "boot", interrupting)  # noqa: B010 - a method replaced on the class for the block
+    try:
+        yield
+    finally:
+        setattr(BootRunner, "boot", real)  # noqa: B010
 
 
 def stub_processes(marker: str) -> list[psutil.Process]:

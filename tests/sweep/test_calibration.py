@@ -9,9 +9,8 @@ import re
 import pytest
 
 from benchmarks.claim_calibration import main
-from sweep.booter import BootRunner
 from sweep.storage import open_storage
-from tests.sweep.kit import promoted_stub_study, write_manifest
+from tests.sweep.kit import interrupted_at_boot, promoted_stub_study, write_manifest
 
 
 def _reruns(url: str) -> list:
@@ -37,21 +36,11 @@ def test_a_calibration_stops_at_its_time_limit_and_resumes_without_booting_twice
     assert main([*common, "--time-limit", "0.001"]) == 3
     assert "nothing to resume" in capsys.readouterr().out and _reruns(url) == []
     # interrupted during its second re-run: the first is stored
-    real_boot, calls = BootRunner.boot, []
-
-    def interrupting(self, planned, *, folder):
-        calls.append(planned.order)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return real_boot(self, planned, folder=folder)
-
-    monkeypatch.setattr(BootRunner, "boot", interrupting)
-    with pytest.raises(KeyboardInterrupt):
+    with interrupted_at_boot(2), pytest.raises(KeyboardInterrupt):
         main(common)
     stored = _reruns(url)
     assert [b.order for b in stored] == [0]
     run_id = stored[0].run_id
-    monkeypatch.setattr(BootRunner, "boot", real_boot)
     # a run of no such id is refused before anything boots
     assert main([*common, "--resume", "feedfacecafe"]) == 2
     capsys.readouterr()

@@ -12,14 +12,13 @@ import pytest
 from rich.console import Console
 
 from engine.provenance import KEYS
-from sweep.booter import BootRunner
 from sweep.claims import PROMOTION_ATTR, claims_of
 from sweep.claims import main as claims_main
 from sweep.promotion import CLAIMS_ATTR, promote, select
 from sweep.spec import load_study
 from sweep.storage import open_storage
 from tests.stacks import stub_profile
-from tests.sweep.kit import run_in_process, write_manifest, write_study
+from tests.sweep.kit import interrupted_at_boot, run_in_process, write_manifest, write_study
 
 HELD_OUT = 0.90  # the stub serves prompts starting "Held-out" at 90% of the speed
 
@@ -43,7 +42,7 @@ def _study(tmp_path):
     )
 
 
-def test_promotion_interleaves_alternates_resumes_and_claims(ray_connected, tmp_path, monkeypatch, capsys):
+def test_promotion_interleaves_alternates_resumes_and_claims(ray_connected, tmp_path, capsys):
     study = _study(tmp_path)
     url = f"sqlite:///{tmp_path / 's.db'}"
     run_in_process(study, url, tmp_path / "runs")
@@ -55,19 +54,9 @@ def test_promotion_interleaves_alternates_resumes_and_claims(ray_connected, tmp_
         # the gate is a ratio, but the promotion scores the sweep's own references: no baseline is added
         assert len(chosen) == 2
         # an interrupted promotion (the third boot is interrupted) keeps the boots it finished ...
-        real_boot, calls = BootRunner.boot, []
-
-        def interrupting(self, planned, *, folder):
-            calls.append(planned.order)
-            if len(calls) == 3:
-                raise KeyboardInterrupt
-            return real_boot(self, planned, folder=folder)
-
-        monkeypatch.setattr(BootRunner, "boot", interrupting)
-        with pytest.raises(KeyboardInterrupt):
+        with interrupted_at_boot(3), pytest.raises(KeyboardInterrupt):
             promote(spec, storage, out=out, run_dir=tmp_path / "runs")
         assert [b.order for b in storage.boots("promotion", "promo")] == [0, 1]
-        monkeypatch.setattr(BootRunner, "boot", real_boot)
         # ... and the same call goes on from the next boot, repeating none
         view = promote(spec, storage, out=out, run_dir=tmp_path / "runs")
         boots = storage.boots("promotion", "promo")
