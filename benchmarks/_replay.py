@@ -31,7 +31,7 @@ from sweep.judgement import over_gate
 from sweep.record import TrialRecord
 from sweep.spec import KnobSpace, StudySpec
 
-__all__ = ["Replayed", "replay", "surface_spec"]
+__all__ = ["Replayed", "full_cost_s", "replay", "surface_spec"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -114,6 +114,15 @@ def _factors(noise: RunNoise, prompts: int, rng: random.Random) -> list[float]:
     return [math.exp(shared + own[sum(1 for c in noise.cuts if c <= i)]) for i in range(prompts)]
 
 
+_SETUP = ("gpu_wait", "boot", "warmup", "ppl", "stop")  # a trial's phases besides its timed runs
+
+
+def full_cost_s(trace: Trace) -> float:
+    """What a trial of the recorded configuration measured to the end takes, noise aside: its recorded phases."""
+    t = trace.timings_s
+    return sum(t.get(phase, 0.0) for phase in _SETUP) + t.get("stream", 0.0) + t["tps"]
+
+
 def _traced(trace: Trace, *, factors: list[float], ppl: float, plan: FidelityPlan) -> tuple[Measurement, float]:
     """The trial replayed prompt by prompt under ``plan``, and the seconds it took."""
     latencies = [s / f for s, f in zip(trace.latencies_s, factors)]
@@ -138,7 +147,7 @@ def _traced(trace: Trace, *, factors: list[float], ppl: float, plan: FidelityPla
             timed = n
             break
     t = trace.timings_s
-    fixed = sum(t.get(phase, 0.0) for phase in ("gpu_wait", "boot", "warmup", "ppl", "stop"))
+    fixed = sum(t.get(phase, 0.0) for phase in _SETUP)
     if stop is None:
         tps, wall, cost = trace.tps * factor, t["tps"] / factor, fixed + t.get("stream", 0.0) + t["tps"] / factor
     else:  # no stream pass and no later run after a stop

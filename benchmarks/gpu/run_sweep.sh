@@ -421,6 +421,9 @@ waste() {
 #   2. sweep.claims, then benchmarks.claim_calibration --reruns 20: the claimed point booted 20 more times as private
 #      re-runs, resumed across calls from its stored re-runs (--time-limit, --resume).
 # Every call ends by copying the database (checkpointed) and the consoles into $OUT.
+# A later calibration of the committed study on another lease: FROM_DB=<its database> starts $WORK from it (its
+# promotion is done, so the search is not run again), TRIAL=N calibrates that promoted trial instead of the default
+# (the recommended one, or the highest P(VERIFIED)).
 calibrate_promote() {
   local left=$((CALL_BUDGET_S - SECONDS - 40)) n=${CALL_N:-x}
   (cd "$WORK" && TAIL=30 step "sweep-$n" "$left" "$PY" -m sweep.run --study ctk-h200 \
@@ -435,6 +438,7 @@ calibrate_reruns() {
   [[ -s $WORK/calibration.run ]] && resume=(--resume "$(cat "$WORK/calibration.run")")
   (cd "$WORK" && TAIL=40 step "calibration-$n" "$left" "$PY" -m benchmarks.claim_calibration --study ctk-h200 \
       --storage "sqlite:///$WORK/ctk-h200.db" --reruns "${RERUNS:-20}" --time-limit $((left - 20)) "${resume[@]}" \
+      ${TRIAL:+--trial "$TRIAL"} \
       --out "$OUT/claim_calibration.txt")
   rc=$?
   [[ -s $WORK/calibration.run ]] ||
@@ -446,6 +450,9 @@ calibrate_reruns() {
 calibrate() {
   export PYTHONPATH=/tmp/site:$repo GEMMA_SWEEP_TOKENIZER=/tmp/tok
   mkdir -p "$WORK"
+  if [[ -n ${FROM_DB:-} && ! -e $WORK/ctk-h200.db ]]; then
+    cp "$FROM_DB" "$WORK/ctk-h200.db" && touch "$WORK/promote.done"
+  fi
   prepare_once
   if [[ -e $WORK/promote.done ]] || calibrate_promote; then
     (cd "$WORK" && "$PY" -m sweep.claims --study ctk-h200 --storage "sqlite:///$WORK/ctk-h200.db" >"$OUT/claims.txt" 2>&1)

@@ -220,6 +220,25 @@ def test_the_paired_ratio_is_the_old_time_to_the_best_over_the_new_seed_by_seed(
     assert paired.median == pytest.approx(2.8) and paired.geometric_mean == pytest.approx(6.4**0.5)
 
 
+def test_the_ceiling_is_the_baselines_ppl_boot_and_one_best_trial_measured_to_the_end(grid, capsys, study):
+    surface = load_surface(grid)
+    best = {"centroid_top_k": 64, "sliding_window": 512, "num_speculative_tokens": 3}  # the fastest under the gate
+    run_s = PROMPTS * TOKENS / (10 + 64 / 4)  # its timed run: its prompts' recorded seconds
+    ppl_boot = PHASES["boot"] + PHASES["ppl"] + PHASES["stop"]  # the baseline's, its TPS run and warm-up skipped
+    assert time_to_optimum.least_time_s(surface, [best]) == pytest.approx(ppl_boot + sum(PHASES.values()) + run_s)
+    baseline = dict(zip(surface.knobs, surface.baseline))
+    assert time_to_optimum.least_time_s(surface, [best, baseline]) == pytest.approx(
+        sum(PHASES.values()) + PROMPTS * TOKENS / (10 + 32 / 4)  # a best baseline: that one trial alone
+    )
+    assert time_to_optimum.least_time_s(surface, []) is None
+    seeds = ["--seeds", "3", "--trials", "9", "--processes", "1"]
+    assert time_to_optimum.main(["--grid", str(grid), "--study", str(study), *seeds]) == 0
+    ceiling = re.search(
+        r"^the ceiling of the per-seed ratio: .* median (\S+) \((\d) seeds", capsys.readouterr().out, re.M
+    )
+    assert ceiling and float(ceiling[1]) > 0 and int(ceiling[2]) <= 3
+
+
 def test_a_seed_ending_on_a_best_more_than_1_percent_slower_is_counted(tmp_path):
     csv = tmp_path / "g.csv"
     csv.write_text(
