@@ -68,7 +68,10 @@ def resolve_gate(plan: dict[str, Any], boots: Sequence[BootRecord]) -> float | N
 
 
 def _same_measure(a: BootRecord, b: BootRecord) -> bool:
-    return (a.profile, a.prompts, a.public_prompts, a.refs) == (b.profile, b.prompts, b.public_prompts, b.refs)
+    """Whether two boots' TPS read at one level: the same profile's sizes over the same prompts. The PPL
+    references are not compared: a verification scores its own held-out set, and PPL plays no part in
+    how far a level moves between runs."""
+    return (a.profile, a.prompts, a.public_prompts) == (b.profile, b.prompts, b.public_prompts)
 
 
 def claims_of(plan: dict[str, Any], boots: Sequence[BootRecord], later: Sequence[BootRecord] = ()) -> StudyClaims:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import replace
 
 import pytest
 
 from sweep.boots import BootRecord, heldout_first
+from sweep.claims import claims_of
 from sweep.estimate import Claim, best_claim, between_runs, claim_for, fit, study_noise
 from tests.sweep.kit import measured_record
 
@@ -131,6 +133,26 @@ def test_predicted_odds_match_simulated_private_re_runs():
             hits.append(abs(rerun / claim.claim - 1) <= 0.05)
     mean_predicted, observed = sum(predicted) / len(predicted), sum(hits) / len(hits)
     assert abs(mean_predicted - observed) < 0.08, (mean_predicted, observed)
+
+
+def test_a_later_run_at_the_promotions_profile_and_prompts_counts_whatever_references_it_scores():
+    levels = {1: (1000.0, 980.0), 2: (900.0, 900.0)}
+    promotion = boots(levels, rounds=3, run_id="p1")
+    plan = {
+        "run_id": "p1",
+        "noise_floor": 0.02,
+        "gate": {"kind": "absolute", "ppl": 2.42},
+        "target": 0.9,
+        "profile": {"name": "quick"},
+        "trials": [1, 2],
+        "boots": 3,
+    }
+    later = [replace(b, refs="held-out refs") for b in boots(levels, rounds=2, run_id="v1", shift=math.log(1.1))]
+    assert claims_of(plan, promotion).between is None
+    counted = claims_of(plan, promotion, later).between
+    assert counted is not None and counted.runs == 2 and counted.sd == pytest.approx(math.log(1.1) / math.sqrt(2))
+    # other prompts read at another level: not a run of the same measure
+    assert claims_of(plan, promotion, [replace(b, prompts="other") for b in later]).between is None
 
 
 def test_a_later_run_that_finds_the_whole_machine_faster_is_a_spread_between_runs():
