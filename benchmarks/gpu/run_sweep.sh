@@ -315,12 +315,12 @@ claims() {
   vllm_save
 }
 
-claims_verify() {  # the best claim, fresh boots on the held-out prompts, interleaved with public runs
-  local n=${CALL_N:-x} resume=() rc
+claims_verify() {  # the best claims (VERIFY_TOP, default 1), fresh boots on the held-out prompts, interleaved with public runs
+  local n=${CALL_N:-x} resume=() rc study=${VSTUDY:-vllm-h200}
   [[ -s $WORK/verify.run ]] && resume=(--resume "$(cat "$WORK/verify.run")")
   local left=$((CALL_BUDGET_S - SECONDS - 30))
-  (cd "$WORK" && TAIL=30 step "verify-$n" "$left" "$PY" -m sweep.verify --study vllm-h200 \
-      --storage "sqlite:///$WORK/vllm-h200.db" --top 1 --repeats "${VERIFY_REPEATS:-3}" \
+  (cd "$WORK" && TAIL=30 step "verify-$n" "$left" "$PY" -m sweep.verify --study "$study" \
+      --storage "sqlite:///$WORK/$study.db" --top "${VERIFY_TOP:-1}" --repeats "${VERIFY_REPEATS:-3}" \
       --baseline-boots "${BASELINE_BOOTS:-1}" --time-limit $((left - 20)) "${resume[@]}")
   rc=$?
   [[ -s $WORK/verify.run ]] || sed -n 's/.* run \([0-9a-f]\{12\}\).*/\1/p' "$OUT/verify-$n.log" | head -n 1 >"$WORK/verify.run"
@@ -464,12 +464,27 @@ calibrate() {
   ls "$WORK" | grep -E '\.done$|\.run$' | tr '\n' ' '; echo
 }
 
+# --- the ctk-h200 claims on another lease: every promoted candidate re-run by sweep.verify (3 boots each, the baseline's
+# first), a later run at the promotion's profile and prompts; then sweep.claims with it. FROM_DB as for calibrate.
+calibrate_verify() {
+  export PYTHONPATH=/tmp/site:$repo GEMMA_SWEEP_TOKENIZER=/tmp/tok
+  mkdir -p "$WORK"
+  [[ -n ${FROM_DB:-} && ! -e $WORK/ctk-h200.db ]] && cp "$FROM_DB" "$WORK/ctk-h200.db"
+  prepare_once
+  [[ -e $WORK/verify.done ]] || VSTUDY=ctk-h200 VERIFY_TOP=3 BASELINE_BOOTS=3 claims_verify
+  (cd "$WORK" && "$PY" -m sweep.claims --study ctk-h200 --storage "sqlite:///$WORK/ctk-h200.db" >"$OUT/claims.txt" 2>&1)
+  cat "$OUT/claims.txt"
+  "$PY" -c 'import sqlite3, sys; sqlite3.connect(sys.argv[1]).execute("PRAGMA wal_checkpoint(TRUNCATE)")' \
+      "$WORK/ctk-h200.db" && cp "$WORK/ctk-h200.db" "$OUT/"
+}
+
 case ${1:-} in
   vllm) vllm ;;
   claims) claims ;;
   claims-final) claims_final ;;
   waste) waste ;;
   calibrate) calibrate ;;
+  calibrate-verify) calibrate_verify ;;
   vllm-sweep) vllm_env; vllm_sweep ;;
   vllm-verify) vllm_env; (cd "$WORK" && step verify-vllm $((CALL_BUDGET_S - SECONDS - 30)) "$PY" -m sweep.verify \
       --study vllm-h200 --storage "sqlite:///$WORK/vllm-h200.db" --top 1 --repeats 1); vllm_save ;;
@@ -478,5 +493,5 @@ case ${1:-} in
   engine) shift; (($#)) && stage "$@"; engine ;;
   prepare) shift; (($#)) && stage "$@"; install && tokenizer && step prepare 240 "$PY" -m engine.reference.prepare ;;
   sweep) shift; sweep "$@" ;;
-  *) echo "usage: $0 split | stage DIR... | engine [DIR...] | prepare [DIR...] | sweep [1|2] [DIR...] | vllm | vllm-sweep | vllm-verify | claims | claims-final | waste | calibrate" >&2; exit 2 ;;
+  *) echo "usage: $0 split | stage DIR... | engine [DIR...] | prepare [DIR...] | sweep [1|2] [DIR...] | vllm | vllm-sweep | vllm-verify | claims | claims-final | waste | calibrate | calibrate-verify" >&2; exit 2 ;;
 esac
