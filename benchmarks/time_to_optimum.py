@@ -36,7 +36,7 @@ import random
 import statistics
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -185,7 +185,7 @@ def slower_seeds(old: Sequence[Outcome], new: Sequence[Outcome], surface: Surfac
     return slower
 
 
-def least_time_s(surface: Surface, best: Sequence[dict[str, KnobValue]]) -> float | None:
+def least_time_s(surface: Surface, best: Sequence[Mapping[str, KnobValue]]) -> float | None:
     """The least time any rule that decides what to boot could take to find the best: the baseline booted
     for its PPL alone (the gate rests on it: its boot, PPL and stop) and the cheapest best configuration
     measured to the end, at their recorded phases; a best baseline measured to the end alone. None on a
