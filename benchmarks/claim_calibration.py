@@ -41,7 +41,7 @@ from sweep.booter import BootRunner, interleave, run_boots
 from sweep.boots import BootRecord
 from sweep.claims import PROMOTION_ATTR, claims_of
 from sweep.cluster import check_capacity, ray_session
-from sweep.estimate import TPS_TOLERANCE, Claim
+from sweep.estimate import TPS_TOLERANCE, Between, Claim
 from sweep.judgement import over_gate
 from sweep.spec import load_study
 from sweep.storage import DEFAULT_STORAGE_URL, open_existing
@@ -95,7 +95,7 @@ def _calibrate(args: argparse.Namespace, out: Console) -> str:
                 claims={claim.trial_number: claim.claim},
             )
         ]
-        predicted, basis = _prediction(claim)
+        predicted, basis = _prediction(claim, view.between)
         out.print(
             f"calibrating trial {claim.trial_number} of {spec.name}: claim {claim.claim:.2f} tok/s, predicted "
             f"P(VERIFIED) {predicted:.3f} ({basis}); {args.reruns} fresh boots, the held-out run first; run {run_id}"
@@ -171,12 +171,12 @@ def _calibrate(args: argparse.Namespace, out: Console) -> str:
     )
 
 
-def _prediction(claim: Claim) -> tuple[float, str]:
+def _prediction(claim: Claim, between: Between | None) -> tuple[float, str]:
     """What the re-runs are held to: they are a run of boots of their own, made after the promotion's, so
     P(VERIFIED) for a later run where the study's earlier runs measured how far one moves, else within the
     promotion's run (the spread between runs then unmeasured)."""
-    if claim.p_later is not None:
-        return claim.p_later, "for a later run of boots, with the study's measured run-to-run spread"
+    if claim.p_later is not None and between is not None:
+        return claim.p_later, f"for a later run of boots: between runs, {between.describe()}"
     return claim.p_verified, "within the promotion's run of boots: no later run measured how far one moves"
 
 

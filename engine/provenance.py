@@ -11,6 +11,9 @@ and every promotion or verification boot records ``provenance(...)`` next to its
     gpu            the name of each GPU the stack could see (``nvidia-smi``); [] on a CPU
     cuda_driver    the NVIDIA driver's version; None on a CPU
     python         the interpreter that started the trial
+    machine        the kernel's boot id (``/proc/sys/kernel/random/boot_id``): every lent machine, and every
+                   restart of one, reads another, so a later run can tell whether it ran on the machine of an
+                   earlier one (a shift between machines is not the noise of one: ``sweep.estimate``)
 
 Every key is always present; a value that could not be read is None, with the reason in ``notes``.
 """
@@ -30,9 +33,10 @@ from engine.gpu import gpu_identity, visible_gpus
 
 __all__ = ["KEYS", "provenance"]
 
-KEYS = ("stack", "stack_version", "torch", "gpu", "cuda_driver", "python", "notes")
+KEYS = ("stack", "stack_version", "torch", "gpu", "cuda_driver", "python", "machine", "notes")
 _PROBE_TIMEOUT_S = 30.0
 _TORCH = "import importlib.metadata as m; print(m.version('torch'))"
+_BOOT_ID = "/proc/sys/kernel/random/boot_id"
 
 
 def _stack_version(base_url: str) -> tuple[dict[str, Any], str | None]:
@@ -70,6 +74,14 @@ def _torch_of(interpreter: str, env: dict[str, str]) -> tuple[str | None, str | 
     return done.stdout.strip() or None, None
 
 
+def _boot_id() -> tuple[str | None, str | None]:
+    try:
+        with open(_BOOT_ID, encoding="ascii") as f:
+            return f.read().strip() or None, None
+    except OSError as exc:
+        return None, f"the machine's boot id: {type(exc).__name__}"
+
+
 def provenance(base_url: str, *, argv: list[str], env: dict[str, str]) -> dict[str, Any]:
     """The provenance of a running stack started as ``argv`` with ``env`` (see the module's table)."""
     notes: list[str] = []
@@ -83,6 +95,9 @@ def provenance(base_url: str, *, argv: list[str], env: dict[str, str]) -> dict[s
             notes.append(note)
     # unset, CUDA_VISIBLE_DEVICES shows a stack every GPU (engine.bench outside Ray); empty, none
     gpus, driver = gpu_identity(visible_gpus(env) if "CUDA_VISIBLE_DEVICES" in env else None)
+    machine, note = _boot_id()
+    if note:
+        notes.append(note)
     return {
         "stack": reported.get("stack", "vllm" if "vllm" in " ".join(argv) else None),
         "stack_version": reported.get("version"),
@@ -90,5 +105,6 @@ def provenance(base_url: str, *, argv: list[str], env: dict[str, str]) -> dict[s
         "gpu": gpus,
         "cuda_driver": driver,
         "python": platform.python_version(),
+        "machine": machine,
         "notes": notes,
     }

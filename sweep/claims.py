@@ -178,9 +178,8 @@ def print_claims(out: Console, view: StudyClaims, *, knobs: Sequence[str], study
         "profile is stored, so how far a later run (another hour, another lease, the organisers' machine) moves is not "
         "measured; sweep.verify or benchmarks.claim_calibration adds runs"
         if spread is None
-        else f"between runs: a configuration's level moves {spread.sd:.1%} from one run of boots to the next "
-        f"({spread.configurations} configuration(s) over {spread.runs} runs, {spread.df} degrees of freedom); 'P, a later run' is P(VERIFIED) for a re-run "
-        "in another run, the claim resting on the promotion's",
+        else f"between runs: {spread.describe()}; 'P, a later run' is P(VERIFIED) for a re-run in another run, the "
+        "claim resting on the promotion's",
         markup=False,
     )
     if view.recommended is None:

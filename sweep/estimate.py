@@ -279,13 +279,28 @@ class Between:
     df: int  # the runs less one (a run's shift is shared by its configurations), at most sum(configurations' runs - 1)
     configurations: int  # measured in more than one run
     runs: int  # the runs those configurations were measured in
+    machines: int | None  # the machines those runs ran on (engine.provenance's boot id); None: a boot did not say
     within: Fit  # every run's boots fitted on their own levels: the boot's and run's noise pooled over all of them
+
+    def describe(self) -> str:
+        where = (
+            "on machines not recorded"
+            if self.machines is None
+            else "all on one machine: how far another machine (another lease, the organisers') moves is not in it"
+            if self.machines == 1
+            else f"on {self.machines} machines"
+        )
+        return (
+            f"a configuration's level moves {self.sd:.1%} from one run of boots to the next ({self.configurations} "
+            f"configuration(s) over {self.runs} runs, {self.df} degrees of freedom; {where})"
+        )
 
 
 def between_runs(boots: Iterable[BootRecord], *, floor: float) -> Between | None:
     """The run-to-run spread of the configurations measured in more than one run of ``boots`` (each run
     fitted on its own levels, the noise pooled); None where no configuration was. Give boots of one
     profile and prompt sets: another set reads at another level."""
+    boots = list(boots)
     fitted = fit(boots, floor=floor, key=lambda b: (b.run_id, b.trial_number))
     runs: dict[int, dict[str, Level]] = {}  # a configuration's level in each run that measured it
     for key, level in fitted.levels.items():
@@ -308,7 +323,16 @@ def between_runs(boots: Iterable[BootRecord], *, floor: float) -> Between | None
     # A run's shift is mostly the whole machine's, shared by every configuration in it: the configurations'
     # deviations are then one draw per run, not one each, so the degrees of freedom are the runs'
     sd = math.sqrt(max(squares - within, 0.0) / df)
-    return Between(sd=sd, df=min(df, len(used) - 1), configurations=configurations, runs=len(used), within=fitted)
+    # runs on one machine cannot show how far another machine moves (two H200 leases: 3-8%)
+    machines = {b.provenance.get("machine") for b in boots if b.run_id in used}
+    return Between(
+        sd=sd,
+        df=min(df, len(used) - 1),
+        configurations=configurations,
+        runs=len(used),
+        machines=None if None in machines else len(machines),
+        within=fitted,
+    )
 
 
 def best_claim(claims: Sequence[Claim]) -> Claim | None:

@@ -16,9 +16,10 @@ P(VERIFIED) (or, never promoted, the fastest), labelled as such everywhere.
                     manifest's env, checks at start what the folder needs beyond its dependencies (a
                     stack's module, the model's checkpoint) and exits 2 with a clear error when it is
                     missing, then execs the stack (the harness's signals reach it)
-    claim.json      what ``python -m sweep.submit --check`` compares with: the claim, its odds, the
-                    profile it was measured at, the gate
-    README.md       the claim, its interval and P(VERIFIED), the PPL, the verdict, what the folder
+    claim.json      what ``python -m sweep.submit --check`` compares with: the claim, its odds (within
+                    the promotion's run, and for a later run where the study's verifications measured
+                    the spread between runs), the profile it was measured at, the gate
+    README.md       the claim, its interval and both odds, the PPL, the verdict, what the folder
                     needs, and the commands that reproduce every figure
 
 Secret-looking env values were redacted when the sweep stored its manifest: they stay ``***`` and
@@ -38,7 +39,7 @@ from engine.knobs import apply_knobs, consumed_knobs, parse_knobs
 from engine.manifest import PLACEHOLDERS, REPO_ROOT, Manifest, parse_manifest
 from engine.secrets import REDACTED
 from errors import GemmaSweepError
-from sweep.estimate import Claim
+from sweep.estimate import Between, Claim
 from sweep.record import TrialRecord
 from sweep.verification import Verdict
 
@@ -237,9 +238,11 @@ def write_submission(
     commands: list[str],
     checkpoint: str | None,
     provenance: dict[str, Any],
+    between: Between | None = None,
 ) -> list[Path]:
     """Write the submission folder (see the module's docstring); returns the files written. ``provenance``:
-    what the claim's measurements ran on (its promotion's boots, or the trial's own)."""
+    what the claim's measurements ran on (its promotion's boots, or the trial's own); ``between``: how far a
+    level moved from one run of boots to the next, where later runs measured it (``Claim.p_later``)."""
     base = parse_manifest(stored)
     consumed = consumed_knobs(base)
     knobs = parse_knobs(base, {k: v for k, v in choice.record.knobs.items() if k in consumed})
@@ -269,6 +272,8 @@ def write_submission(
         "verified": choice.verified,
         "label": choice.label,
         "p_verified": c.p_verified if c else None,
+        "p_later": c.p_later if c else None,
+        "between_runs": between.describe() if between and c and c.p_later is not None else None,
         "boots": c.boots if c else 1,
         "rerun_90": [c.rerun_low, c.rerun_high] if c else None,
         "ppl": c.ppl if c else r.ppl,
@@ -325,7 +330,17 @@ def _readme(
         "| a private re-run, 90% | "
         + (f"{c.rerun_low:.1f} .. {c.rerun_high:.1f} tok/s" if c else "not estimated (never promoted)")
         + " |",
-        "| P(VERIFIED) | " + (f"{c.p_verified:.2f}" if c else "not estimated") + " |",
+        "| P(VERIFIED) | "
+        + (f"{c.p_verified:.2f} (a re-run within the promotion's run of boots)" if c else "not estimated")
+        + " |",
+        "| P(VERIFIED), a later run | "
+        + (
+            f"{c.p_later:.2f} (between runs, {claim['between_runs']})"
+            if c and c.p_later is not None
+            else "not measured: no later run of these boots is stored (`python -m sweep.verify` makes one); a re-run "
+            "on another day or machine, as the organisers' is, can move further than the promotion's boots did"
+        )
+        + " |",
         f"| PPL | {claim['ppl']:.4f}"
         + (f" ± {c.ppl_tol:.4f} (boot to boot)" if c else "")
         + (f", gate {claim['gate']:.4f}" if claim["gate"] else "")

@@ -143,7 +143,12 @@ def _write(args: SubmitArgs, out: Console) -> int:
                 f"study {spec.name!r} not found in {shown_url(args.storage)}: run the sweep first"
             ) from None
         plan = study.user_attrs.get(PROMOTION_ATTR)
-        view = claims_of(plan, storage.boots("promotion", spec.name)) if plan else None
+        # the study's verifications are later runs: they measure how far a level moves between runs (p_later)
+        view = (
+            claims_of(plan, storage.boots("promotion", spec.name), storage.boots("verification", spec.name))
+            if plan
+            else None
+        )
         records = storage.records(spec.name, token_ids=False)
         verdicts = latest_verdicts(storage, spec.name)
         stored = study.user_attrs.get("manifest_json")
@@ -187,6 +192,7 @@ def _write(args: SubmitArgs, out: Console) -> int:
         commands=commands,
         checkpoint=checkpoint,
         provenance=next((p for p in measured if p), choice.record.provenance),
+        between=view.between if view else None,
     )
     out.print(
         f"submission of trial {choice.record.trial_number} ({choice.label}): TPS to report {choice.tps:.2f}"
@@ -287,7 +293,13 @@ def _check(args: SubmitArgs, out: Console) -> int:
         markup=False,
     )
     out.print(f"  audit (/v1/completions, return_token_ids): {len(ids)} token ids back", markup=False)
-    odds = "" if claim["p_verified"] is None else f" (the claim's P(VERIFIED): {claim['p_verified']:.2f})"
+    odds = (
+        ""
+        if claim["p_verified"] is None
+        else f" (the claim's P(VERIFIED): {claim['p_verified']:.2f}"
+        + ("" if claim.get("p_later") is None else f"; for a later run {claim['p_later']:.2f}")
+        + ")"
+    )
     out.print(
         f"expected verdict: {'VERIFIED' if ok else 'INVALID'}: this boot's held-out run (a private re-run's stand-in) "
         f"{'lands' if abs(gap) <= TPS_TOLERANCE else 'does not land'} within {TPS_TOLERANCE:.0%} of the claim"

@@ -171,6 +171,22 @@ def test_a_later_run_that_finds_the_whole_machine_faster_is_a_spread_between_run
     assert claim_for(fit(noisy, floor=0.02), 1, gate=2.42, target=0.9).p_later is None
 
 
+def test_the_spread_between_runs_says_whether_its_runs_were_made_on_more_than_one_machine():
+    levels = {1: (1000.0, 980.0), 2: (900.0, 900.0)}
+
+    def on(machine: str | None, run_id: str) -> list[BootRecord]:
+        return [replace(b, provenance={"machine": machine}) for b in boots(levels, rounds=2, run_id=run_id)]
+
+    one = between_runs([*on("lease-a", "p1"), *on("lease-a", "v1")], floor=0.02)
+    two = between_runs([*on("lease-a", "p1"), *on("lease-b", "v1")], floor=0.02)
+    unknown = between_runs([*on("lease-a", "p1"), *boots(levels, rounds=2, run_id="v1")], floor=0.02)
+    assert one is not None and two is not None and unknown is not None
+    assert (one.machines, two.machines, unknown.machines) == (1, 2, None)
+    # a spread measured on one machine says so: another machine's shift is not in it
+    assert "all on one machine" in one.describe() and "another lease" in one.describe()
+    assert "on 2 machines" in two.describe() and "not recorded" in unknown.describe()
+
+
 def test_odds_for_a_later_run_match_simulated_re_runs_in_runs_of_their_own():
     # the model's world with a run-to-run shift of 5%: a promotion, a verification run, then a re-run in a third run
     rng = random.Random(11)

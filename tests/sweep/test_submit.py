@@ -46,6 +46,8 @@ def test_nothing_unverified_is_written_unless_asked_and_then_it_says_so(promoted
     assert readme.startswith("# ") and "**UNVERIFIED.**" in readme and f"**{best.claim:.2f}** tok/s" in readme
     claim = json.loads((tmp_path / "unv" / "claim.json").read_text())
     assert claim["claim_tps"] == pytest.approx(best.claim) and claim["verified"] is False
+    # no later run of boots: the odds of a re-run on another day or machine are not measured, and it says so
+    assert claim["p_later"] is None and "| P(VERIFIED), a later run | not measured" in readme
 
 
 def test_a_verified_point_is_written_and_its_copy_boots_from_an_empty_folder(promoted, tmp_path, capsys):
@@ -59,6 +61,10 @@ def test_a_verified_point_is_written_and_its_copy_boots_from_an_empty_folder(pro
         assert "no point of the study is VERIFIED" in printed
         assert main(["--study", str(study), "--storage", url, "--allow-unverified"]) == 0
     assert sorted(p.name for p in folder.iterdir()) == ["README.md", "claim.json", "manifest.json", "serve.py"]
+    # the verification is a later run of the promotion's measure: the folder gives the odds of a later re-run too
+    claim = json.loads((folder / "claim.json").read_text())
+    assert 0.0 <= claim["p_later"] <= 1.0 and "1 configuration(s) over 2 runs" in claim["between_runs"]
+    assert f"| P(VERIFIED), a later run | {claim['p_later']:.2f} (between runs" in (folder / "README.md").read_text()
     # serve.py refuses clearly what the folder lacks: here, the checkout that holds the stub's script
     missing = subprocess.run(
         [sys.executable, "serve.py"],
@@ -79,6 +85,7 @@ def test_a_verified_point_is_written_and_its_copy_boots_from_an_empty_folder(pro
         and "audit (/v1/completions, return_token_ids): 8 token ids back" in printed
     )
     assert ("expected verdict: VERIFIED" in printed) == (code == 0) and "expected verdict:" in printed
+    assert f"for a later run {claim['p_later']:.2f}" in printed
 
 
 def test_bad_input_is_refused_before_anything_boots(tmp_path, capsys):
