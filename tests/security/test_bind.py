@@ -105,7 +105,8 @@ def test_a_bound_udp_socket_counts_as_listening_and_a_connected_one_does_not():
     ):
         bound.bind(("0.0.0.0", 0))
         client.connect(("127.0.0.1", bound.getsockname()[1]))
-        ports = {sock.port for sock in listeners([psutil.Process()])}
+        found = listeners([psutil.Process()])
+        ports = {sock.port for sock in found}
         assert bound.getsockname()[1] in ports and client.getsockname()[1] not in ports
-        new = [sock for sock in listeners([psutil.Process()]) if (sock.ip, sock.port) not in held]
+        new = [sock for sock in found if (sock.ip, sock.port) not in held]
         assert [sock.port for sock in off_loopback(new)] == [bound.getsockname()[1]]
