@@ -11,6 +11,7 @@ import pytest
 
 from engine.manifest import REPO_ROOT
 from engine.reference.prepare import prepare_model
+from sweep.storage import open_storage
 from sweep.submit import main
 from sweep.verify import main as verify_main
 from tests.sweep.kit import promoted_stub_study, write_manifest
@@ -63,7 +64,14 @@ def test_a_verified_point_is_written_and_its_copy_boots_from_an_empty_folder(pro
     assert sorted(p.name for p in folder.iterdir()) == ["README.md", "claim.json", "manifest.json", "serve.py"]
     # the verification is a later run of the promotion's measure: the folder gives the odds of a later re-run too
     claim = json.loads((folder / "claim.json").read_text())
-    assert 0.0 <= claim["p_later"] <= 1.0 and "1 configuration(s) over 2 runs" in claim["between_runs"]
+    # the configurations both runs measured: the top one, and the baseline the relative gate boots first unless the
+    # top one is the baseline itself (which of the two ranks first is up to the noise)
+    storage = open_storage(url)
+    try:
+        both = {b.trial_number for b in storage.boots("verification", "sub")} & set(view.fit.levels)
+    finally:
+        storage.close()
+    assert 0.0 <= claim["p_later"] <= 1.0 and f"{len(both)} configuration(s) over 2 runs" in claim["between_runs"]
     assert f"| P(VERIFIED), a later run | {claim['p_later']:.2f} (between runs" in (folder / "README.md").read_text()
     # serve.py refuses clearly what the folder lacks: here, the checkout that holds the stub's script
     missing = subprocess.run(
