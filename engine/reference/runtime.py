@@ -52,13 +52,22 @@ def resolve_device(name: str) -> torch.device:
 
 
 def load_runtime(
-    prepared: PreparedModel | None = None, *, device: str = "cpu", sliding_window: int | None = None
+    prepared: PreparedModel | None = None,
+    *,
+    device: str = "cpu",
+    sliding_window: int | None = None,
+    dtype: torch.dtype = torch.bfloat16,
 ) -> Runtime:
+    """The stack serves bf16 (``dtype``); float32 is for checking the model's arithmetic apart from bf16's rounding."""
     prepared = prepared or prepare_model()
     table = load_file(prepared.centroids_path)
     ids = table["cluster_token_ids"]
     model = Gemma3(
-        prepared.checkpoint_dir, head_order=ids.flatten(), device=resolve_device(device), sliding_window=sliding_window
+        prepared.checkpoint_dir,
+        head_order=ids.flatten(),
+        device=resolve_device(device),
+        sliding_window=sliding_window,
+        dtype=dtype,
     )
     heads = Heads(model, centroids=table["centroids"], cluster_size=ids.shape[1])
     return Runtime(model=model, heads=heads, checkpoint_dir=prepared.checkpoint_dir)

@@ -35,18 +35,21 @@ def test_prompt_logprobs_match_transformers(runtime, tokenizer, hf_model, ppl_te
     assert max(per_token) < (1e-3 if runtime.model.device.type == "cpu" else 1e-2)
 
 
+# The window is the model's arithmetic, not bf16's: these run in float32 on both sides, where two forwards agree
+# to 4e-5 nats on every token (measured), so a window edge one key off shows (0.3 nats at window 128).
 @pytest.mark.parametrize("window", [128, 32])
-def test_window_override_matches_transformers(runtime, tokenizer, hf_model, ppl_text, window):
+def test_window_override_matches_transformers(runtime_fp32, tokenizer, hf_model_fp32, ppl_text, window):
     ids = tokenizer(ppl_text).input_ids
-    ours = our_token_logprobs(runtime, ids, window=window)
-    theirs = hf_token_logprobs(hf_model, ids, window=window)
-    assert abs(ppl(ours) - ppl(theirs)) / ppl(theirs) < 1e-3
+    ours = our_token_logprobs(runtime_fp32, ids, window=window)
+    theirs = hf_token_logprobs(hf_model_fp32, ids, window=window)
+    assert max(abs(a - b) for a, b in zip(ours, theirs, strict=True)) < 1e-3
+    assert abs(ppl(ours) - ppl(theirs)) / ppl(theirs) < 1e-4
 
 
-def test_perplexity_rises_as_the_window_shrinks(runtime, tokenizer, ppl_text):
+def test_perplexity_rises_as_the_window_shrinks(runtime_fp32, tokenizer, ppl_text):
     ids = tokenizer(ppl_text).input_ids
     assert len(ids) > 900
-    by_window = {w: ppl(our_token_logprobs(runtime, ids, window=w)) for w in (512, 128, 32)}
+    by_window = {w: ppl(our_token_logprobs(runtime_fp32, ids, window=w)) for w in (512, 128, 32)}
     assert by_window[512] < by_window[128] < by_window[32], by_window
 
 
