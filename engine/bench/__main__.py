@@ -73,6 +73,9 @@ def parse_args(argv: list[str] | None) -> BenchArgs:
     parser.add_argument("--prompts", type=Path, help="prompt set to time (ShareGPT JSON) instead of the profile's")
     parser.add_argument("--refs", type=Path, help="PPL reference set (JSONL) instead of the profile's")
     parser.add_argument("--num-prompts", type=int, metavar="N", help="prompts per timed run instead of the profile's")
+    parser.add_argument(
+        "--ppl-records", type=int, metavar="N", help="the first N reference records scored instead of the profile's"
+    )
     parser.add_argument("--dry-run", action="store_true", help="print what would start; boot nothing")
     parser.add_argument("--json", action="store_true", dest="json_only", help="print only the JSON record")
     parser.add_argument("--workdir", type=Path, help="folder for the engine log (default: runs/bench/...)")
@@ -82,6 +85,7 @@ def parse_args(argv: list[str] | None) -> BenchArgs:
         "prompts": ns.prompts and str(ns.prompts.expanduser().resolve()),
         "refs": ns.refs and str(ns.refs.expanduser().resolve()),
         "num_prompts": ns.num_prompts,
+        "ppl_records": ns.ppl_records,
     }
     return BenchArgs(
         manifest=ns.manifest,
@@ -175,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.repeats is not None:
             profile = profile.with_overrides({"tps_repeats": args.repeats}, source="--repeats")
         if args.data:
-            profile = profile.with_overrides(args.data, source="--prompts/--refs/--num-prompts")
+            profile = profile.with_overrides(args.data, source="--prompts/--refs/--num-prompts/--ppl-records")
         if args.dry_run:
             _print_dry_run(build_launch(manifest, knobs, host=args.host), json_only=args.json_only)
             return 0

@@ -88,6 +88,8 @@ def test_engine_bench_measures_the_reference_stack_on_their_files(challenge_data
             "reference",
             "--profile",
             "challenge-quick",
+            "--ppl-records",  # one of their records, whole: the profile's four cost 4x the CPU time and prove no more
+            "1",
             "--json",
             "--workdir",
             str(tmp_path),
@@ -100,7 +102,8 @@ def test_engine_bench_measures_the_reference_stack_on_their_files(challenge_data
     assert out.returncode == 0, out.stderr[-2000:] + out.stdout[-2000:]
     m = json.loads(out.stdout)["measurement"]
     assert m["num_prompts"] == 4 and m["completion_tokens"] == 4 * 64 and m["tps"] > 0
-    assert m["num_ppl_records"] == 4 and m["ppl_target_tokens"] > 1000 and 1 < m["ppl"] < 100
+    first = json.loads((challenge_data / "ppl_ground_truth_tokens.jsonl").read_text().splitlines()[0])
+    assert m["num_ppl_records"] == 1 and m["ppl_target_tokens"] == len(first["target_token_ids"]) and 1 < m["ppl"] < 100
 
 
 def test_without_their_files_a_challenge_test_skips_and_fails_where_ci_requires_them(monkeypatch):
