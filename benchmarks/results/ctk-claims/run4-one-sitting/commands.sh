@@ -10,3 +10,7 @@ left=$(( $(date -d "14:46" +%s) - $(date +%s) ))
 .venv/bin/python -m benchmarks.claim_calibration --study ctk --storage $URL --time-limit $left \
   --out claim_calibration.txt > calibration.log 2>&1
 .venv/bin/python -m sweep.claims --study ctk --storage $URL > claims-after.txt 2>&1
+# Session of 2026-12-03 (17:24-17:38), the same machine (the same kernel boot id in every boot's provenance),
+# after the test block had run: the calibration's last 5 re-runs, then its report
+.venv/bin/python -m benchmarks.claim_calibration --study ctk --storage $URL --resume 509e6ebaf0d2 \
+  --out claim_calibration.txt > calibration-resume.log 2>&1
