@@ -22,6 +22,15 @@ if os.environ.get(CHALLENGE_DATA_ENV):
     os.environ[CHALLENGE_DATA_ENV] = str(Path(os.environ[CHALLENGE_DATA_ENV]).expanduser().resolve())
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The files that boot the real model (marked slow, up to 11 minutes each) first, each file's tests in their
+    order: ``--dist loadfile`` hands files out in this order, so the two processes end together on short files
+    instead of one waiting out a long file begun last (pyproject.toml turns off xdist's own reordering, by
+    number of tests, which put the longest files, of one or two tests, last)."""
+    slow = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow)
+
+
 @pytest.fixture
 def stub_profile(tmp_path) -> BenchProfile:
     """A tiny benchmark profile over throw-away data sets, sized for the stub stack."""
