@@ -30,8 +30,7 @@ PROMPTS = [
 ]
 
 
-@pytest.fixture(scope="session")
-def runtime():
+def _load_runtime(dtype_name: str):
     import torch
 
     from engine.reference.runtime import load_runtime
@@ -39,7 +38,21 @@ def runtime():
     os.environ["HF_HUB_OFFLINE"] = "1"
     torch.set_grad_enabled(False)
     # REFERENCE_TEST_DEVICE=cuda runs these tests on a GPU (the graph decoder); CI has none.
-    return load_runtime(device=os.environ.get("REFERENCE_TEST_DEVICE", "cpu"))
+    return load_runtime(device=os.environ.get("REFERENCE_TEST_DEVICE", "cpu"), dtype=getattr(torch, dtype_name))
+
+
+def _load_hf(checkpoint_dir: Path, dtype_name: str):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(
+        checkpoint_dir, dtype=getattr(torch, dtype_name), attn_implementation="eager"
+    )
+
+
+@pytest.fixture(scope="session")
+def runtime():
+    return _load_runtime("bfloat16")
 
 
 @pytest.fixture(scope="session")
@@ -47,13 +60,7 @@ def runtime_fp32():
     """The model in float32: its arithmetic apart from bf16's rounding, which moves single tokens' log-probs by up
     to 0.23 nats whenever two forwards round differently; bf16 also scores a text 5x slower on CPUs without
     AVX-512 (937 tokens: 70 s, 15 s in float32)."""
-    import torch
-
-    from engine.reference.runtime import load_runtime
-
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    torch.set_grad_enabled(False)
-    return load_runtime(device=os.environ.get("REFERENCE_TEST_DEVICE", "cpu"), dtype=torch.float32)
+    return _load_runtime("float32")
 
 
 @pytest.fixture(scope="session")
@@ -98,22 +105,12 @@ def reference_server(env: dict[str, str], log_dir: Path) -> Iterator[EngineProce
 
 @pytest.fixture(scope="session")
 def hf_model(runtime):
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    return AutoModelForCausalLM.from_pretrained(
-        runtime.checkpoint_dir, dtype=torch.bfloat16, attn_implementation="eager"
-    )
+    return _load_hf(runtime.checkpoint_dir, "bfloat16")
 
 
 @pytest.fixture(scope="session")
 def hf_model_fp32(runtime_fp32):
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    return AutoModelForCausalLM.from_pretrained(
-        runtime_fp32.checkpoint_dir, dtype=torch.float32, attn_implementation="eager"
-    )
+    return _load_hf(runtime_fp32.checkpoint_dir, "float32")
 
 
 def hf_token_logprobs(hf_model, ids: list[int], *, window: int | None = None) -> list[float]:
