@@ -412,11 +412,11 @@ waste() {
 }
 
 # --- claims calibrated on a GPU (issue 24): the reference stack's ctk-h200 study, promoted, then re-run 20 times ----
-# The same staging (calls 1-5 above), then `bash .carry/c6/install.sh all .carry/c6 && CALL_N=6 bash
-# benchmarks/gpu/run_sweep.sh calibrate` (carry .carry/c6 and .carry/challenge), then `CALL_N=7 bash
-# benchmarks/gpu/run_sweep.sh calibrate` and so on (carry .carry/challenge): each call goes on with what is not done,
-# each part marked done in $WORK:
-#   1. sweep.run --study ctk-h200 (studies/ctk-h200.toml: the search, 4 trials, then its promotion, 3 candidates x 3
+# The staging of build-packing.sh (calls 1-6: `bash .carry/cN/install.sh stage .carry/cN`), then `SMOKE=0 bash
+# .carry/c7/install.sh all .carry/c7 && CALL_N=7 bash benchmarks/gpu/run_sweep.sh calibrate` (carry .carry/c7), then
+# `CALL_N=8 bash benchmarks/gpu/run_sweep.sh calibrate` and so on (no carry; benchmarks/results/ctk-h200-calibration3
+# lists the last such session): each call goes on with what is not done, each part marked done in $WORK:
+#   1. sweep.run --study ctk-h200 (studies/ctk-h200.toml: the search, 4 trials, then its promotion, 2 candidates x 5
 #      fresh boots), into $WORK/ctk-h200.db, resumed across calls (--time-limit);
 #   2. sweep.claims, then benchmarks.claim_calibration --reruns 20: the claimed point booted 20 more times as private
 #      re-runs, resumed across calls from its stored re-runs (--time-limit, --resume).
