@@ -69,7 +69,8 @@ def _inflate(url: str, study_name: str, number: int, factor: float) -> None:
 
 
 def test_an_inflated_point_is_invalid_on_tps_and_an_honest_one_verified(ray_connected, tmp_path, monkeypatch, capsys):
-    # One request of 384 tokens at 20 ms a token (~3.7 s) a run: a loaded 2-core machine delays each
+    # One request of 384 tokens a run (a 20 ms decode step, ~10 ms a token with the stub's drafts: ~3.7-3.9 s,
+    # as long as the 4 requests of 96 tokens it replaced): a loaded 2-core machine delays each
     # request by a few tens of ms (scheduling, not the stub's sleep), so the claim, measured at one
     # load, and the re-runs, at another, must not differ by that. Beside two busy cores the claims read
     # 0.8% under an idle machine's, where 4 requests of 96 tokens read 3-6% under it and a re-run on
