@@ -17,6 +17,11 @@ console line must not repeat them. Three rules, applied everywhere the project w
   (``--header "Authorization: Bearer ***"``), and a secret-named ``name=value`` pair of a connection
   string or URL query (``Server=db;User Id=u;Password=***;``, where ``Pwd`` is a password too).
 
+``redact_manifest`` applies them to a whole manifest (the parsed ``manifest.json``, as a study stores it):
+``serve`` as argv, ``env`` by name, and every other string anywhere in it (``dependencies``, whose
+direct references may carry a token in their URL, ``cwd``, and any field a participant added, nested
+or not) by the name it stands under, and its inline secrets.
+
 ``Scrubber`` applies the same to free text (a stack's log, an error message): every secret value
 the env or argv held (inline ones included) is replaced, then every inline secret.
 """
@@ -27,6 +32,7 @@ import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 __all__ = [
     "REDACTED",
@@ -35,6 +41,7 @@ __all__ = [
     "is_secret_key",
     "redact_argv",
     "redact_env",
+    "redact_manifest",
     "redact_text",
     "redact_value",
     "scrub_text",
@@ -190,6 +197,27 @@ def redact_argv(argv: Iterable[str]) -> list[str]:
             continue
         out.append(redact_text(item))
     return out
+
+
+def _redact_json(value: Any, name: str | None) -> Any:
+    """A JSON value with no secret: a string by the name it stands under (a list's items under the list's),
+    an object's entries by their own names."""
+    if isinstance(value, str):
+        return redact_text(value) if name is None else redact_value(name, value)
+    if isinstance(value, list):
+        return [_redact_json(item, name) for item in value]
+    if isinstance(value, dict):
+        return {key: _redact_json(item, str(key)) for key, item in value.items()}
+    return value
+
+
+def redact_manifest(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of a manifest (the parsed ``manifest.json``) that keeps no secret in any string field: ``serve``
+    as argv (``redact_argv``), every other field by its name and its inline secrets."""
+    return {
+        key: redact_argv(value) if key == "serve" and isinstance(value, list) else _redact_json(value, key)
+        for key, value in manifest.items()
+    }
 
 
 def secret_values(env: Mapping[str, str], argv: Iterable[str] = ()) -> set[str]:

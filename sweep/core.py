@@ -57,7 +57,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from engine.knobs import KNOBS, KnobValues
 from engine.measurement import TrialOutcome
-from engine.secrets import redact_argv, redact_env
+from engine.secrets import redact_manifest
 from errors import BaselineFailed, StudyMismatchError
 from sweep.fidelity import FidelityPlan, build_plan, full_plan
 from sweep.judgement import over_gate
@@ -149,11 +149,7 @@ class StudyCore:
                     "study (its `name` field)."
                 )
         if "manifest_json" not in study.user_attrs:  # what dashboards.export writes best/manifest.json from
-            manifest = spec.manifest.to_json_dict()
-            study.set_user_attr(
-                "manifest_json",
-                {**manifest, "serve": redact_argv(manifest["serve"]), "env": redact_env(manifest.get("env", {}))},
-            )
+            study.set_user_attr("manifest_json", redact_manifest(spec.manifest.to_json_dict()))
         study.set_user_attr("gate", spec.gate.describe())
         study.set_user_attr("objectives", "maximize tps, minimize ppl")
         return study

@@ -96,6 +96,7 @@ SURFACE = {
         "is_secret_key",
         "redact_argv",
         "redact_env",
+        "redact_manifest",
         "redact_text",
         "redact_value",
         "scrub_text",

@@ -1,4 +1,13 @@
-from engine.secrets import REDACTED, Scrubber, is_secret_key, redact_argv, redact_env, redact_text, scrub_text
+from engine.secrets import (
+    REDACTED,
+    Scrubber,
+    is_secret_key,
+    redact_argv,
+    redact_env,
+    redact_manifest,
+    redact_text,
+    scrub_text,
+)
 
 
 def test_secret_looking_keys_are_redacted_and_others_kept():
@@ -158,3 +167,33 @@ def test_a_scrubber_scrubs_a_file_in_place_byte_for_byte_elsewhere(tmp_path):
     scrub = Scrubber({"HF_TOKEN": "hf_abcdefgh"})
     assert scrub.file(log) and log.read_bytes() == b"\xff\xfe raw bytes\ntoken ***\n"
     assert not scrub.file(log) and not scrub.file(tmp_path / "missing.log")
+
+
+def test_every_string_field_of_a_manifest_is_redacted_by_the_one_rule():
+    token = "ghp_0123456789abcdef"
+    manifest = {
+        "name": "n",
+        "port": 8000,
+        "serve": ["python", "serve.py", "--api-key", "k-7a8b9c"],
+        "env": {"HF_TOKEN": "hf_x1y2z3", "SLIDING_WINDOW": "188"},
+        "dependencies": [
+            f"vllm @ https://{token}@github.com/o/r/w.whl",
+            f"x @ https://u:{token}@h/x.whl",
+            "torch==2.13.0",
+        ],
+        "cwd": f"https://builder:{token}@host/src",
+        "weights": {"bucket": f"s3://k:{token}@b/w", "auth_token": "plain-value", "layers": [1, 2]},
+        "prefix_caching": False,
+    }
+    redacted = redact_manifest(manifest)
+    assert token not in str(redacted) and "hf_x1y2z3" not in str(redacted) and "k-7a8b9c" not in str(redacted)
+    assert redacted["serve"] == ["python", "serve.py", "--api-key", REDACTED]
+    assert redacted["env"] == {"HF_TOKEN": REDACTED, "SLIDING_WINDOW": "188"}
+    assert redacted["dependencies"] == [
+        f"vllm @ https://{REDACTED}@github.com/o/r/w.whl",
+        f"x @ https://u:{REDACTED}@h/x.whl",
+        "torch==2.13.0",
+    ]
+    assert redacted["weights"] == {"bucket": f"s3://k:{REDACTED}@b/w", "auth_token": REDACTED, "layers": [1, 2]}
+    assert (redacted["name"], redacted["port"], redacted["prefix_caching"]) == ("n", 8000, False)
+    assert manifest["env"]["HF_TOKEN"] == "hf_x1y2z3"  # the input is not changed
