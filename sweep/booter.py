@@ -23,9 +23,11 @@ from rich.markup import escape
 from engine.knobs import parse_knobs
 from engine.measurement import TrialOutcome
 from engine.profiles import BenchProfile
+from engine.secrets import Scrubber
 from sweep.boots import BootRecord, boot_record, heldout_first
 from sweep.fidelity import full_plan
 from sweep.record import TrialRecord
+from sweep.scrub import scrub_unfinished_logs
 from sweep.spec import StudySpec
 from sweep.storage import Storage
 from sweep.worker import TrialWorker, actor_options, collect
@@ -143,6 +145,13 @@ def run_boots(
     """Run ``plan[done:]``; returns the boots run here and whether the deadline (``time.monotonic()``)
     left boots unrun. ``earlier``: seconds the run's boots took before (a resumed run): what the
     first boot here is expected to take. ``total``: the run's boots, where ``plan`` is a part of it."""
+    # before any boot: what an earlier run stopped mid-boot left on disk must not keep a secret while this one runs
+    manifest = runner.spec.manifest
+    scrubbed = scrub_unfinished_logs(
+        runner.run_dir, runner.spec.name, storage, Scrubber.for_stack(manifest.env, manifest.serve)
+    )
+    if scrubbed:
+        out.print(f"  scrubbed {len(scrubbed)} boot log(s) an earlier run did not see finish", markup=False)
     ran: list[BootRecord] = []
     durations: list[float] = list(earlier)
     for planned in plan[done:]:

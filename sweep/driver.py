@@ -256,9 +256,7 @@ def run_study(
     """
     # Before anything else: what a stopped driver left on disk must not keep a secret while this one runs.
     scrubbed = scrub_unfinished_logs(
-        run_dir / spec.name,
-        StudyRecords(storage, spec.name).all(),
-        Scrubber.for_stack(spec.manifest.env, spec.manifest.serve),
+        run_dir, spec.name, storage, Scrubber.for_stack(spec.manifest.env, spec.manifest.serve)
     )
     check_capacity(spec.resources)
     driver = _Driver(spec, storage, console=console, run_dir=run_dir, time_limit_s=time_limit_s)
@@ -272,7 +270,7 @@ def run_study(
         fidelity=spec.fidelity.describe(),
     )
     if scrubbed:
-        console.note(f"  scrubbed the logs of {len(scrubbed)} trial(s) an earlier driver did not see finish")
+        console.note(f"  scrubbed {len(scrubbed)} boot log(s) an earlier run did not see finish")
     try:
         for record in driver.core.reconcile():
             console.note(f"  trial {record.trial_number}: closed, left running by an earlier driver")
