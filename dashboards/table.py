@@ -66,7 +66,12 @@ def _row(t: TrialRow) -> dict[str, Any]:
             "claim_rerun_high": c.rerun_high if c else None,
             "claim_ppl_tol": c.ppl_tol if c else None,
             "claim_meets_target": c.meets if c else None,
-            **{f"provenance.{k}": _cell((r.provenance if r else {}).get(k)) for k in PROVENANCE_KEYS if k != "notes"},
+            # the packages (dozens of pins) are the submission's, not a column's
+            **{
+                f"provenance.{k}": _cell((r.provenance if r else {}).get(k))
+                for k in PROVENANCE_KEYS
+                if k not in ("notes", "packages")
+            },
         }
     )
     v = t.verdict

@@ -14,6 +14,9 @@ and every promotion or verification boot records ``provenance(...)`` next to its
     machine        the kernel's boot id (``/proc/sys/kernel/random/boot_id``): every lent machine, and every
                    restart of one, reads another, so a later run can tell whether it ran on the machine of an
                    earlier one (a shift between machines is not the noise of one: ``sweep.estimate``)
+    packages       the manifest's ``dependencies`` and everything they require, as the stack's own interpreter
+                   has them installed: {name: pip requirement} (``pins``), what a submission pins; {} for a
+                   manifest without dependencies
 
 Every key is always present; a value that could not be read is None, with the reason in ``notes``.
 """
@@ -21,22 +24,64 @@ Every key is always present; a value that could not be read is None, with the re
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import os
 import platform
+import re
 import subprocess
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 import httpx
 
 from engine.gpu import gpu_identity, visible_gpus
+from engine.secrets import redact_text
 
-__all__ = ["KEYS", "provenance"]
+__all__ = ["KEYS", "pins", "provenance"]
 
-KEYS = ("stack", "stack_version", "torch", "gpu", "cuda_driver", "python", "machine", "notes")
+KEYS = ("stack", "stack_version", "torch", "gpu", "cuda_driver", "python", "machine", "packages", "notes")
 _PROBE_TIMEOUT_S = 30.0
 _TORCH = "import importlib.metadata as m; print(m.version('torch'))"
 _BOOT_ID = "/proc/sys/kernel/random/boot_id"
+# Run in the stack's own interpreter (argv: a JSON list of requirements): each named distribution and, through
+# its metadata's requirements (their markers evaluated there, extras as asked), everything it requires, as
+# {canonical name: [name, version, direct_url.json's text or None]}; a name not installed (or an entry that names
+# no distribution) maps to None.
+_CLOSURE = r"""
+import importlib.metadata as md, json, re, sys
+try:
+    from packaging.requirements import Requirement
+except ImportError:  # every virtual environment has pip, which carries its own copy
+    from pip._vendor.packaging.requirements import Requirement
+found, seen, todo = {}, set(), []
+for text in json.loads(sys.argv[1]):
+    try:
+        todo.append(Requirement(text))
+    except ValueError:  # a path, or a URL with no name: nothing installed answers to it
+        found[text] = None
+while todo:
+    req = todo.pop()
+    key = re.sub(r"[-_.]+", "-", req.name).lower()
+    if (key, frozenset(req.extras)) in seen:
+        continue
+    seen.add((key, frozenset(req.extras)))
+    try:
+        dist = md.distribution(req.name)
+    except md.PackageNotFoundError:
+        found.setdefault(key, None)
+        continue
+    found[key] = [dist.metadata["Name"], dist.version, dist.read_text("direct_url.json")]
+    for text in dist.requires or []:
+        sub = Requirement(text)
+        if sub.marker is None or any(sub.marker.evaluate({"extra": e}) for e in (req.extras or {""})):
+            todo.append(sub)
+print(json.dumps(found))
+"""
+# A local version label that names a build of one release for one accelerator (torch's 2.13.0+cpu, +cu129,
+# +rocm6.2, +xpu): the index of the machine that installs it picks the build, so the pin names the release.
+# Any other label (vLLM's +g3e8afdf78, a commit) is part of the code and stays.
+_BUILD_LABEL = re.compile(r"\+(cpu|cu\d+|rocm[\d.]+|xpu)$")
 
 
 def _stack_version(base_url: str) -> tuple[dict[str, Any], str | None]:
@@ -82,17 +127,76 @@ def _boot_id() -> tuple[str | None, str | None]:
         return None, f"the machine's boot id: {type(exc).__name__}"
 
 
-def provenance(base_url: str, *, argv: list[str], env: dict[str, str]) -> dict[str, Any]:
-    """The provenance of a running stack started as ``argv`` with ``env`` (see the module's table)."""
+def _requirement(name: str, version: str, direct: str | None) -> str:
+    """A distribution as installed, as pip would install it again: from the URL it came from (a direct
+    reference; its credentials redacted), else its release from an index."""
+    info = json.loads(direct) if direct else {}
+    url = info.get("url", "")
+    if url and not url.startswith("file:") and "dir_info" not in info:
+        vcs = info.get("vcs_info")
+        where = f"{vcs['vcs']}+{url}@{vcs['commit_id']}" if vcs else url
+        return f"{name} @ {redact_text(where)}"
+    return f"{name}=={_BUILD_LABEL.sub('', version)}"
+
+
+def pins(
+    requirements: Sequence[str], *, python: str, env: dict[str, str] | None = None
+) -> tuple[dict[str, str], str | None]:
+    """Each distribution ``requirements`` name, and everything they require, as the interpreter ``python`` has
+    them installed: ({canonical name: pip requirement}, None), or what is missing or unreadable as the second
+    item (a name not installed there is left out of the first)."""
+    if not requirements:
+        return {}, None
+    try:
+        done = subprocess.run(
+            [python, "-c", _CLOSURE, json.dumps(list(requirements))],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=_PROBE_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
+        )
+        found = json.loads(done.stdout) if done.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired, ValueError) as exc:
+        return {}, f"reading the installed packages: {type(exc).__name__}"
+    if not isinstance(found, dict):
+        return {}, f"reading the installed packages: exit {done.returncode}: {done.stderr.strip()[-200:]}"
+    missing = sorted(key for key, dist in found.items() if dist is None)
+    installed = {key: _requirement(*dist) for key, dist in sorted(found.items()) if dist is not None}
+    return installed, (f"not installed where the stack runs: {', '.join(missing)}" if missing else None)
+
+
+def _interpreter(argv: list[str]) -> str | None:
+    """The stack's own interpreter: its argv's first item, or, where ``engine.stackwrap`` starts it, the first
+    item after the wrapper's ``--``; None where that is not a Python interpreter."""
+    if any(item.endswith("stackwrap") or item.endswith("stackwrap.py") for item in argv) and "--" in argv:
+        argv = argv[argv.index("--") + 1 :]
+    return argv[0] if argv and os.path.basename(argv[0]).startswith("python") else None
+
+
+def provenance(
+    base_url: str, *, argv: list[str], env: dict[str, str], dependencies: Sequence[str] = ()
+) -> dict[str, Any]:
+    """The provenance of a running stack started as ``argv`` with ``env``, whose manifest names ``dependencies``
+    (see the module's table)."""
     notes: list[str] = []
     reported, note = _stack_version(base_url)
     if note:
         notes.append(note)
+    python = _interpreter(argv)
     torch = reported.get("torch")
     if torch is None and argv:
-        torch, note = _torch_of(argv[0], env)
+        torch, note = _torch_of(python or argv[0], env)
         if note:
             notes.append(note)
+    packages: dict[str, str] = {}
+    if dependencies:
+        if python is None:
+            notes.append("the stack is not started by a Python interpreter: its packages unread")
+        else:
+            packages, note = pins(dependencies, python=python, env=env)
+            if note:
+                notes.append(note)
     # unset, CUDA_VISIBLE_DEVICES shows a stack every GPU (engine.bench outside Ray); empty, none
     gpus, driver = gpu_identity(visible_gpus(env) if "CUDA_VISIBLE_DEVICES" in env else None)
     machine, note = _boot_id()
@@ -106,5 +210,6 @@ def provenance(base_url: str, *, argv: list[str], env: dict[str, str]) -> dict[s
         "cuda_driver": driver,
         "python": platform.python_version(),
         "machine": machine,
+        "packages": packages,
         "notes": notes,
     }

@@ -61,8 +61,10 @@ def _boot_and_measure(
     heldout: list[Prompt] | None,
     heldout_first: bool,
     about: dict[str, Any],
+    dependencies: list[str],
 ) -> tuple[Measurement | None, EngineError | None]:
-    """Start, measure, stop; the stack's misbehaviour comes back as the error, never raised."""
+    """Start, measure, stop; the stack's misbehaviour comes back as the error, never raised. ``dependencies``:
+    the manifest's, whose installed versions the provenance records."""
     measurement: Measurement | None = None
     error: EngineError | None = None
     gpus = visible_gpus()
@@ -72,7 +74,7 @@ def _boot_and_measure(
         engine.start()
         timings["boot"] = engine.wait_ready()
         timings.update(boot_phases(engine.log_path.read_text(errors="replace"), started=started))
-        about.update(provenance(launch.base_url, argv=launch.argv, env=launch.process_env()))
+        about.update(provenance(launch.base_url, argv=launch.argv, env=launch.process_env(), dependencies=dependencies))
         measurement = measure(
             launch.base_url,
             model=launch.served_model_name,
@@ -185,6 +187,7 @@ def run_trial(
             heldout=heldout,
             heldout_first=bool(heldout_first),
             about=about,
+            dependencies=manifest.dependencies,
         )
     return outcome(
         knob_values=launch.knobs,

@@ -49,7 +49,7 @@ SURFACE = {
         "visible_gpus",
         "wait_until_free",
     ],
-    "engine.provenance": ["KEYS", "provenance"],
+    "engine.provenance": ["KEYS", "pins", "provenance"],
     "engine.host": ["CpuTimes", "cpu_times", "stolen_share"],
     "engine.install": ["InstallResult", "RECIPES", "Recipe", "default_venv", "install_stack", "is_installed", "main"],
     "engine.knobs": [
