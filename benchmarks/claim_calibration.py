@@ -5,13 +5,18 @@ point (``sweep.claims``) and the probability that one private re-run of it (a fr
 harness's warm-up, the first timed run, on prompts nobody timed) lands within 5% of the claim with
 its PPL under the gate. This boots that point ``--reruns`` more times (default 20) exactly so: a
 fresh boot each, the held-out run first, then the PPL on the promotion's references (a public run
-follows it in the boot, unused here). Each boot is stored as a verification run of the study, so
-nothing is lost and the export shows its verdict. It prints every re-run, then one line::
+follows it in the boot, unused here). Each boot is stored as a calibration run of the study (table
+``calibrations``): evidence of how far a later run moves (``Claim.p_later``), never a verification's
+verdict. It prints every re-run, then::
 
     predicted P(VERIFIED) X, observed Y over N re-runs
 
-and whether the two lie within 10 points. A study with no recommended point is calibrated at its
-highest P(VERIFIED) (``--trial`` picks another candidate).
+with the 90% Clopper-Pearson interval of the observed rate and the Brier score of the prediction
+over the re-runs, and exits 1 when the prediction lies outside that interval. The re-runs of one
+calibration share its run's machine state, so their hits are binomial only given that state: the
+interval is the least uncertainty the comparison has, not all of it. A study with no recommended
+point is calibrated at its highest P(VERIFIED) (``--trial`` picks another candidate); an unfinished
+promotion, or a candidate whose noise is not measured (no P), is refused.
 
 A calibration longer than one sitting (on a lent GPU machine a command runs 10 minutes at most) is
 made in parts: ``--time-limit S`` starts no re-run that the re-runs so far say would end after S
@@ -31,43 +36,41 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import optuna
 from rich.console import Console
+from scipy import stats
 
 from benchmarks._report import emit, table
 from benchmarks._sweeps import load_note
-from errors import ConfigError, NoCompletedTrialsError, StudyNotFoundError, UsageError
+from errors import ConfigError, NoCompletedTrialsError, UsageError
 from sweep.booter import BootRunner, interleave, run_boots
 from sweep.boots import BootRecord
-from sweep.claims import PROMOTION_ATTR, claims_of
+from sweep.claims import INTERVAL, Between, Claim, load_evidence
 from sweep.cluster import check_capacity, ray_session
-from sweep.estimate import TPS_TOLERANCE, Between, Claim
-from sweep.judgement import over_gate
+from sweep.judgement import verifies
 from sweep.spec import load_study
 from sweep.storage import DEFAULT_STORAGE_URL, open_existing
 
 __all__ = ["main"]
 
 RUN_DIR = Path("runs")
-WITHIN = 0.10  # the calibration's own tolerance: predicted and observed rates within 10 points
 
 
-def _calibrate(args: argparse.Namespace, out: Console) -> str:
+def _calibrate(args: argparse.Namespace, out: Console) -> tuple[str, bool]:
+    """The report, and whether the prediction lies inside the observed rate's interval."""
     spec = load_study(args.study, manifest=args.manifest)
     storage = open_existing(args.storage)
     try:
-        try:
-            study = optuna.load_study(study_name=spec.name, storage=storage.optuna)
-        except KeyError:
-            raise StudyNotFoundError(f"study {spec.name!r} not found in {args.storage}") from None
-        plan = study.user_attrs.get(PROMOTION_ATTR)
-        if plan is None:
+        # the study's earlier runs (not this calibration's own) say how far a later run moves: the re-runs here are one
+        evidence = load_evidence(storage, spec.name, floor=spec.promotion.noise_floor, leave_out_run=args.resume)
+        view = evidence.claims
+        if view is None:
             raise NoCompletedTrialsError(
                 f"study {spec.name!r} has no promotion: run `python -m sweep.run --study {args.study}`"
             )
-        # the study's earlier runs (not this calibration's own) say how far a later run moves: the re-runs here are one
-        earlier = [b for b in storage.boots("verification", spec.name) if b.run_id != args.resume]
-        view = claims_of(plan, storage.boots("promotion", spec.name), earlier)
+        if view.unfinished():
+            raise NoCompletedTrialsError(
+                f"study {spec.name!r}: {view.unfinished()}; `python -m sweep.run --study {args.study}` goes on with it"
+            )
         if not view.claims:
             raise NoCompletedTrialsError(f"study {spec.name!r}: its promotion measured no boot")
         if args.trial is not None:
@@ -77,12 +80,12 @@ def _calibrate(args: argparse.Namespace, out: Console) -> str:
                     f"--trial {args.trial} was not promoted; promoted: {[c.trial_number for c in view.claims]}"
                 )
         else:
-            claim = view.recommended or max(view.claims, key=lambda c: c.p_verified)
-        record = storage.record(spec.name, claim.trial_number)
+            claim = view.recommended or max(view.claims, key=lambda c: c.p_verified or 0.0)
+        if claim.p_verified is None:
+            raise NoCompletedTrialsError(f"study {spec.name!r}, trial {claim.trial_number}: {claim.unmeasured}")
+        record = evidence.record(claim.trial_number)
         assert record is not None  # a promoted trial was measured: it has its row
-        from engine.profiles import BenchProfile
-
-        profile = BenchProfile.from_record(plan["profile"])
+        profile = view.plan.profile
         stored = _stored_run(args, storage, spec.name, claim.trial_number)
         run_id = args.resume or uuid.uuid4().hex[:12]
         laid = [
@@ -113,7 +116,7 @@ def _calibrate(args: argparse.Namespace, out: Console) -> str:
                     laid,
                     runner=runner,
                     storage=storage,
-                    kind="verification",
+                    kind="calibration",
                     run_id=run_id,
                     out=out,
                     done=len(stored),
@@ -130,10 +133,11 @@ def _calibrate(args: argparse.Namespace, out: Console) -> str:
             f"time limit: {len(reruns)} of {args.reruns} re-run(s) stored (run {run_id}), no calibration yet; "
             + (f"the same command with --resume {run_id} goes on" if reruns else "nothing to resume: give it more time")
         )
-    rows, hits = [], 0
+    rows, hits, outcomes = [], 0, []
     for b in reruns:
-        ok = b.measured and abs(b.tps / claim.claim - 1) <= TPS_TOLERANCE and not over_gate(b.ppl, view.gate)  # type: ignore[operator,arg-type]
+        ok = b.measured and verifies(tps=b.tps, ppl=b.ppl, claim=claim.claim, gate=view.gate)
         hits += ok
+        outcomes.append(ok)
         rows.append(
             [
                 b.repeat + 1,
@@ -145,8 +149,10 @@ def _calibrate(args: argparse.Namespace, out: Console) -> str:
             ]
         )
     observed = hits / len(reruns)
-    agree = abs(observed - predicted) <= WITHIN
-    return "\n".join(
+    low, high = clopper_pearson(hits, len(reruns))
+    agree = low <= predicted <= high
+    brier = statistics.fmean((predicted - ok) ** 2 for ok in outcomes)
+    report = "\n".join(
         [
             f"study {spec.name}, trial {claim.trial_number} ({' '.join(f'{k}={v}' for k, v in sorted(record.knobs.items()))})",
             f"claim {claim.claim:.2f} tok/s from promotion {view.run_id} ({claim.boots} boots of each of {len(view.claims)} "
@@ -160,7 +166,8 @@ def _calibrate(args: argparse.Namespace, out: Console) -> str:
             f"re-runs {_steal(reruns)}",
             f"predicted ({basis}): P(VERIFIED) {predicted:.2f} (within the promotion's run {claim.p_verified:.2f})",
             f"predicted P(VERIFIED) {predicted:.2f}, observed {observed:.2f} over {len(reruns)} re-runs",
-            f"{'within' if agree else 'NOT within'} {WITHIN:.0%} points of each other; "
+            f"the prediction lies {'inside' if agree else 'OUTSIDE'} the observed rate's {INTERVAL:.0%} interval "
+            f"{low:.2f}..{high:.2f} (Clopper-Pearson); Brier score {brier:.3f}; "
             + (
                 f"{len(ran)} re-run(s) took {time.monotonic() - began:.0f} s here"
                 if stored
@@ -169,6 +176,15 @@ def _calibrate(args: argparse.Namespace, out: Console) -> str:
             + f"; {load_note()}",
         ]
     )
+    return report, agree
+
+
+def clopper_pearson(hits: int, n: int, *, level: float = INTERVAL) -> tuple[float, float]:
+    """The exact (Clopper-Pearson) interval of a binomial rate: ``hits`` of ``n``."""
+    tail = (1 - level) / 2
+    low = 0.0 if hits == 0 else float(stats.beta.ppf(tail, hits, n - hits + 1))
+    high = 1.0 if hits == n else float(stats.beta.ppf(1 - tail, hits + 1, n - hits))
+    return low, high
 
 
 def _prediction(claim: Claim, between: Between | None) -> tuple[float, str]:
@@ -177,6 +193,7 @@ def _prediction(claim: Claim, between: Between | None) -> tuple[float, str]:
     promotion's run (the spread between runs then unmeasured)."""
     if claim.p_later is not None and between is not None:
         return claim.p_later, f"for a later run of boots: between runs, {between.describe()}"
+    assert claim.p_verified is not None  # _calibrate refuses a claim whose noise is not measured
     return claim.p_verified, "within the promotion's run of boots: no later run measured how far one moves"
 
 
@@ -195,7 +212,7 @@ def _stored_run(args: argparse.Namespace, storage: Any, study_name: str, trial_n
     """``--resume``'s stored re-runs, checked to be this calibration's (else bad input, nothing booted)."""
     if args.resume is None:
         return []
-    stored = [b for b in storage.boots("verification", study_name) if b.run_id == args.resume]
+    stored = [b for b in storage.boots("calibration", study_name) if b.run_id == args.resume]
     if not stored:
         raise UsageError(f"--resume {args.resume}: no run of that id in study {study_name!r}")
     if {b.trial_number for b in stored} != {trial_number} or len(stored) > args.reruns:
@@ -226,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--time-limit must be a positive number of seconds, got {args.time_limit}")
     out = Console(highlight=False, width=160)
     try:
-        report = _calibrate(args, out)
+        report, agree = _calibrate(args, out)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -234,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
         out.print(str(stop), markup=False, soft_wrap=True)
         return 3
     emit(report, out=args.out)
-    return 0
+    return 0 if agree else 1
 
 
 if __name__ == "__main__":

@@ -17,8 +17,8 @@ from optuna_dashboard import get_note, save_note, save_plotly_graph_object
 
 from dashboards.data import StudyData, TrialRow, load_study_data
 from dashboards.figures import pareto_figure
+from sweep.claims import Verdict
 from sweep.storage import Storage
-from sweep.verification import Verdict
 
 __all__ = ["GRAPH_ID", "NOTE_BEGIN", "NOTE_END", "attach_all", "attach_to_study", "study_note"]
 
@@ -92,14 +92,15 @@ def study_note(data: StudyData, user_attrs: dict[str, Any]) -> str:
             "",
             f"### Claims: promotion {c.run_id}, {len(c.boots)} of {c.planned} fresh boots at profile {c.profile}",
             "",
+            *([f"**Unfinished**: {c.unfinished()}; nothing is recommended until it is.", ""] if c.unfinished() else []),
             "| trial | boots | claim | private re-run 90% | P(VERIFIED) | PPL ± tol |",
             "|---|---|---|---|---|---|",
         ]
         for claim in c.claims:
             mark = " (recommended)" if c.recommended is claim else ""
             lines.append(
-                f"| {claim.trial_number}{mark} | {claim.boots} | {claim.claim:.2f} | {claim.rerun_low:.1f}..{claim.rerun_high:.1f} "
-                f"| {claim.p_verified:.2f} | {claim.ppl:.4f} ± {claim.ppl_tol:.4f} |"
+                f"| {claim.trial_number}{mark} | {claim.boots} | {claim.claim:.2f} | {claim.rerun_text()} "
+                f"| {claim.odds_text()} | {claim.ppl:.4f} ± {claim.ppl_tol:.4f} |"
             )
     lines += [
         "",

@@ -37,10 +37,8 @@ def _claim(t: TrialRow) -> float:
 
 
 def best_point(data: StudyData) -> BestPoint | None:
-    """The VERIFIED feasible trial of the highest claim; None when no point is VERIFIED."""
-    verified = [
-        t for t in data.measured if t.full and t.feasible and t.verdict is not None and t.verdict.verdict == "VERIFIED"
-    ]
+    """The feasible trial VERIFIED against the highest claim (``Verdict.verifies``); None when none is."""
+    verified = [t for t in data.measured if t.full and t.feasible and t.verdict and t.verdict.verifies(_claim(t))]
     best = max(verified, key=lambda t: (_claim(t), -t.number), default=None)
     return None if best is None else BestPoint(best, _claim(best))
 
@@ -49,11 +47,9 @@ def _state(t: TrialRow) -> str:
     if t.verdict is None:
         return "not verified"
     v = t.verdict
-    gap = (
-        ""
-        if v.tps_gap_pct is None
-        else f", held-out TPS {v.tps_gap_pct:+.1f}% ({v.gap_low_pct:+.1f}..{v.gap_high_pct:+.1f})"
-    )
+    gap = "" if v.tps_gap_pct is None else f", held-out TPS {v.tps_gap_pct:+.1f}%"
+    if v.gap_low_pct is not None:
+        gap += f" ({v.gap_low_pct:+.1f}..{v.gap_high_pct:+.1f})"
     return f"{v.verdict}{gap}"
 
 
@@ -122,6 +118,7 @@ def _readme(data: StudyData, best: BestPoint | None, *, storage: str, redacted: 
             "",
             f"## Claims (promotion {c.run_id}: {len(c.boots)} of {c.planned} boots at profile {c.profile})",
             "",
+            *([f"**Unfinished**: {c.unfinished()}; nothing is recommended until it is.", ""] if c.unfinished() else []),
             "| trial | boots | claim | private re-run 90% | P(VERIFIED) | PPL | verification |",
             "|---|---|---|---|---|---|---|",
         ]
@@ -129,8 +126,8 @@ def _readme(data: StudyData, best: BestPoint | None, *, storage: str, redacted: 
         for claim in c.claims:
             mark = " (recommended)" if c.recommended is claim else ""
             lines.append(
-                f"| {claim.trial_number}{mark} | {claim.boots} | {claim.claim:.2f} | {claim.rerun_low:.1f}..{claim.rerun_high:.1f} "
-                f"| {claim.p_verified:.2f} | {claim.ppl:.4f} ± {claim.ppl_tol:.4f} | {_state(rows[claim.trial_number])} |"
+                f"| {claim.trial_number}{mark} | {claim.boots} | {claim.claim:.2f} | {claim.rerun_text()} "
+                f"| {claim.odds_text()} | {claim.ppl:.4f} ± {claim.ppl_tol:.4f} | {_state(rows[claim.trial_number])} |"
             )
     target = (
         best.trial.number

@@ -1,8 +1,8 @@
 """What the charts and tables show, computed apart from drawing them (and tested apart).
 
 ``load_study_data`` reads one study from the sweep's storage: Optuna's trials (state, knob
-values, times), each trial's ``TrialRecord`` (every figure and the driver's judgement) and the
-latest verification verdicts. ``study_data`` builds the same thing from rows, which is what the
+values, times), and the study's evidence as every reader sees it (``sweep.claims.load_evidence``:
+each trial's ``TrialRecord``, the promotion's claims, the latest verification verdicts, the noise). ``study_data`` builds the same thing from rows, which is what the
 figures and the CSV are drawn from. A row's figures are its record's: nothing here re-derives a
 metric or feasibility.
 """
@@ -16,14 +16,11 @@ from typing import Any
 
 import optuna
 
-from errors import NoCompletedTrialsError, StudyNotFoundError
-from sweep.claims import PROMOTION_ATTR, StudyClaims, claims_of
-from sweep.estimate import Claim, study_noise
-from sweep.judgement import NOISE_FLOOR, Noise, front_ties, pareto_front
+from errors import NoCompletedTrialsError
+from sweep.claims import Claim, StudyClaims, Verdict, load_evidence
+from sweep.judgement import Noise, front_ties, pareto_front
 from sweep.record import TrialRecord
 from sweep.storage import Storage
-from sweep.storage_url import shown_url
-from sweep.verification import Verdict, latest_verdicts
 
 __all__ = ["StudyData", "TrialRow", "load_study_data", "require_measured", "study_data"]
 
@@ -204,26 +201,18 @@ def study_data(
 
 
 def load_study_data(storage: Storage, study_name: str) -> StudyData:
-    try:
-        study = optuna.load_study(study_name=study_name, storage=storage.optuna)
-    except KeyError:
-        names = sorted(s.study_name for s in optuna.get_all_study_summaries(storage.optuna))
-        raise StudyNotFoundError(
-            f"study {study_name!r} not found in {shown_url(storage.url)}; studies there: {names or 'none'}"
-        ) from None
-    records = {r.trial_number: r for r in storage.records(study_name, token_ids=False)}
+    evidence = load_evidence(storage, study_name)
+    study = optuna.load_study(study_name=study_name, storage=storage.optuna)
+    records = {r.trial_number: r for r in evidence.records}
     trials = [_row(t, records.get(t.number)) for t in study.get_trials(deepcopy=False)]
-    plan = study.user_attrs.get(PROMOTION_ATTR)
-    boots = storage.boots("promotion", study_name)
-    floor = plan["noise_floor"] if plan else NOISE_FLOOR
     return study_data(
         study_name=study_name,
         trials=trials,
         gate=_study_gate(records.values()),
-        verdicts=latest_verdicts(storage, study_name, floor=floor),
-        user_attrs=study.user_attrs,
-        claims=claims_of(plan, boots) if plan else None,
-        noise=study_noise(records.values(), boots, floor=floor),
+        verdicts=evidence.verdicts,
+        user_attrs=evidence.user_attrs,
+        claims=evidence.claims,
+        noise=evidence.noise,
     )
 
 

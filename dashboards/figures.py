@@ -77,8 +77,8 @@ def hover_text(t: TrialRow) -> str:
     if t.claim is not None:
         c = t.claim
         lines.append(
-            f"<b>claim {c.claim:.2f}</b> over {c.boots} boots, P(VERIFIED) {c.p_verified:.2f}; a private re-run "
-            f"reads {c.rerun_low:.1f}..{c.rerun_high:.1f} (90%)"
+            f"<b>claim {c.claim:.2f}</b> over {c.boots} boots, P(VERIFIED) {c.odds_text()}; a private re-run "
+            f"reads {c.rerun_text()} (90%)"
         )
     if t.verdict is not None:
         gap = "" if t.verdict.tps_gap_pct is None else f", TPS gap {t.verdict.tps_gap_pct:+.1f}%"
@@ -194,6 +194,8 @@ def _claims(fig: go.Figure, data: StudyData) -> None:
         return
     recommended = data.claims.recommended if data.claims else None
     claims = [t.claim for t in promoted if t.claim is not None]  # all of them: promoted means claimed
+    # a claim whose noise is not measured has no interval: a bar of 0 would read as certainty, so it has none
+    bars = [c.rerun_low is not None for c in claims]
     fig.add_trace(
         go.Scatter(
             x=[t.ppl for t in promoted],
@@ -212,8 +214,8 @@ def _claims(fig: go.Figure, data: StudyData) -> None:
                 "thickness": 2,
                 "width": 8,
                 "color": _TEAL,
-                "array": [c.rerun_high - c.claim for c in claims],
-                "arrayminus": [c.claim - c.rerun_low for c in claims],
+                "array": [c.rerun_high - c.claim if bar else None for c, bar in zip(claims, bars)],  # type: ignore[operator]
+                "arrayminus": [c.claim - c.rerun_low if bar else None for c, bar in zip(claims, bars)],  # type: ignore[operator]
             },
             text=[hover_text(t) for t in promoted],
             hovertemplate="%{text}<extra></extra>",

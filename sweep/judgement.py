@@ -5,8 +5,13 @@ record, multi-fidelity, verification, the console, the dashboards and the benchm
 these rules and none keeps its own copy.
 
 - **The gate.** A study's ``Gate`` is absolute (``ppl_max``) or a ratio of the baseline trial's PPL
-  (``ppl_max_ratio``); ``Gate.resolve`` turns it into a PPL. ``over_gate`` is the one comparison of a
-  PPL with a gate in the project: a PPL equal to the gate passes, as the challenge's ``<=`` does.
+  (``ppl_max_ratio``); ``Gate.resolve`` turns it into a PPL, from a baseline PPL it is given or the one
+  it carries (``baseline_ppl``), and ``Gate.resolve_from`` from the PPLs of the baseline's boots.
+  ``over_gate`` is the one comparison of a PPL with a gate in the project: a PPL equal to the gate
+  passes, as the challenge's ``<=`` does.
+- **The organisers' rule** (``TPS_TOLERANCE``, ``verifies``): a re-run VERIFIES a reported TPS when it
+  lands within 5% of it with its PPL under the gate. Promotion, verification, the submission check and
+  the calibration all hold a re-run to this one rule.
 - **Feasibility** (``is_feasible``): measured, under a known gate, and greedy-identical where the
   study requires it.
 - **Stops** (``GATE_STOP``, ``FRONT_STOP``): how multi-fidelity may end a trial before its full
@@ -33,6 +38,7 @@ __all__ = [
     "FRONT_STOP",
     "GATE_STOP",
     "NOISE_FLOOR",
+    "TPS_TOLERANCE",
     "Z",
     "FrontPoint",
     "Gate",
@@ -48,6 +54,9 @@ __all__ = [
     "over_gate",
     "pareto_front",
     "pooled_log_sd",
+    "tps_band",
+    "verifies",
+    "within_tolerance",
 ]
 
 GATE_STOP = "gate"  # Measurement.stopped: PPL over the gate, told infeasible with its TPS probe
@@ -58,6 +67,9 @@ StopKind = Literal["gate", "front"]
 # little about the next, and one boot's TPS moved 2-9% on the 2-core CPU, about 10% on the H200.
 NOISE_FLOOR = 0.02
 
+# The organisers' rule: a re-run within 5% of the reported TPS (and under the gate) verifies it.
+TPS_TOLERANCE = 0.05
+
 # Deviations of the noise a difference must exceed to count: about 95% two-sided for a normal
 # difference, so two measurements of one configuration are called a tie 19 times in 20.
 Z = 2.0
@@ -65,21 +77,52 @@ Z = 2.0
 
 @dataclass(frozen=True, kw_only=True)
 class Gate:
-    """Feasible means PPL <= the gate: absolute, or a ratio of the baseline trial's PPL."""
+    """Feasible means PPL <= the gate: absolute, or a ratio of the baseline trial's PPL.
+
+    A ratio gate may carry what resolves it on a given set of PPL references: the baseline's PPL on
+    them (``baseline_ppl``, where the sweep's baseline trial scored them), or the trial whose boots
+    score them (``baseline_trial``: the median of its boots' PPLs, ``resolve_from``)."""
 
     ppl_max: float | None = None
     ppl_max_ratio: float | None = None
+    baseline_ppl: float | None = None
+    baseline_trial: int | None = None
 
-    def resolve(self, baseline_ppl: float | None) -> float | None:
+    def resolve(self, baseline_ppl: float | None = None) -> float | None:
         """The gate's PPL; None while a ratio gate waits for its baseline."""
         if self.ppl_max is not None:
             return self.ppl_max
-        return None if baseline_ppl is None else baseline_ppl * self.ppl_max_ratio  # type: ignore[operator]
+        baseline = self.baseline_ppl if baseline_ppl is None else baseline_ppl
+        return None if baseline is None else baseline * self.ppl_max_ratio  # type: ignore[operator]
+
+    def resolve_from(self, baseline_ppls: Sequence[float]) -> float | None:
+        """The gate's PPL, a ratio gate's baseline the median of these PPLs (its boots') where it carries none."""
+        if self.ppl_max is not None or self.baseline_ppl is not None or not baseline_ppls:
+            return self.resolve()
+        return self.resolve(statistics.median(baseline_ppls))
 
     def describe(self) -> str:
         if self.ppl_max is not None:
             return f"PPL <= {self.ppl_max:g}"
         return f"PPL <= {self.ppl_max_ratio:g} x the baseline trial's PPL"
+
+
+def tps_band() -> tuple[float, float]:
+    """The organisers' 5% either side of a reported TPS, on the log scale: where a re-run's log TPS
+    less the claim's must fall."""
+    return math.log(1 - TPS_TOLERANCE), math.log(1 + TPS_TOLERANCE)
+
+
+def within_tolerance(tps: float, claim: float) -> bool:
+    """One re-run's TPS within 5% of the claim, as the organisers judge it."""
+    return abs(tps / claim - 1) <= TPS_TOLERANCE
+
+
+def verifies(*, tps: float | None, ppl: float | None, claim: float, gate: float | None) -> bool:
+    """The organisers' rule for one re-run: measured, within 5% of the claim, its PPL not over a known gate."""
+    if tps is None or ppl is None or gate is None:
+        return False
+    return within_tolerance(tps, claim) and not over_gate(ppl, gate)
 
 
 def over_gate(ppl: float, gate: float) -> bool:

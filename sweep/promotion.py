@@ -10,18 +10,17 @@ held-out ones (``sweep.booter``). Where the gate is a ratio of the baseline's PP
 scores other references than the sweep did, the baseline is promoted with them: its boots resolve
 the gate on those references.
 
-The plan (candidates, boots, profile, gate, target) is the study's user attribute ``promotion``
-(``sweep.claims.PROMOTION_ATTR``) and every boot is stored as it ends (table ``promotions``), so an
+The plan (``sweep.claims.PromotionPlan``: candidates, boots, profile, gate, target) is the study's
+user attribute ``promotion`` and every boot is stored as it ends (table ``promotions``), so an
 interrupted promotion goes on with the same command from the next boot, and a new search result
-(other candidates, another profile) starts a new promotion run. The claims are then
-``sweep.claims.claims_of``; a summary of them is the study's user attribute ``claims``, which
-optuna-dashboard lists.
+(other candidates, another profile) starts a new promotion run. The claims are then what
+``sweep.claims.load_evidence`` reads; a summary of a finished promotion's is the study's user
+attribute ``claims``, which optuna-dashboard lists.
 """
 
 from __future__ import annotations
 
 import uuid
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -30,14 +29,13 @@ from rich.console import Console
 
 from engine.profiles import BenchProfile
 from sweep.booter import BootRunner, interleave, run_boots
-from sweep.claims import PROMOTION_ATTR, StudyClaims, claims_of
+from sweep.claims import CLAIMS_ATTR, PROMOTION_ATTR, PromotionPlan, StudyClaims, load_evidence
+from sweep.judgement import Gate
 from sweep.record import TrialRecord
 from sweep.spec import StudySpec
 from sweep.storage import Storage
 
-__all__ = ["CLAIMS_ATTR", "promote", "select"]
-
-CLAIMS_ATTR = "claims"
+__all__ = ["promote", "select"]
 
 
 def select(spec: StudySpec, records: list[TrialRecord]) -> list[TrialRecord]:
@@ -50,9 +48,10 @@ def select(spec: StudySpec, records: list[TrialRecord]) -> list[TrialRecord]:
             if key not in best or r.tps > best[key].tps:  # type: ignore[operator]
                 best[key] = r
     chosen = sorted(best.values(), key=lambda r: (-r.tps, r.trial_number))[: spec.promotion.candidates]  # type: ignore[operator]
-    if _gate(spec, records)["kind"] == "baseline":
-        baseline = next((r for r in records if r.is_baseline and r.full), None)
-        if baseline is not None and not any(r.knobs == baseline.knobs for r in chosen):
+    resolver = _gate(spec, records).baseline_trial
+    if resolver is not None:
+        baseline = next(r for r in records if r.trial_number == resolver)
+        if not any(r.knobs == baseline.knobs for r in chosen):
             chosen.append(baseline)
     return chosen
 
@@ -62,14 +61,20 @@ def _scores_like(record: TrialRecord, profile: BenchProfile) -> bool:
     return (measured.path(measured.refs), measured.ppl_records) == (profile.path(profile.refs), profile.ppl_records)
 
 
-def _gate(spec: StudySpec, records: list[TrialRecord]) -> dict[str, Any]:
+def _gate(spec: StudySpec, records: list[TrialRecord]) -> Gate:
+    """The study's gate with what resolves it on the promotion's references: the sweep's baseline PPL where
+    the promotion scores the sweep's own, else the baseline trial, promoted with the candidates."""
     gate, profile = spec.gate, spec.promotion.profile
     if gate.ppl_max is not None:
-        return {"kind": "absolute", "ppl": gate.ppl_max}
+        return gate
     baseline = next((r for r in records if r.is_baseline and r.full), None)
     if baseline is not None and profile is not None and _scores_like(baseline, profile):
-        return {"kind": "sweep", "ppl": baseline.gate}
-    return {"kind": "baseline", "ratio": gate.ppl_max_ratio, "trial": baseline.trial_number if baseline else None}
+        return Gate(ppl_max_ratio=gate.ppl_max_ratio, baseline_ppl=baseline.ppl)
+    return Gate(ppl_max_ratio=gate.ppl_max_ratio, baseline_trial=baseline.trial_number if baseline else None)
+
+
+def _rounded(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)
 
 
 def _summary(view: StudyClaims) -> list[dict[str, Any]]:
@@ -77,9 +82,9 @@ def _summary(view: StudyClaims) -> list[dict[str, Any]]:
         {
             "trial": c.trial_number,
             "claim": round(c.claim, 3),
-            "p_verified": round(c.p_verified, 4),
+            "p_verified": _rounded(c.p_verified, 4),
             "boots": c.boots,
-            "rerun_90": [round(c.rerun_low, 3), round(c.rerun_high, 3)],
+            "rerun_90": None if c.rerun_low is None else [_rounded(c.rerun_low, 3), _rounded(c.rerun_high, 3)],
             "ppl": c.ppl,
             "ppl_tol": c.ppl_tol,
             "recommended": view.recommended is c,
@@ -105,25 +110,28 @@ def promote(
         )
         return None
     study = optuna.load_study(study_name=spec.name, storage=storage.optuna)
-    wanted = {
-        "trials": [r.trial_number for r in chosen],
-        "boots": promotion.boots,
-        "profile": asdict(profile),
-        "target": promotion.target,
-        "noise_floor": promotion.noise_floor,
-        "gate": _gate(spec, records),
-    }
-    plan = study.user_attrs.get(PROMOTION_ATTR)
-    if plan is None or {k: plan.get(k) for k in wanted} != wanted:
-        plan = {"run_id": uuid.uuid4().hex[:12], **wanted}
-        study.set_user_attr(PROMOTION_ATTR, plan)
-    boots = interleave(chosen, boots=promotion.boots, profile=lambda _: profile, gate=lambda _: plan["gate"].get("ppl"))
-    stored = [b for b in storage.boots("promotion", spec.name) if b.run_id == plan["run_id"]]
+    wanted = PromotionPlan(
+        run_id=uuid.uuid4().hex[:12],
+        trials=tuple(r.trial_number for r in chosen),
+        boots=promotion.boots,
+        profile=profile,
+        target=promotion.target,
+        noise_floor=promotion.noise_floor,
+        gate=_gate(spec, records),
+    )
+    stored_plan = study.user_attrs.get(PROMOTION_ATTR)
+    plan = None if stored_plan is None else PromotionPlan.from_attr(stored_plan)
+    if plan is None or not wanted.same_plan(plan):
+        plan = wanted
+        study.set_user_attr(PROMOTION_ATTR, plan.to_attr())
+    gate = plan.gate.resolve()
+    boots = interleave(chosen, boots=promotion.boots, profile=lambda _: profile, gate=lambda _: gate)
+    stored = [b for b in storage.boots("promotion", spec.name) if b.run_id == plan.run_id]
     done = len(stored)
     if done < len(boots):
         began = "starts" if done == 0 else f"goes on after {done} boot(s)"
         out.print(
-            f"promotion {plan['run_id']} {began}: trials {plan['trials']} x {promotion.boots} fresh boots, interleaved, "
+            f"promotion {plan.run_id} {began}: trials {list(plan.trials)} x {promotion.boots} fresh boots, interleaved, "
             f"profile {profile.name} ({profile.num_prompts} public + {profile.num_prompts} held-out prompts x "
             f"{profile.output_len} tokens a boot, PPL over {profile.ppl_records} records)",
             markup=False,
@@ -135,7 +143,7 @@ def promote(
                 runner=runner,
                 storage=storage,
                 kind="promotion",
-                run_id=plan["run_id"],
+                run_id=plan.run_id,
                 out=out,
                 done=done,
                 deadline=deadline,
@@ -145,7 +153,8 @@ def promote(
             runner.stop()
         if stopped:
             out.print("promotion: the time limit left boots unrun; the same command goes on with them", markup=False)
-    view = claims_of(plan, storage.boots("promotion", spec.name))
+    view = load_evidence(storage, spec.name, floor=promotion.noise_floor).claims
+    assert view is not None  # the plan was stored above
     if view.complete:
         study.set_user_attr(CLAIMS_ATTR, _summary(view))
     return view

@@ -111,11 +111,10 @@ def _sweep(spec: StudySpec, args: RunArgs, out: Console) -> int:
     # Imported here: Ray and Optuna take seconds to import, and bad input should fail fast.
     import optuna
 
-    from sweep.claims import print_claims
+    from sweep.claims import print_claims, study_noise
     from sweep.cluster import ray_session
     from sweep.console import SweepConsole
     from sweep.driver import run_study
-    from sweep.estimate import study_noise
     from sweep.exports import export_results
     from sweep.promotion import promote
     from sweep.storage import open_storage

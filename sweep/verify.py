@@ -11,9 +11,10 @@ promotion's profile, or, never promoted, to its sweep TPS at its own profile (``
 overrides the sizes). A relative gate (``ppl_max_ratio``) is re-resolved on the held-out
 references from the baseline's boots, run first, unless those references are the sweep's own.
 Every boot is a row of ``verifications``; the verdict (VERIFIED, INVALID or UNDECIDED, with its 90%
-interval) is ``sweep.verification.judge``. ``--dry-run`` prints the plan and each boot's argv and
-env, and boots nothing. ``--baseline-boots N`` boots the baseline N times instead of ``--repeats``
-(its PPL moves far less than a TPS). ``--time-limit S`` starts no boot that the boots so far say
+interval and the odds of one more re-run) is ``sweep.claims.judge``, with the study's noise floor
+and target. An unfinished promotion's claims are nothing to verify: only ``--trials`` goes on then.
+``--dry-run`` prints the plan and each boot's argv and env, and boots nothing. ``--baseline-boots N``
+boots the baseline N times instead of ``--repeats`` (its PPL moves far less than a TPS). ``--time-limit S`` starts no boot that the boots so far say
 would end after S seconds; ``--resume RUN`` goes on with run RUN's stored boots (the same plan),
 so a verification longer than one sitting (or one command on a lent machine) is not lost.
 
@@ -37,15 +38,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from engine.profiles import BenchProfile, get_profile
-from errors import ConfigError, NoCompletedTrialsError, StudyMismatchError, StudyNotFoundError, UsageError
+from errors import ConfigError, NoCompletedTrialsError, StudyMismatchError, UsageError
 from sweep.interrupts import raise_interrupt
-from sweep.verification import Verdict, judge
 
 if TYPE_CHECKING:
     from sweep.boots import BootRecord
+    from sweep.claims import PromotionPlan, Verdict
     from sweep.record import TrialRecord
     from sweep.spec import StudySpec
 
@@ -190,6 +192,7 @@ def print_verdicts(
         "claimed TPS",
         "held-out TPS min/med/max",
         "gap (90% interval)",
+        "P(a re-run within 5%)",
         "public gap",
         "PPL",
         "gate",
@@ -200,13 +203,16 @@ def print_verdicts(
     colour = {"VERIFIED": "green", "INVALID": "red", "UNDECIDED": "yellow"}
     for v in verdicts:
         spread = "-" if v.tps_median is None else f"{v.tps_min:.2f}/{v.tps_median:.2f}/{v.tps_max:.2f}"
-        gap = "-" if v.tps_gap_pct is None else f"{v.tps_gap_pct:+.1f}% ({v.gap_low_pct:+.1f}..{v.gap_high_pct:+.1f})"
+        gap = "-" if v.tps_gap_pct is None else f"{v.tps_gap_pct:+.1f}%"
+        if v.gap_low_pct is not None:
+            gap += f" ({v.gap_low_pct:+.1f}..{v.gap_high_pct:+.1f})"
         table.add_row(
             str(v.trial_number),
             *(str(knobs[v.trial_number].get(k, "")) for k in swept),
             f"{v.claimed_tps:.2f}",
             spread,
             gap,
+            "-" if v.p_rerun is None else f"{v.p_rerun:.2f}",
             "-" if v.public_gap_pct is None else f"{v.public_gap_pct:+.1f}%",
             "-" if v.ppl_median is None else f"{v.ppl_median:.4f}",
             "-" if v.gate is None else f"{v.gate:.4f}",
@@ -215,12 +221,9 @@ def print_verdicts(
     out.print(table)
     for v in verdicts:
         if v.reasons:
-            out.print(f"  trial {v.trial_number} [red]INVALID[/]: {v.reason}")
-        elif v.verdict == "UNDECIDED":
-            out.print(
-                f"  trial {v.trial_number} [yellow]UNDECIDED[/]: its interval straddles the 5% line; more boots "
-                "(--repeats) would tell"
-            )
+            out.print(f"  trial {v.trial_number} [red]INVALID[/]: {escape(v.reason)}")
+        elif v.undecided:
+            out.print(f"  trial {v.trial_number} [yellow]UNDECIDED[/]: {escape(v.undecided)}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -239,7 +242,7 @@ def _plan(
     spec: StudySpec,
     args: VerifyArgs,
     records: list[TrialRecord],
-    promotion: dict[str, Any] | None,
+    promotion: PromotionPlan | None,
     claims: dict[int, float],
 ) -> _Plan:
     targets = select_trials(records, study_name=spec.name, top=args.top, trials=args.trials, claims=claims)
@@ -249,7 +252,7 @@ def _plan(
         if args.profile is not None:
             base = get_profile(args.profile)
         elif record.trial_number in claims and promotion is not None:
-            base = BenchProfile.from_record(promotion["profile"])
+            base = promotion.profile
         else:
             base = BenchProfile.from_record(record.profile)
         profile = base.for_boots(verification=True, prompts=args.prompts, refs=args.refs)
@@ -311,36 +314,32 @@ def _dry_run(spec: StudySpec, args: VerifyArgs, plan: _Plan, out: Console) -> in
 
 def _verify(args: VerifyArgs, out: Console) -> int:
     # Imported here: Ray and Optuna take seconds to import, and bad input should fail fast.
-    import optuna
-
-    from sweep.claims import PROMOTION_ATTR, claims_of
+    from sweep.claims import load_evidence
     from sweep.spec import load_study
     from sweep.storage import open_existing
-    from sweep.storage_url import shown_url
 
     spec = load_study(args.study, manifest=args.manifest)
     storage = open_existing(args.storage)
     try:
-        try:
-            study = optuna.load_study(study_name=spec.name, storage=storage.optuna)
-        except KeyError:
-            raise StudyNotFoundError(
-                f"study {spec.name!r} not found in {shown_url(args.storage)}: run the sweep first"
-            ) from None
-        stored = study.user_attrs.get("manifest")
+        evidence = load_evidence(storage, spec.name, floor=spec.promotion.noise_floor)
+        stored = evidence.user_attrs.get("manifest")
         if stored is not None and stored != spec.manifest.name:
             raise StudyMismatchError(
                 f"study {spec.name!r} was measured with manifest {stored!r}, not {spec.manifest.name!r}: "
                 "pass the sweep's --manifest"
             )
-        records = storage.records(spec.name, token_ids=False)
-        promotion = study.user_attrs.get(PROMOTION_ATTR)
-        promoted = storage.boots("promotion", spec.name)
-        claims = {c.trial_number: c.claim for c in claims_of(promotion, promoted).claims} if promotion else {}
-        plan = _plan(spec, args, records, promotion, claims)
+        view = evidence.claims
+        unfinished = view.unfinished() if view else None
+        if unfinished is not None and not args.trials:
+            raise UsageError(
+                f"study {spec.name!r}: {unfinished}, so its claims are nothing to verify yet: "
+                f"`python -m sweep.run --study {args.study}` goes on with it (or name --trials)"
+            )
+        claims = {c.trial_number: c.claim for c in view.claims} if view and unfinished is None else {}
+        plan = _plan(spec, args, list(evidence.records), evidence.plan, claims)
         if args.dry_run:
             return _dry_run(spec, args, plan, out)
-        return _boot_and_judge(spec, args, plan, storage, promoted, out)
+        return _boot_and_judge(spec, args, plan, storage, list(evidence.boots["promotion"]), evidence.target, out)
     finally:
         storage.close()
 
@@ -366,9 +365,16 @@ def _stored_run(args: VerifyArgs, storage: Any, study_name: str, expected: list[
 
 
 def _boot_and_judge(
-    spec: StudySpec, args: VerifyArgs, plan: _Plan, storage: Any, promoted: list[BootRecord], out: Console
+    spec: StudySpec,
+    args: VerifyArgs,
+    plan: _Plan,
+    storage: Any,
+    promoted: list[BootRecord],
+    target: float,
+    out: Console,
 ) -> int:
     from sweep.booter import BootRunner, interleave, run_boots
+    from sweep.claims import judge
     from sweep.cluster import check_capacity, ray_session
 
     started = time.monotonic()
@@ -447,11 +453,16 @@ def _boot_and_judge(
         return 130
     finally:
         signal.signal(signal.SIGTERM, previous_handler)
-    verdicts = [judge([b for b in boots if b.trial_number == r.trial_number], promoted=promoted) for r in order]
+    floor = spec.promotion.noise_floor
+    verdicts = [
+        judge([b for b in boots if b.trial_number == r.trial_number], promoted=promoted, floor=floor, target=target)
+        for r in order
+    ]
     title = (
         f"Verification of {spec.name}, run {run_id}: VERIFIED when the 90% interval of the held-out TPS lies within 5% "
-        f"of the claim and the PPL is under the gate ({spec.gate.describe()} on the held-out references); INVALID when "
-        "it lies outside, UNDECIDED when it straddles"
+        f"of the claim, one more re-run lands within 5% with P >= {target:g}, and the PPL is under the gate "
+        f"({spec.gate.describe()} on the held-out references); INVALID when the interval lies outside, UNDECIDED "
+        "otherwise"
     )
     print_verdicts(out, verdicts, knobs={r.trial_number: r.knobs for r in order}, swept=list(spec.space), title=title)
     return 0 if all(v.verdict == "VERIFIED" for v in verdicts) else 1

@@ -9,7 +9,7 @@ from dashboards.data import study_data
 from engine.knobs import baseline_knobs
 from engine.manifest import load_manifest
 from sweep.boots import BootRecord
-from sweep.verification import judge
+from sweep.claims import judge
 from tests.dashboards.test_data import GATE, row
 from tests.stacks import stub_manifest
 

@@ -8,7 +8,7 @@ from dashboards.data import NoCompletedTrialsError, TrialRow, require_measured, 
 from dashboards.figures import PPL_TITLE, TPS_TITLE, history_figure, hover_text, knob_figure, pareto_figure
 from dashboards.table import trials_frame
 from sweep.boots import BootRecord
-from sweep.verification import judge
+from sweep.claims import judge
 from tests.sweep.kit import measured_record
 
 GATE = 2.40

@@ -16,7 +16,7 @@ from tests.sweep.kit import interrupted_at_boot, promoted_stub_study, write_mani
 def _reruns(url: str) -> list:
     storage = open_storage(url)
     try:
-        return storage.boots("verification", "calib")
+        return storage.boots("calibration", "calib")
     finally:
         storage.close()
 

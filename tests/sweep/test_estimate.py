@@ -1,4 +1,4 @@
-"""The claim estimator (sweep.estimate) on boots of known levels, noise and run-order effect."""
+"""The claim estimator (sweep.claims) on boots of known levels, noise and run-order effect."""
 
 from __future__ import annotations
 
@@ -8,9 +8,20 @@ from dataclasses import replace
 
 import pytest
 
+from engine.profiles import get_profile
 from sweep.boots import BootRecord, heldout_first
-from sweep.claims import claims_of
-from sweep.estimate import Claim, best_claim, between_runs, claim_for, fit, study_noise
+from sweep.claims import (
+    BETWEEN_PRIOR,
+    Claim,
+    PromotionPlan,
+    best_claim,
+    between_runs,
+    claim_for,
+    claims_of,
+    fit,
+    study_noise,
+)
+from sweep.judgement import Gate
 from tests.sweep.kit import measured_record
 
 
@@ -65,14 +76,16 @@ def test_the_fit_recovers_the_levels_and_takes_the_second_run_effect_out():
         fitted.levels[1].heldout
     ) == pytest.approx(940.0)
     assert math.exp(fitted.levels[2].heldout) == pytest.approx(800.0)
-    assert fitted.sigma_boot == pytest.approx(0.0, abs=1e-9) and fitted.df == 6 - 2 - 1
+    # 2 boots' order-free means per configuration around its own; 3 differences each, less one for gamma
+    assert fitted.pooled.sigma_boot == pytest.approx(0.0, abs=1e-9) and fitted.shared
+    assert (fitted.pooled.df_y, fitted.pooled.df_d) == (6 - 2, 6 - 2 - 1)
 
 
 def test_a_claim_is_the_public_level_when_it_verifies_and_never_above_it():
     steady = fit(boots({1: (1000.0, 1000.0)}, rounds=4, boot_sd=0.002, seed=1), floor=0.01)
     claim = claim_for(steady, 1, gate=2.42, target=0.9)
     assert claim.meets and claim.claim == pytest.approx(claim.public) and claim.p_verified > 0.9
-    assert claim.rerun_low < 1000.0 < claim.rerun_high
+    assert claim.rerun_low < 1000.0 < claim.rerun_high and claim.unmeasured is None
     # held-out prompts that run 8% slower: claiming the public level would fail, so the claim comes down
     slower = fit(boots({1: (1000.0, 920.0)}, rounds=4, boot_sd=0.002, seed=1), floor=0.01)
     lowered = claim_for(slower, 1, gate=2.42, target=0.9)
@@ -88,6 +101,49 @@ def test_noise_that_no_claim_survives_misses_the_target_and_nothing_is_recommend
     assert all(c.p_verified < 0.9 for c in claims)
 
 
+@pytest.mark.parametrize(
+    ("levels", "rounds", "left"),
+    [
+        ({1: (1000.0, 1000.0), 2: (900.0, 900.0), 3: (800.0, 800.0)}, 1, "0 degree(s) of freedom left for the boot's"),
+        ({1: (1000.0, 1000.0)}, 2, "0 for the run's"),  # two boots, and gamma takes the one difference left
+    ],
+)
+def test_no_degree_of_freedom_left_gives_no_odds_and_says_why(levels, rounds, left):
+    # 11% of boot noise that a 2% floor would have hidden: nothing is claimed as known
+    fitted = fit(boots(levels, rounds=rounds, boot_sd=0.11, seed=4), floor=0.02)
+    claims = [claim_for(fitted, n, gate=2.42, target=0.9) for n in levels]
+    for c in claims:
+        assert c.p_verified is None and c.rerun_low is None and not c.meets and c.p_later is None
+        assert c.unmeasured is not None and left in c.unmeasured and c.odds_text() == "-" and c.rerun_text() == "-"
+    assert best_claim(claims) is None
+
+
+def test_the_floor_bounds_the_scale_and_never_switches_the_law():
+    # a re-run law is Student t on its degrees of freedom whatever the floor: just under the floor and just over
+    # it, the odds differ by as little as the scale does (the old switch to a normal jumped 0.944 -> 0.988)
+    base = boots({1: (1000.0, 1000.0), 2: (1000.0, 1000.0)}, rounds=4, boot_sd=0.02, run_sd=0.01, seed=9)
+    fitted = fit(base, floor=0.0)
+    scale = fitted.law(1).scale  # type: ignore[union-attr]
+    under, over = fit(base, floor=scale * 1.001), fit(base, floor=scale * 0.999)
+    p_under, p_over = under.p_within(1, 1000.0), over.p_within(1, 1000.0)
+    assert under.law(1).df == over.law(1).df and abs(p_under - p_over) < 0.002  # type: ignore[union-attr,operator]
+
+
+def test_a_noisy_configuration_does_not_borrow_a_stable_ones_odds():
+    # the same speed, one configuration's boots 1% apart, the other's 9%: Bartlett's test tells them apart
+    fitted = fit(
+        [
+            *boots({1: (1000.0, 1000.0)}, rounds=5, boot_sd=0.01, run_sd=0.005, seed=2),
+            *boots({2: (1000.0, 1000.0)}, rounds=5, boot_sd=0.09, run_sd=0.005, seed=3),
+        ],
+        floor=0.01,
+    )
+    stable, noisy = (claim_for(fitted, n, gate=2.42, target=0.9) for n in (1, 2))
+    assert not fitted.shared and stable.own_noise and noisy.own_noise
+    assert stable.spread.sigma_boot < 0.03 < noisy.spread.sigma_boot
+    assert stable.meets and not noisy.meets and best_claim([stable, noisy]) is stable
+
+
 def test_ppl_over_the_gate_is_never_recommended_and_its_odds_are_zero():
     fitted = fit(boots({1: (1000.0, 1000.0)}, rounds=3, ppl=2.5, boot_sd=0.001), floor=0.01)
     claim = claim_for(fitted, 1, gate=2.42, target=0.9)
@@ -95,6 +151,8 @@ def test_ppl_over_the_gate_is_never_recommended_and_its_odds_are_zero():
 
 
 def test_the_recommended_point_is_the_highest_claim_that_meets_the_target():
+    spread = fit(boots({1: (1000.0, 1000.0)}, rounds=3), floor=0.02).spreads[1]
+
     def c(n: int, claim: float, p: float) -> Claim:
         return Claim(
             trial_number=n,
@@ -108,6 +166,10 @@ def test_the_recommended_point_is_the_highest_claim_that_meets_the_target():
             p_tps=p,
             p_ppl=1.0,
             p_later=None,
+            df=4.0,
+            spread=spread,
+            own_noise=False,
+            unmeasured=None,
             meets=p >= 0.9,
             target=0.9,
             ppl=2.3,
@@ -138,19 +200,20 @@ def test_predicted_odds_match_simulated_private_re_runs():
 def test_a_later_run_at_the_promotions_profile_and_prompts_counts_whatever_references_it_scores():
     levels = {1: (1000.0, 980.0), 2: (900.0, 900.0)}
     promotion = boots(levels, rounds=3, run_id="p1")
-    plan = {
-        "run_id": "p1",
-        "noise_floor": 0.02,
-        "gate": {"kind": "absolute", "ppl": 2.42},
-        "target": 0.9,
-        "profile": {"name": "quick"},
-        "trials": [1, 2],
-        "boots": 3,
-    }
+    plan = PromotionPlan(
+        run_id="p1",
+        noise_floor=0.02,
+        gate=Gate(ppl_max=2.42),
+        target=0.9,
+        profile=get_profile("quick"),
+        trials=(1, 2),
+        boots=3,
+    )
     later = [replace(b, refs="held-out refs") for b in boots(levels, rounds=2, run_id="v1", shift=math.log(1.1))]
     assert claims_of(plan, promotion).between is None
     counted = claims_of(plan, promotion, later).between
-    assert counted is not None and counted.runs == 2 and counted.sd == pytest.approx(math.log(1.1) / math.sqrt(2))
+    assert counted is not None and counted.runs == 2
+    assert counted.measured_sd == pytest.approx(math.log(1.1) / math.sqrt(2))
     # other prompts read at another level: not a run of the same measure
     assert claims_of(plan, promotion, [replace(b, prompts="other") for b in later]).between is None
 
@@ -159,16 +222,33 @@ def test_a_later_run_that_finds_the_whole_machine_faster_is_a_spread_between_run
     levels = {1: (1000.0, 980.0), 2: (900.0, 900.0), 3: (800.0, 790.0)}
     promotion = boots(levels, rounds=3, run_id="p1")
     later = boots(levels, rounds=2, run_id="v1", shift=math.log(1.10))
-    assert between_runs(promotion, floor=0.02) is None  # one run: nothing measured between runs
-    spread = between_runs([*promotion, *later], floor=0.02)
+    assert between_runs(promotion, floor=0.02, promotion_run="p1") is None  # one run: nothing measured between runs
+    spread = between_runs([*promotion, *later], floor=0.02, promotion_run="p1")
     # no noise within a run: two runs 10% apart scatter by log(1.1) / sqrt(2) around their mean
-    assert spread is not None and (spread.configurations, spread.runs, spread.df) == (3, 2, 1)
-    assert spread.sd == pytest.approx(math.log(1.10) / math.sqrt(2), rel=1e-6)
+    assert spread is not None and (spread.configurations, spread.runs, spread.measured_df) == (3, 2, 1)
+    assert spread.measured_sd == pytest.approx(math.log(1.10) / math.sqrt(2), rel=1e-6)
+    # one degree of freedom says little: the spread used leans on the stated prior as much as the data allow
+    prior, weight = BETWEEN_PRIOR
+    assert spread.sd**2 == pytest.approx((weight * prior**2 + spread.measured_sd**2) / (weight + 1))
     # the same within-run noise, a re-run in another run of boots: less likely to land within 5% of the claim
     noisy = boots(levels, rounds=3, boot_sd=0.02, run_sd=0.01, seed=3)
-    claim = claim_for(fit(noisy, floor=0.02), 1, gate=2.42, target=0.9, between=spread)
+    again = between_runs(
+        [*noisy, *boots(levels, rounds=2, run_id="v1", shift=math.log(1.10))], floor=0.02, promotion_run="p1"
+    )
+    claim = claim_for(fit(noisy, floor=0.02), 1, gate=2.42, target=0.9, between=again)
     assert claim.p_later is not None and claim.p_later < claim.p_verified
     assert claim_for(fit(noisy, floor=0.02), 1, gate=2.42, target=0.9).p_later is None
+
+
+def test_two_runs_that_agreed_by_chance_do_not_make_a_later_run_as_likely_as_the_promotions_own():
+    # the between-run spread clipped to 0 on one degree of freedom used to make "P, a later run" the within-run P
+    levels = {1: (1000.0, 1000.0), 2: (900.0, 900.0)}
+    promotion = boots(levels, rounds=3, boot_sd=0.01, run_sd=0.005, seed=5)
+    later = [replace(b, run_id="v1") for b in promotion]  # a run that read exactly as the promotion did
+    spread = between_runs([*promotion, *later], floor=0.01, promotion_run="p1")
+    assert spread is not None and spread.measured_sd == 0.0 and spread.sd > 0.02
+    claim = claim_for(fit(promotion, floor=0.01), 1, gate=2.42, target=0.9, between=spread)
+    assert claim.p_later < claim.p_verified - 0.05  # type: ignore[operator]
 
 
 def test_the_spread_between_runs_says_whether_its_runs_were_made_on_more_than_one_machine():
@@ -177,9 +257,11 @@ def test_the_spread_between_runs_says_whether_its_runs_were_made_on_more_than_on
     def on(machine: str | None, run_id: str) -> list[BootRecord]:
         return [replace(b, provenance={"machine": machine}) for b in boots(levels, rounds=2, run_id=run_id)]
 
-    one = between_runs([*on("lease-a", "p1"), *on("lease-a", "v1")], floor=0.02)
-    two = between_runs([*on("lease-a", "p1"), *on("lease-b", "v1")], floor=0.02)
-    unknown = between_runs([*on("lease-a", "p1"), *boots(levels, rounds=2, run_id="v1")], floor=0.02)
+    one = between_runs([*on("lease-a", "p1"), *on("lease-a", "v1")], floor=0.02, promotion_run="p1")
+    two = between_runs([*on("lease-a", "p1"), *on("lease-b", "v1")], floor=0.02, promotion_run="p1")
+    unknown = between_runs(
+        [*on("lease-a", "p1"), *boots(levels, rounds=2, run_id="v1")], floor=0.02, promotion_run="p1"
+    )
     assert one is not None and two is not None and unknown is not None
     assert (one.machines, two.machines, unknown.machines) == (1, 2, None)
     # a spread measured on one machine says so: another machine's shift is not in it
@@ -197,7 +279,8 @@ def test_odds_for_a_later_run_match_simulated_re_runs_in_runs_of_their_own():
         verification = boots(
             levels, rounds=3, boot_sd=0.03, run_sd=0.02, seed=1000 + rep, run_id="v1", shift=rng.gauss(0, 0.05)
         )
-        fitted, spread = fit(promotion, floor=0.02), between_runs([*promotion, *verification], floor=0.02)
+        fitted = fit(promotion, floor=0.02)
+        spread = between_runs([*promotion, *verification], floor=0.02, promotion_run="p1")
         shift = rng.gauss(0, 0.05)
         for n, (_, held) in levels.items():
             claim = claim_for(fitted, n, gate=2.42, target=0.9, between=spread)

@@ -12,11 +12,13 @@ import pytest
 from rich.console import Console
 
 from engine.provenance import KEYS
-from sweep.claims import PROMOTION_ATTR, claims_of
-from sweep.claims import main as claims_main
-from sweep.promotion import CLAIMS_ATTR, promote, select
+from sweep.claims import CLAIMS_ATTR, PROMOTION_ATTR, PromotionPlan, claims_of, load_evidence
+from sweep.claims.cli import main as claims_main
+from sweep.promotion import promote, select
 from sweep.spec import load_study
 from sweep.storage import open_storage
+from sweep.submit import main as submit_main
+from sweep.verify import main as verify_main
 from tests.stacks import stub_profile
 from tests.sweep.kit import interrupted_at_boot, run_in_process, write_manifest, write_study
 
@@ -62,6 +64,15 @@ def test_promotion_interleaves_alternates_resumes_and_claims(ray_connected, tmp_
         with interrupted_at_boot(3), pytest.raises(KeyboardInterrupt):
             promote(spec, storage, out=out, run_dir=tmp_path / "runs")
         assert [b.order for b in storage.boots("promotion", "promo")] == [0, 1]
+        # an unfinished promotion's claims are labelled and recommend nothing; nothing acts on them
+        unfinished = load_evidence(storage, "promo").claims
+        assert unfinished is not None and not unfinished.complete and unfinished.recommended is None
+        assert claims_main(["--study", "promo", "--storage", url]) == 1
+        assert "the promotion is not finished (2 of 6 boots)" in capsys.readouterr().out
+        assert submit_main(["--study", str(study), "--storage", url]) == 1
+        assert "nothing to submit: the promotion is not finished" in capsys.readouterr().out
+        assert verify_main(["--study", str(study), "--storage", url, "--top", "1", "--dry-run"]) == 2
+        assert "the promotion is not finished" in capsys.readouterr().err
         # ... and the same call goes on from the next boot, repeating none
         view = promote(spec, storage, out=out, run_dir=tmp_path / "runs")
         boots = storage.boots("promotion", "promo")
@@ -74,9 +85,13 @@ def test_promotion_interleaves_alternates_resumes_and_claims(ray_connected, tmp_
     assert [b.order for b in boots] == list(range(6)) and [b.trial_number for b in boots] == chosen * 3
     assert [b.first for b in boots] == ["public"] * 2 + ["heldout"] * 2 + ["public"] * 2
     assert [b.repeat for b in boots] == [0, 0, 1, 1, 2, 2]
-    # the estimator sees through the noise: the held-out set's 10% and a later run's warming
-    for level in view.fit.levels.values():
-        assert math.exp(level.heldout - level.public) == pytest.approx(HELD_OUT, abs=0.04)
+    # the estimator sees through the noise: the held-out set's 10%, within the error its own boots give it (a
+    # busy 2-core CI machine adds a few percent of run noise; a fixed tolerance of 4% failed there once at 5.2%)
+    for key, level in view.fit.levels.items():
+        spread = view.fit.spreads[key]
+        se = spread.s_d * math.sqrt(1 / level.boots + level.order_mean**2 / view.fit.sxx)
+        assert se < 0.03  # precise enough that the 10% it finds is a finding
+        assert abs(level.heldout - level.public - math.log(HELD_OUT)) <= 3 * se, (level, se)
     assert view.fit.gamma > math.log(1 + DRIFT) * 4 / 2  # the warming stub reads its second run faster
     # every boot says how much of the machine its host took while it was timed (Linux reports it)
     assert all(b.host_steal is not None and 0.0 <= b.host_steal <= 1.0 for b in boots)
@@ -88,11 +103,11 @@ def test_promotion_interleaves_alternates_resumes_and_claims(ray_connected, tmp_
     # optuna-dashboard lists the claims among the study's attributes
     assert study_attrs[PROMOTION_ATTR]["trials"] == chosen
     assert [c["trial"] for c in study_attrs[CLAIMS_ATTR]] == [c.trial_number for c in view.claims]
-    assert claims_of(study_attrs[PROMOTION_ATTR], boots).claims == view.claims
+    assert claims_of(PromotionPlan.from_attr(study_attrs[PROMOTION_ATTR]), boots).claims == view.claims
     # the command prints the table: knobs, boots, claim, interval, P(VERIFIED), PPL with its tolerance
     rc = claims_main(["--study", "promo", "--storage", url])
     printed = capsys.readouterr().out
     assert rc == (0 if view.recommended else 1)
     assert "P(VERIFIED)" in printed and "re-run 90%" in printed and "PPL ± tol" in printed
     for claim in view.claims:
-        assert f"{claim.claim:.2f}" in printed and f"{claim.p_verified:.2f}" in printed
+        assert f"{claim.claim:.2f}" in printed and claim.odds_text() in printed

@@ -15,8 +15,8 @@ from dashboards.figures import pareto_figure
 from engine.knobs import parse_knobs
 from engine.manifest import load_manifest
 from engine.trial import run_trial
+from sweep.claims import load_evidence
 from sweep.storage import measurements, open_storage
-from sweep.verification import latest_verdicts
 from sweep.verify import main, parse_args
 from tests.stacks import stub_profile, write_ppl_refs
 from tests.sweep.kit import run_in_process, write_manifest, write_study
@@ -114,7 +114,7 @@ def test_an_inflated_point_is_invalid_on_tps_and_an_honest_one_verified(ray_conn
 
     storage = open_storage(url)
     try:
-        verdicts = latest_verdicts(storage, "verifyme")
+        verdicts = load_evidence(storage, "verifyme").verdicts
         reruns = storage.boots("verification", "verifyme")
         data = load_study_data(storage, "verifyme")
     finally:
@@ -258,7 +258,7 @@ def test_a_caching_stack_is_verified_at_the_speed_a_fresh_boot_sees(ray_connecte
     ) in (0, 1), capsys.readouterr().out
     storage = open_storage(url)
     try:
-        verdict = latest_verdicts(storage, "cached")[0]
+        verdict = load_evidence(storage, "cached").verdicts[0]
     finally:
         storage.close()
     # Never INVALID: the cached speed would have claimed about twice the fresh one (a -50% gap). VERIFIED

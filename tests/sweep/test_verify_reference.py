@@ -10,11 +10,11 @@ from rich.console import Console
 
 from engine.profiles import STUDIES_DIR, get_profile
 from engine.reference.prepare import prepare_model
+from sweep.claims import load_evidence
 from sweep.promotion import promote
 from sweep.spec import load_study
 from sweep.storage import open_storage
 from sweep.submit import main as submit
-from sweep.verification import latest_verdicts
 from sweep.verify import main
 from tests.sweep.kit import run_in_process, write_study
 
@@ -101,7 +101,7 @@ def test_a_ctk_point_re_run_on_held_out_data_keeps_the_baselines_ppl(ray_connect
     storage = open_storage(url)
     try:
         reruns = storage.boots("verification", "refctk")
-        verdicts = latest_verdicts(storage, "refctk")
+        verdicts = load_evidence(storage, "refctk").verdicts
     finally:
         storage.close()
     assert [r.trial_number for r in reruns] == [baseline.trial_number, other.trial_number]  # baseline first

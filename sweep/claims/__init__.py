@@ -1,0 +1,63 @@
+"""The claims wing: from boots to the TPS to report, its odds, and the verdicts of later re-runs.
+
+    _plan       PromotionPlan: a promotion's boots and what they are judged by (the study's ``promotion``)
+    _estimate   the model of a boot's two runs: levels, noise, the claim and P(VERIFIED) (``fit``, ``claim_for``)
+    _verdict    a verification run's verdict: VERIFIED, INVALID or UNDECIDED (``judge``)
+    _evidence   ``load_evidence``: one study's records, boots, plan, claims, verdicts and noise, read once
+    _print      the claims table
+    cli         ``python -m sweep.claims``
+
+The organisers' rule itself (a re-run within 5%, PPL under the gate) and the gate are
+``sweep.judgement``'s. Nothing here boots anything: ``sweep.promotion`` and ``sweep.verify`` do.
+"""
+
+from sweep.claims._estimate import (
+    BETWEEN_PRIOR,
+    HETEROGENEITY,
+    INTERVAL,
+    Between,
+    Claim,
+    Fit,
+    Law,
+    Level,
+    Spread,
+    best_claim,
+    between_runs,
+    claim_for,
+    fit,
+    study_noise,
+)
+from sweep.claims._evidence import BootKind, StudyClaims, StudyEvidence, claims_of, load_evidence
+from sweep.claims._plan import CLAIMS_ATTR, PROMOTION_ATTR, PromotionPlan
+from sweep.claims._print import print_claims
+from sweep.claims._verdict import DEFAULT_TARGET, Verdict, VerdictName, judge
+
+__all__ = [
+    "BETWEEN_PRIOR",
+    "CLAIMS_ATTR",
+    "DEFAULT_TARGET",
+    "HETEROGENEITY",
+    "INTERVAL",
+    "PROMOTION_ATTR",
+    "Between",
+    "BootKind",
+    "Claim",
+    "Fit",
+    "Law",
+    "Level",
+    "PromotionPlan",
+    "Spread",
+    "StudyClaims",
+    "StudyEvidence",
+    "Verdict",
+    "VerdictName",
+    "best_claim",
+    "between_runs",
+    "claim_for",
+    "claims_of",
+    "fit",
+    "judge",
+    "load_evidence",
+    "print_claims",
+    "study_noise",
+]

@@ -1,0 +1,5 @@
+import sys
+
+from sweep.claims.cli import main
+
+sys.exit(main())

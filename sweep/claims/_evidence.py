@@ -1,0 +1,221 @@
+"""Everything a study's boots say, read once: ``load_evidence(storage, study) -> StudyEvidence``.
+
+Every reader of claims and verdicts (``python -m sweep.claims``, ``sweep.verify``, ``sweep.submit``,
+the calibration benchmark, the dashboards, the promotion's own summary) goes through this one loader,
+so all of them see the same boots, the same noise floor and the same errors:
+
+- the trial records, and the boots by kind: the latest promotion's (``promotions``), the
+  verifications' and the calibrations' (``calibrations``; a calibration stored by an older version
+  among the verifications is told apart by its order: every one of its boots timed the held-out set
+  first, which a verification's first boot never does);
+- the plan (``PromotionPlan``) and its claims (``StudyClaims``: unfinished promotions are labelled and
+  recommend nothing);
+- each trial's verdict: its latest verification run, judged against the claim it was measured against,
+  with the study's noise floor and target;
+- the noise one boot carries, for the front.
+
+The noise floor is the study's: the plan's, else the ``noise_floor`` the study stored when it opened,
+else ``sweep.judgement.NOISE_FLOOR``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from errors import StudyNotFoundError
+from sweep.boots import BootRecord
+from sweep.claims._estimate import Between, Claim, Fit, best_claim, between_runs, claim_for, fit, study_noise
+from sweep.claims._plan import PROMOTION_ATTR, PromotionPlan
+from sweep.claims._verdict import DEFAULT_TARGET, Verdict, judge
+from sweep.judgement import NOISE_FLOOR, Noise
+from sweep.record import TrialRecord
+from sweep.storage import Storage
+from sweep.storage_url import shown_url
+
+__all__ = ["BootKind", "StudyClaims", "StudyEvidence", "claims_of", "load_evidence"]
+
+BootKind = Literal["promotion", "verification", "calibration"]
+FLOOR_ATTR = "noise_floor"  # the study's user attribute: its [promotion] noise_floor
+
+
+@dataclass(frozen=True, kw_only=True)
+class StudyClaims:
+    """The claims of one promotion run, and whether it is finished."""
+
+    plan: PromotionPlan
+    boots: tuple[BootRecord, ...]  # stored so far, failed ones included
+    fit: Fit
+    between: Between | None  # the run-to-run spread, where later runs measured it
+    claims: tuple[Claim, ...]  # fastest claim first
+    recommended: Claim | None  # never while the promotion is unfinished
+    gate: float | None
+    knobs: dict[int, dict[str, Any]]
+
+    @property
+    def run_id(self) -> str:
+        return self.plan.run_id
+
+    @property
+    def profile(self) -> str:
+        return self.plan.profile.name
+
+    @property
+    def target(self) -> float:
+        return self.plan.target
+
+    @property
+    def planned(self) -> int:
+        return self.plan.planned
+
+    @property
+    def failed(self) -> list[BootRecord]:
+        return [b for b in self.boots if not b.measured]
+
+    @property
+    def complete(self) -> bool:
+        return len(self.boots) >= self.planned
+
+    def unfinished(self) -> str | None:
+        """Why nothing may act on these claims yet; None once the promotion is finished."""
+        if self.complete:
+            return None
+        return f"the promotion is not finished ({len(self.boots)} of {self.planned} boots)"
+
+    def of(self, trial_number: int) -> Claim | None:
+        return next((c for c in self.claims if c.trial_number == trial_number), None)
+
+
+def _same_measure(a: BootRecord, b: BootRecord) -> bool:
+    """Whether two boots' TPS read at one level: the same profile's sizes over the same prompts. The PPL
+    references are not compared: a verification scores its own held-out set, and PPL plays no part in
+    how far a level moves between runs."""
+    return (a.profile, a.prompts, a.public_prompts) == (b.profile, b.prompts, b.public_prompts)
+
+
+def claims_of(plan: PromotionPlan, boots: Sequence[BootRecord], later: Sequence[BootRecord] = ()) -> StudyClaims:
+    """The claims of the promotion run ``plan`` describes, from the boots stored for it; ``later``: the study's
+    other runs of boots (verifications, calibrations), whose runs of the promoted configurations at the
+    promotion's profile and prompts measure how far a level moves from run to run (``Claim.p_later``)."""
+    mine = tuple(b for b in boots if b.run_id == plan.run_id)
+    fitted = fit(mine, floor=plan.noise_floor)
+    gate = plan.gate.resolve_from(
+        [b.ppl for b in mine if b.trial_number == plan.gate.baseline_trial and b.measured and b.ppl is not None]
+    )
+    promoted = {b.trial_number for b in mine}
+    others = [
+        b
+        for b in later
+        if b.run_id != plan.run_id and b.trial_number in promoted and b.first is not None and _same_measure(b, mine[0])
+    ]
+    between = between_runs([*mine, *others], floor=plan.noise_floor, promotion_run=plan.run_id) if others else None
+    claims = tuple(
+        sorted(
+            (claim_for(fitted, n, gate=gate, target=plan.target, between=between) for n in fitted.levels),
+            key=lambda c: (-c.claim, c.trial_number),
+        )
+    )
+    complete = len(mine) >= plan.planned
+    return StudyClaims(
+        plan=plan,
+        boots=mine,
+        fit=fitted,
+        between=between,
+        claims=claims,
+        recommended=best_claim(claims) if complete else None,
+        gate=gate,
+        knobs={b.trial_number: b.knobs for b in mine},
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class StudyEvidence:
+    """One study's records, boots, claims, verdicts and noise, as every reader sees them."""
+
+    study: str
+    user_attrs: dict[str, Any]
+    records: tuple[TrialRecord, ...]
+    plan: PromotionPlan | None
+    boots: dict[BootKind, tuple[BootRecord, ...]]  # in the order they were stored
+    claims: StudyClaims | None
+    verdicts: dict[int, Verdict] = field(default_factory=dict)  # the latest verification run of each trial
+    noise: Noise = field(default_factory=lambda: Noise(tps_sd=NOISE_FLOOR, ppl_sd=0.0, basis="nothing measured"))
+    floor: float = NOISE_FLOOR
+
+    @property
+    def target(self) -> float:
+        return self.plan.target if self.plan else DEFAULT_TARGET
+
+    def record(self, trial_number: int) -> TrialRecord | None:
+        return next((r for r in self.records if r.trial_number == trial_number), None)
+
+
+def _split_calibrations(stored: Sequence[BootRecord]) -> tuple[list[BootRecord], list[BootRecord]]:
+    """Verification-table boots as (verifications, calibrations): a run whose every boot timed the held-out
+    prompts first is a calibration an older version stored there (a verification alternates, its first
+    boot public first)."""
+    runs: dict[str, list[BootRecord]] = {}
+    for b in stored:
+        runs.setdefault(b.run_id, []).append(b)
+    calibration = {run for run, bs in runs.items() if all(b.first == "heldout" for b in bs)}
+    return [b for b in stored if b.run_id not in calibration], [b for b in stored if b.run_id in calibration]
+
+
+def _verdicts(
+    verifications: Sequence[BootRecord], promoted: Sequence[BootRecord], *, floor: float, target: float
+) -> dict[int, Verdict]:
+    by_run: dict[tuple[int, str], list[BootRecord]] = {}
+    latest: dict[int, str] = {}
+    for boot in verifications:  # in insertion order: later runs win
+        by_run.setdefault((boot.trial_number, boot.run_id), []).append(boot)
+        latest[boot.trial_number] = boot.run_id
+    return {
+        n: judge(by_run[(n, run_id)], promoted=promoted, floor=floor, target=target) for n, run_id in latest.items()
+    }
+
+
+def load_evidence(
+    storage: Storage, study_name: str, *, floor: float | None = None, leave_out_run: str | None = None
+) -> StudyEvidence:
+    """Read one study (raises ``StudyNotFoundError`` naming the studies there when it has none of that
+    name). ``floor``: the noise floor, where the caller's study spec gives it; ``leave_out_run``: a run of
+    boots that is not yet evidence (a calibration going on, whose own re-runs must not count as a later run)."""
+    import optuna
+
+    try:
+        study = optuna.load_study(study_name=study_name, storage=storage.optuna)
+    except KeyError:
+        names = sorted(s.study_name for s in optuna.get_all_study_summaries(storage.optuna))
+        raise StudyNotFoundError(
+            f"study {study_name!r} not found in {shown_url(storage.url)}: run the sweep first "
+            f"(studies there: {names or 'none'})"
+        ) from None
+    attrs = dict(study.user_attrs)
+    plan = PromotionPlan.from_attr(attrs[PROMOTION_ATTR]) if PROMOTION_ATTR in attrs else None
+    floor = floor if floor is not None else plan.noise_floor if plan else attrs.get(FLOOR_ATTR, NOISE_FLOOR)
+    records = tuple(storage.records(study_name, token_ids=False))
+    promotion = storage.boots("promotion", study_name)
+    verifications, old_calibrations = _split_calibrations(storage.boots("verification", study_name))
+    calibrations = [*old_calibrations, *storage.boots("calibration", study_name)]
+    later = [b for b in [*verifications, *calibrations] if b.run_id != leave_out_run]
+    claims = None
+    if plan is not None:
+        plan = plan if floor == plan.noise_floor else replace(plan, noise_floor=floor)
+        claims = claims_of(plan, promotion, later)
+    target = plan.target if plan else DEFAULT_TARGET
+    return StudyEvidence(
+        study=study_name,
+        user_attrs=attrs,
+        records=records,
+        plan=plan,
+        boots={
+            "promotion": tuple(b for b in promotion if plan is None or b.run_id == plan.run_id),
+            "verification": tuple(verifications),
+            "calibration": tuple(calibrations),
+        },
+        claims=claims,
+        verdicts=_verdicts(verifications, promotion, floor=floor, target=target),
+        noise=study_noise(records, claims.boots if claims else (), floor=floor),
+        floor=floor,
+    )

@@ -1,0 +1,121 @@
+"""The claims as a table on the console: what ``python -m sweep.claims`` and ``sweep.run`` print."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from sweep.claims._estimate import Claim
+from sweep.claims._evidence import StudyClaims
+
+__all__ = ["print_claims"]
+
+
+def _spread(values: Sequence[float]) -> str:
+    return f"{min(values):.1f}..{max(values):.1f}" if values else "-"
+
+
+def _odds(p: float | None) -> str:
+    return "-" if p is None else f"{p:.2f}"
+
+
+def _mark(view: StudyClaims, c: Claim) -> str:
+    if view.recommended is c:
+        return "[green]recommended[/]"
+    if view.gate is None:
+        return "[yellow]no gate yet[/]"
+    if c.ppl_over_gate:
+        return "[red]over the gate[/]"
+    if c.p_verified is None:
+        return "[yellow]noise not measured[/]"
+    return "" if c.meets else "[yellow]below target[/]"
+
+
+def print_claims(out: Console, view: StudyClaims, *, knobs: Sequence[str], study: str) -> None:
+    f = view.fit
+    title = (
+        f"Claims of {study} (promotion {view.run_id}, profile {view.profile}: {len(view.boots)} of {view.planned} "
+        f"boots, {len(view.failed)} failed; target P(VERIFIED) >= {view.target:g}"
+        + ("" if view.gate is None else f", gate {view.gate:.4f}")
+        + ")"
+    )
+    table = Table(title=escape(title), title_justify="left")
+    later = view.between is not None
+    head = [
+        "trial",
+        *knobs,
+        "boots",
+        "public TPS (boots)",
+        "held-out TPS (boots)",
+        "one boot / one run",
+        "claim",
+        "re-run 90%",
+        "P(VERIFIED)",
+        *(["P, a later run"] if later else []),
+        "PPL ± tol",
+        "",
+    ]
+    for column in head:
+        table.add_column(column, justify="left" if column in ("", *knobs) else "right")
+    for c in view.claims:
+        level = f.levels[c.trial_number]
+        own = "" if f.shared else " (own)"
+        table.add_row(
+            str(c.trial_number),
+            *(str(view.knobs[c.trial_number].get(k, "")) for k in knobs),
+            str(c.boots),
+            _spread(level.public_tps),
+            _spread(level.heldout_tps),
+            f"{c.spread.sigma_boot:.1%} / {c.spread.sigma_run:.1%}{own}",
+            f"{c.claim:.2f}",
+            "-" if c.rerun_low is None else f"{c.rerun_low:.1f}..{c.rerun_high:.1f}",
+            _odds(c.p_verified),
+            *([_odds(c.p_later)] if later else []),
+            f"{c.ppl:.4f} ± {c.ppl_tol:.4f}",
+            _mark(view, c),
+        )
+    out.print(table)
+    p = f.pooled
+    out.print(
+        f"noise over these boots: one boot's TPS {p.sigma_boot:.1%}, one run's {p.sigma_run:.1%} (pooled, "
+        f"{p.df_y:g} and {p.df_d:g} degrees of freedom; floor {f.floor:.0%}); "
+        + (
+            "every configuration is judged by this pooled noise"
+            if f.shared
+            else "the configurations' noise differs (Bartlett's test), so each is judged by its own boots"
+        )
+        + f"; a boot's second run reads {f.gamma:+.1%} faster; PPL {f.ppl_sd:.3%} from boot to boot",
+        markup=False,
+    )
+    for c in view.claims:
+        if c.unmeasured:
+            out.print(f"  trial {c.trial_number}: {c.unmeasured}", markup=False)
+    spread = view.between
+    out.print(
+        "P(VERIFIED) is for a re-run within the promotion's run of boots: no later run of these configurations at this "
+        "profile is stored, so how far a later run (another hour, another lease, the organisers' machine) moves is not "
+        "measured; sweep.verify or benchmarks.claim_calibration adds runs"
+        if spread is None
+        else f"between runs: {spread.describe()}; 'P, a later run' is P(VERIFIED) for a re-run in another run, the "
+        "claim resting on the promotion's",
+        markup=False,
+    )
+    unfinished = view.unfinished()
+    if unfinished is not None:
+        out.print(f"{unfinished}: nothing is recommended until it is; the same sweep.run command goes on", markup=False)
+    elif view.recommended is None:
+        out.print(
+            f"no candidate reaches P(VERIFIED) >= {view.target:g} under the gate: none is recommended", markup=False
+        )
+    else:
+        r = view.recommended
+        out.print(
+            f"recommended: trial {r.trial_number}, claim {r.claim:.2f} tok/s over {r.boots} boots (its public level "
+            f"{r.public:.2f}), P(VERIFIED) {r.p_verified:.2f}",
+            markup=False,
+        )
+    for b in view.failed:
+        out.print(f"  boot {(b.order or 0) + 1} of trial {b.trial_number} failed: {b.reason}", markup=False)
