@@ -17,7 +17,8 @@ only sets the ``SLIDING_WINDOW`` label still gets the override). A JSON target l
 paths: the first one present in the manifest's JSON is patched, else the first one is created
 (Gemma-4 nests the window under ``text_config``, a text-only Gemma-3 config has it at the top).
 
-Values are ``int`` (a range), ``str`` (one of a list of choices) or ``bool``. Raw values (a study
+Values are ``int`` (a range), ``str`` (one of a list of choices, or any text matching the knob's
+``pattern`` where it has one: ``cpu_affinity`` takes ``none``, ``numa`` or a CPU list) or ``bool``. Raw values (a study
 file, ``--set``, a stored row) become ``KnobValues`` in ``parse_knobs``, the one place that checks
 them; ``apply_knobs`` and everything after it takes ``KnobValues`` and checks nothing again.
 
@@ -100,6 +101,7 @@ class Knob:
     minimum: int | None = None  # int knobs
     maximum: int | None = None
     choices: tuple[str, ...] = ()  # choice knobs
+    pattern: str | None = None  # choice knobs: a regular expression other valid values match in full
     lossless: bool = False  # moves speed only: greedy output must not change
     stack_limits: tuple[StackLimit, ...] = ()  # int knobs: stacks that accept less than minimum..maximum
     limited_by: StackLimit | None = None  # on the copy ``for_stack`` returns: the limit it applies
@@ -125,7 +127,10 @@ class Knob:
             limit = self.limited_by
             stack = f", the limit of stack {limit.stack!r} ({limit.source})" if limit else ""
             return f"{self.minimum}..{self.maximum}{stack}"
-        return "true or false" if self.type == "bool" else f"one of {list(self.choices)}"
+        if self.type == "bool":
+            return "true or false"
+        listed = f"one of {list(self.choices)}"
+        return f"{listed} or text matching {self.pattern}" if self.pattern else listed
 
     def parse(self, value: Any, *, where: str = "") -> KnobValue:
         """One raw value (TOML, JSON, or text from a command line or a manifest) as this knob's type."""
@@ -137,7 +142,9 @@ class Knob:
                 return value.strip().lower() in _TRUE
             raise KnobError(f"{head}: value {value!r} is not a boolean; valid: {self.range_text}")
         if self.type == "choice":
-            if isinstance(value, str) and value.strip() in self.choices:
+            if isinstance(value, str) and (
+                value.strip() in self.choices or (self.pattern and re.fullmatch(self.pattern, value.strip()))
+            ):
                 return value.strip()
             raise KnobError(f"{head}: value {value!r} is not {self.range_text} ({self.doc})")
         number: int | None = None
@@ -224,6 +231,13 @@ def _target(raw: Any, *, where: str, knob_type: str) -> Target:
     return Target(kind, raw[kind], tuple(tuple(p.split(".")) for p in paths), bool(raw.get("create", False)))
 
 
+def _is_regex(text: Any) -> bool:
+    try:
+        return isinstance(text, str) and bool(text) and re.compile(text) is not None
+    except re.error:
+        return False
+
+
 def _stack_limits(raw: Any, *, path: Path, knob: str, low: int, high: int) -> tuple[StackLimit, ...]:
     """The ``[<knob>.stacks.<stack>]`` tables: each narrows the knob's range for one stack."""
     if not isinstance(raw, dict):
@@ -258,7 +272,7 @@ def load_registry(path: Path = KNOBS_FILE) -> dict[str, Knob]:
         where = f"{path} [{name}]"
         if not isinstance(entry, dict):
             raise KnobError(f"{where}: must be a table")
-        valid = {"doc", "type", "min", "max", "choices", "lossless", "targets", "stacks"}
+        valid = {"doc", "type", "min", "max", "choices", "pattern", "lossless", "targets", "stacks"}
         if sorted(set(entry) - valid) or not isinstance(entry.get("doc"), str) or not entry.get("targets"):
             raise KnobError(
                 f"{where}: needs 'doc', 'type' and 'targets' (fields: {sorted(valid)}); got {sorted(entry)}"
@@ -270,6 +284,10 @@ def load_registry(path: Path = KNOBS_FILE) -> dict[str, Knob]:
             raise KnobError(f"{where}: a choice knob needs 'choices', a list of strings")
         if kind not in ("int", "choice", "bool"):
             raise KnobError(f"{where}: 'type' must be 'int', 'choice' or 'bool', got {kind!r}")
+        if "pattern" in entry and (kind != "choice" or not _is_regex(entry["pattern"])):
+            raise KnobError(
+                f"{where}: 'pattern' (a regular expression) belongs to choice knobs only, got {entry['pattern']!r}"
+            )
         if "stacks" in entry and kind != "int":
             raise KnobError(f"{where}: 'stacks' (a stack's narrower range) belongs to int knobs only")
         limits = (
@@ -285,6 +303,7 @@ def load_registry(path: Path = KNOBS_FILE) -> dict[str, Knob]:
             minimum=entry.get("min"),
             maximum=entry.get("max"),
             choices=tuple(entry.get("choices", ())),
+            pattern=entry.get("pattern"),
             lossless=bool(entry.get("lossless", False)),
             stack_limits=limits,
         )

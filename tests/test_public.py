@@ -103,6 +103,15 @@ SURFACE = {
         "secret_values",
     ],
     "engine.stages": ["Checkpoint", "Partial", "Stages", "Stop"],
+    "engine.stackwrap": [
+        "SPEC_RULE",
+        "SpecError",
+        "format_cpus",
+        "main",
+        "parse_cpus",
+        "resolve_cpus",
+        "synthetic_prompts",
+    ],
     "engine.trial": ["node_info", "run_trial"],
     "engine.reference.prepare": ["PreparedModel", "default_cache_dir", "prepare_model"],
     "engine.reference.runtime": [

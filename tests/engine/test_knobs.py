@@ -14,6 +14,7 @@ from engine.knobs import (
     parse_knobs,
 )
 from engine.manifest import load_manifest, parse_manifest
+from engine.stackwrap import SPEC_RULE
 from errors import KnobError, ManifestError
 
 VIDRAFT = "vidraft-w188-ctk49"
@@ -42,10 +43,15 @@ def test_the_registry_holds_the_challenge_knobs_with_ranges_and_their_lossless_f
     assert list(KNOBS)[:3] == list(challenge)  # registry order is the file's
 
 
-def test_the_winning_manifest_consumes_all_three_and_its_baseline_is_as_published():
+def test_the_winning_manifest_consumes_all_three_and_its_bridge_and_its_baseline_is_as_published():
     m = load_manifest(VIDRAFT)
-    assert consumed_knobs(m) == ["sliding_window", "centroid_top_k", "num_speculative_tokens"]
-    assert baseline_knobs(m) == {"sliding_window": 188, "centroid_top_k": 49, "num_speculative_tokens": 7}
+    assert consumed_knobs(m) == ["sliding_window", "centroid_top_k", "num_speculative_tokens", "warmup_prompts"]
+    assert baseline_knobs(m) == {
+        "sliding_window": 188,
+        "centroid_top_k": 49,
+        "num_speculative_tokens": 7,
+        "warmup_prompts": 64,  # its own serve.py's warm-up bridge (WARMUP_BRIDGE=1)
+    }
 
 
 def test_applying_patches_the_json_in_env_and_leaves_everything_else_alone():
@@ -84,8 +90,8 @@ def test_cli_flags_with_json_values_are_patched_in_both_spellings():
         '--speculative_config={"method": "ngram", "num_speculative_tokens": 3}',
     ]
     m = manifest(serve=serve)
-    assert consumed_knobs(m) == ["sliding_window", "num_speculative_tokens"]
-    assert baseline_knobs(m) == {"sliding_window": 512, "num_speculative_tokens": 3}
+    assert consumed_knobs(m) == ["sliding_window", "num_speculative_tokens", "ngram_drafter"]
+    assert baseline_knobs(m) == {"sliding_window": 512, "num_speculative_tokens": 3, "ngram_drafter": "ngram"}
     patched = apply_knobs(m, parse_knobs(m, {"sliding_window": 64, "num_speculative_tokens": 6}))
     assert json.loads(patched.serve[4]) == {"sliding_window": 64}  # top-level path kept
     flag, _, value = patched.serve[5].partition("=")
@@ -117,7 +123,7 @@ def test_an_unknown_knob_lists_the_valid_ones():
     with pytest.raises(
         KnobError,
         match=r"unknown knob 'windw'; valid knobs: \['async_scheduling', 'centroid_top_k', "
-        r"'cudagraph_mode', .*'sliding_window'\]",
+        r"'cpu_affinity', 'cudagraph_mode', .*'sliding_window', 'warmup_prompts'\]",
     ):
         parse_knobs(load_manifest(VIDRAFT), {"windw": 3})
 
@@ -208,6 +214,7 @@ def test_serving_flags_of_every_kind_are_knobs_with_their_own_types():
         "quantization": "None",
         "cudagraph_mode": "FULL_AND_PIECEWISE",
         "async_scheduling": False,
+        "ngram_drafter": "ngram",
     }
     knobs = parse_knobs(
         m,
@@ -322,4 +329,76 @@ def test_a_malformed_stack_limit_names_its_table(tmp_path, table, message):
     path = tmp_path / "knobs.toml"
     path.write_text(_INT_KNOB + table)
     with pytest.raises(KnobError, match=rf"{path} \[k\.stacks\.small\]: .*{message}"):
+        load_registry(path)
+
+
+# --- the stability knobs (issue 36) ---
+
+STABILITY = ("warmup_prompts", "cpu_affinity", "disable_compile_cache", "ngram_drafter")
+
+
+def test_the_stability_knobs_are_lossless_registry_entries_on_the_env_and_flags_they_set():
+    entries = {n: (KNOBS[n].type, KNOBS[n].lossless, [t.describe() for t in KNOBS[n].targets]) for n in STABILITY}
+    assert entries == {
+        "warmup_prompts": ("int", True, ["WARMUP_NUM_PROMPTS"]),
+        "cpu_affinity": ("choice", True, ["CPU_AFFINITY"]),
+        "disable_compile_cache": ("bool", True, ["VLLM_DISABLE_COMPILE_CACHE"]),
+        "ngram_drafter": ("choice", True, ["--speculative-config.method"]),
+    }
+    assert (KNOBS["warmup_prompts"].minimum, KNOBS["warmup_prompts"].maximum) == (0, 4096)  # 0: no bridge
+    assert KNOBS["cpu_affinity"].pattern == SPEC_RULE  # the wrapper's own rule for a CPU list
+
+
+@pytest.mark.parametrize(
+    ("name", "stability"),
+    [
+        ("reference", {"warmup_prompts": 0, "cpu_affinity": "none"}),
+        ("vllm-cpu", {"warmup_prompts": 0, "cpu_affinity": "none", "ngram_drafter": "ngram"}),
+        (
+            "vllm-gpu",
+            {"warmup_prompts": 0, "cpu_affinity": "none", "disable_compile_cache": False, "ngram_drafter": "ngram"},
+        ),
+        ("vllm-gpu-plain", {"warmup_prompts": 0, "cpu_affinity": "none", "disable_compile_cache": False}),
+    ],
+)
+def test_the_project_manifests_carry_the_stability_knobs_at_their_off_values(name, stability):
+    baseline = baseline_knobs(load_manifest(name))
+    assert {k: v for k, v in baseline.items() if k in STABILITY} == stability
+
+
+@pytest.mark.parametrize("value", ["none", "numa", "1", "2-7,10", " 0-3 "])
+def test_cpu_affinity_takes_none_numa_or_a_cpu_list(value):
+    m = manifest(env={"CPU_AFFINITY": "none"})
+    assert parse_knobs(m, {"cpu_affinity": value}) == {"cpu_affinity": value.strip()}
+
+
+@pytest.mark.parametrize("value", ["all", "1-", "2,x", "0-3;rm", ""])
+def test_cpu_affinity_refuses_anything_else_naming_what_it_takes(value):
+    with pytest.raises(KnobError, match=r"is not one of \['none', 'numa'\] or text matching"):
+        parse_knobs(manifest(env={"CPU_AFFINITY": "none"}), {"cpu_affinity": value})
+
+
+def test_the_gpu_only_knobs_write_the_launch_vllm_reads():
+    # vLLM on a GPU cannot run here: this checks only the argv and env these knobs give the vLLM manifest
+    m = load_manifest("vllm-gpu")
+    knobs = parse_knobs(m, {"ngram_drafter": "ngram_gpu", "async_scheduling": True, "disable_compile_cache": True})
+    patched = apply_knobs(m, baseline_knobs(m) | knobs)
+    spec = json.loads(patched.serve[patched.serve.index("--speculative-config") + 1])
+    assert spec == {"method": "ngram_gpu", "num_speculative_tokens": 5, "prompt_lookup_max": 4, "prompt_lookup_min": 2}
+    assert "--async-scheduling" in patched.serve and "--no-async-scheduling" not in patched.serve
+    assert patched.env["VLLM_DISABLE_COMPILE_CACHE"] == "1"  # vLLM's bool(int(...)): compile afresh
+    assert baseline_knobs(patched) == baseline_knobs(m) | knobs  # what was written reads back
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ('type = "int"\nmin = 0\nmax = 2\npattern = "x"', "'pattern' .* belongs to choice knobs only"),
+        ('type = "choice"\nchoices = ["a"]\npattern = "("', "'pattern' .* belongs to choice knobs only"),
+    ],
+)
+def test_a_pattern_is_a_regular_expression_of_a_choice_knob(tmp_path, entry, message):
+    path = tmp_path / "knobs.toml"
+    path.write_text(f'[k]\ndoc = "d"\n{entry}\ntargets = [{{ env = "K" }}]\n')
+    with pytest.raises(KnobError, match=message):
         load_registry(path)

@@ -1,10 +1,13 @@
 import json
 import sys
 
+import pytest
+
 from engine.knobs import parse_knobs
 from engine.launch import build_launch
 from engine.manifest import REPO_ROOT, load_manifest, parse_manifest
-from tests.stacks import STUB_MANIFEST
+from errors import EngineBootError, ManifestError
+from tests.stacks import STUB_MANIFEST, stub_manifest
 
 
 def test_placeholders_are_filled_and_the_port_is_free_and_exported():
@@ -46,3 +49,83 @@ def test_two_launches_get_different_ports():
     m = load_manifest(STUB_MANIFEST)
     ports = {build_launch(m).port for _ in range(20)}
     assert len(ports) == 20
+
+
+# --- the stability knobs: CPU affinity and the warm-up bridge through engine/stackwrap.py ---
+
+WRAPPER = str(REPO_ROOT / "engine" / "stackwrap.py")
+STUB_ARGV = [sys.executable, f"{REPO_ROOT}/tests/stacks/stub_server.py"]
+
+
+def test_at_their_off_values_the_stack_starts_itself():
+    launch = build_launch(load_manifest("reference"))
+    assert launch.argv == [sys.executable, "-m", "engine.reference.serve"] == launch.stack_command
+    assert launch.knobs["warmup_prompts"] == 0 and launch.knobs["cpu_affinity"] == "none"
+
+
+def test_cpu_affinity_starts_the_stack_through_the_wrapper_on_its_own_port():
+    manifest = stub_manifest(CPU_AFFINITY="0")
+    launch = build_launch(manifest, parse_knobs(manifest, {}))
+    assert launch.argv == [
+        sys.executable,
+        "-I",
+        WRAPPER,
+        "--listen",
+        f"127.0.0.1:{launch.port}",
+        "--cpus",
+        "0",
+        "--",
+        *STUB_ARGV,
+    ]
+    assert launch.stack_command == STUB_ARGV and launch.env["PORT"] == str(launch.port)  # no bridge: one port
+
+
+def test_the_bridge_moves_the_stack_to_a_loopback_port_of_its_own():
+    manifest = stub_manifest(WARMUP_NUM_PROMPTS="8", WARMUP_MAX_TOKENS="2", WARMUP_SEED="5", CPU_AFFINITY="0")
+    launch = build_launch(manifest, parse_knobs(manifest, {"warmup_prompts": 16}), host="0.0.0.0")
+    inner = int(launch.env["PORT"])
+    assert inner != launch.port and launch.env["HOST"] == "127.0.0.1"  # the stack: loopback only
+    assert launch.argv[:3] == [sys.executable, "-I", WRAPPER] and launch.argv[-3:] == ["--", *STUB_ARGV]
+    flags = launch.argv[3:-3]
+    assert dict(zip(flags[::2], flags[1::2])) == {
+        "--listen": f"0.0.0.0:{launch.port}",  # the wrapper: where the harness connects
+        "--cpus": "0",
+        "--upstream-port": str(inner),
+        "--model": "stub",
+        "--warmup-prompts": "16",
+        "--warmup-max-tokens": "2",
+        "--warmup-seed": "5",
+    }
+    assert launch.base_url == f"http://0.0.0.0:{launch.port}"
+
+
+def test_a_manifest_that_bridges_itself_gets_no_second_bridge():
+    launch = build_launch(load_manifest("vidraft-w188-ctk49"))
+    assert launch.knobs["warmup_prompts"] == 64 and launch.argv == ["python", "serve.py"]  # WARMUP_BRIDGE=1
+
+
+def test_the_bridge_needs_a_manifest_that_says_where_its_port_goes():
+    fixed = parse_manifest(
+        {
+            "name": "fixed",
+            "model_id": "m",
+            "served_model_name": "s",
+            "serve": ["python", "serve.py"],
+            "env": {"WARMUP_NUM_PROMPTS": "4"},
+        }
+    )
+    with pytest.raises(ManifestError, match="says nowhere where its port goes"):
+        build_launch(fixed)
+
+
+@pytest.mark.parametrize(("name", "value"), [("WARMUP_MAX_TOKENS", "one"), ("WARMUP_SEED", "-3")])
+def test_a_bridge_setting_that_is_no_whole_number_is_a_manifest_error(name, value):
+    manifest = stub_manifest(WARMUP_NUM_PROMPTS="2", **{name: value})
+    with pytest.raises(ManifestError, match=f"{name}='{value}' is not a whole number"):
+        build_launch(manifest)
+
+
+def test_a_cpu_list_this_machine_cannot_honour_fails_before_anything_starts():
+    manifest = stub_manifest(CPU_AFFINITY="0")
+    with pytest.raises(EngineBootError, match=r"CPU_AFFINITY='4096': CPU list '4096' names CPU\(s\) 4096"):
+        build_launch(manifest, parse_knobs(manifest, {"cpu_affinity": "4096"}))
