@@ -62,7 +62,9 @@ def _calibrate(args: argparse.Namespace, out: Console) -> tuple[str, bool]:
     try:
         # the study's earlier runs (not this calibration's own) say how far a later run moves: the re-runs here are one
         evidence = load_evidence(storage, spec.name, floor=spec.promotion.noise_floor, leave_out_run=args.resume)
-        view = evidence.claims
+        # the re-runs are timed by this project's client, as the promotion's boots were: like with like, the claims
+        # carry no client offset here (a claim's odds for the organisers' re-run do)
+        view = evidence.claims_as_timed()
         if view is None:
             raise NoCompletedTrialsError(
                 f"study {spec.name!r} has no promotion: run `python -m sweep.run --study {args.study}`"

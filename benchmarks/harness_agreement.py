@@ -8,11 +8,17 @@ sharegpt --max-concurrency 1 --request-rate inf --warmup-requests 4 --seed 1 --e
 warm-up, then one timed run) on the same prompts in the same order. Prints every round's
 ``output_throughput`` beside ours, the medians and their difference. The prompts are the
 organisers' file (``GEMMA_SWEEP_CHALLENGE_DATA``) unless ``--prompts`` names another.
+
+``--study NAME`` (with ``--storage``) stores what it measured in that study as its client offset
+(``sweep.claims.ClientOffset``: the mean and spread of log(theirs / ours) over the rounds): a study's
+boots are timed by this project's client and the organisers' private re-run by theirs, so its claims'
+re-run interval and P(VERIFIED) carry it. Measure it with the study's own manifest and sizes.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import sys
 import tempfile
@@ -42,6 +48,8 @@ class Args:
     output_len: int
     rounds: int
     out: Path | None
+    study: str | None = None
+    storage: str | None = None
 
 
 def _profile(args: Args) -> BenchProfile:
@@ -118,6 +126,8 @@ def run(args: Args) -> str:
                     f"{(got['ours'] / got['sglang'] - 1) * 100:+.2f}%",
                 ]
             )
+    if args.study is not None:
+        _store(args, theirs=theirs, ours=ours, basis=f"{manifest.label}, {profile.num_prompts} x {profile.output_len}")
     med_theirs, med_ours = statistics.median(theirs), statistics.median(ours)
     # The stack's own speed drifts from run to run; a round times both clients back to back, so the
     # median of the rounds' ratios cancels the drift that a ratio of medians keeps.
@@ -138,6 +148,30 @@ def run(args: Args) -> str:
     return "\n".join(lines)
 
 
+def _store(args: Args, *, theirs: list[float], ours: list[float], basis: str) -> None:
+    """The offset into the study, for its claims to carry (``sweep.claims.ClientOffset``)."""
+    import socket
+
+    import optuna
+
+    from sweep.claims import OFFSET_ATTR, ClientOffset
+    from sweep.storage import open_existing
+
+    logs = [math.log(t / o) for t, o in zip(theirs, ours)]
+    offset = ClientOffset(
+        log_mean=statistics.fmean(logs),
+        sd=statistics.stdev(logs),
+        rounds=len(logs),
+        basis=f"{basis} tokens, on {socket.gethostname()}",
+    )
+    storage = open_existing(args.storage or "")
+    try:
+        study = optuna.load_study(study_name=args.study, storage=storage.optuna)
+        study.set_user_attr(OFFSET_ATTR, offset.to_attr())
+    finally:
+        storage.close()
+
+
 def parse_args(argv: list[str] | None = None) -> Args:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.harness_agreement", description=__doc__.splitlines()[0])
     parser.add_argument("--manifest", default="reference-plain", help="the stack to time (default reference-plain)")
@@ -150,9 +184,13 @@ def parse_args(argv: list[str] | None = None) -> Args:
     )
     parser.add_argument("--rounds", type=int, default=8, help="rounds, each timing both clients (default 8)")
     parser.add_argument("--out", type=Path, help="also write the table there, under its command line")
+    parser.add_argument("--study", help="store the offset in this study, for its claims to carry")
+    parser.add_argument("--storage", default="sqlite:///runs/sweeps.db", help="the study's database (with --study)")
     ns = parser.parse_args(argv)
     if min(ns.num_prompts, ns.output_len, ns.rounds) < 1:
         parser.error("--num-prompts, --output-len and --rounds must be at least 1")
+    if ns.study is not None and ns.rounds < 2:
+        parser.error("--study needs at least 2 --rounds: one round says nothing of how far the offset moves")
     return Args(
         manifest=ns.manifest,
         prompts=ns.prompts,
@@ -160,6 +198,8 @@ def parse_args(argv: list[str] | None = None) -> Args:
         output_len=ns.output_len,
         rounds=ns.rounds,
         out=ns.out,
+        study=ns.study,
+        storage=ns.storage,
     )
 
 

@@ -17,6 +17,7 @@ from sweep.claims._estimate import (
     INTERVAL,
     Between,
     Claim,
+    ClientOffset,
     Fit,
     Law,
     Level,
@@ -27,7 +28,7 @@ from sweep.claims._estimate import (
     fit,
     study_noise,
 )
-from sweep.claims._evidence import BootKind, StudyClaims, StudyEvidence, claims_of, load_evidence
+from sweep.claims._evidence import OFFSET_ATTR, BootKind, StudyClaims, StudyEvidence, claims_of, load_evidence
 from sweep.claims._plan import CLAIMS_ATTR, PROMOTION_ATTR, PromotionPlan
 from sweep.claims._print import print_claims
 from sweep.claims._verdict import DEFAULT_TARGET, Verdict, VerdictName, judge
@@ -38,10 +39,12 @@ __all__ = [
     "DEFAULT_TARGET",
     "HETEROGENEITY",
     "INTERVAL",
+    "OFFSET_ATTR",
     "PROMOTION_ATTR",
     "Between",
     "BootKind",
     "Claim",
+    "ClientOffset",
     "Fit",
     "Law",
     "Level",

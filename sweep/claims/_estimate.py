@@ -58,7 +58,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable, Hashable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, cast
 
 from scipy import special, stats
@@ -72,6 +72,7 @@ __all__ = [
     "INTERVAL",
     "Between",
     "Claim",
+    "ClientOffset",
     "Fit",
     "Law",
     "Level",
@@ -178,22 +179,27 @@ class Fit:
     ppl_df: int
     floor: float
 
-    def _parts(self, key: Hashable, *, rerun: bool, between: float = 0.0) -> list[tuple[float, float]]:
+    def _parts(self, key: Hashable, *, rerun: bool) -> list[tuple[float, float]]:
         level, spread = self.levels[key], self.spreads[key]
         n, k = level.boots, 1.0 if rerun else 0.0
         gamma = ((level.order_mean + 1) / 2) ** 2 / self.sxx if self.sxx > 0 else 0.0
         return [(spread.s_y**2 * (k + 1 / n), spread.df_y), (spread.s_d**2 * ((k + 1 / n) / 4 + gamma), spread.df_d)]
 
-    def law(self, key: Hashable, *, rerun: bool = True, between: Between | None = None) -> Law | None:
+    def law(
+        self, key: Hashable, *, rerun: bool = True, between: Between | None = None, offset: ClientOffset | None = None
+    ) -> Law | None:
         """The law of one private re-run's log TPS around the fitted held-out level (``rerun``), or of the
-        level's own error; ``between``: the re-run in another run of boots. None where the noise is not
-        measured (fewer than one degree of freedom)."""
+        level's own error; ``between``: the re-run in another run of boots; ``offset``: timed by the organisers'
+        client, whose offset from this project's is known only so well. None where the noise is not measured
+        (fewer than one degree of freedom)."""
         spread = self.spreads[key]
         if not spread.measured:
             return None
         parts = self._parts(key, rerun=rerun)
         if between is not None:
             parts.append((2 * between.sd**2, between.df))
+        if offset is not None:
+            parts.append((offset.sd**2 / offset.rounds, offset.rounds - 1))
         scale = math.sqrt(sum(v for v, _ in parts))
         floor = self.floor if rerun else self.floor / math.sqrt(self.levels[key].boots)
         return Law(scale=max(scale, floor), df=_welch(parts))
@@ -206,12 +212,14 @@ class Fit:
         half, level = law.quantile(0.5 + INTERVAL / 2), self.levels[key].heldout
         return level - half, level + half
 
-    def p_within(self, key: Hashable, claim: float, *, between: Between | None = None) -> float | None:
+    def p_within(
+        self, key: Hashable, claim: float, *, between: Between | None = None, offset: ClientOffset | None = None
+    ) -> float | None:
         """P(one re-run's TPS within 5% of ``claim``); None unmeasured."""
-        law = self.law(key, between=between)
+        law = self.law(key, between=between, offset=offset)
         if law is None:
             return None
-        centre = math.log(claim) - self.levels[key].heldout
+        centre = math.log(claim) - self.levels[key].heldout - (offset.log_mean if offset else 0.0)
         return law.within(centre + _LOW, centre + _HIGH)
 
 
@@ -319,6 +327,32 @@ def fit(boots: Iterable[BootRecord], *, floor: float, key: Callable[[BootRecord]
 
 
 @dataclass(frozen=True, kw_only=True)
+class ClientOffset:
+    """How the organisers' TPS client (sglang's ``bench_serving``) reads beside this project's, measured on
+    one server with the two alternated (``python -m benchmarks.harness_agreement --study``): the mean and
+    spread of log(theirs / ours) over its rounds. Boots are timed by this project's client and the private
+    re-run by theirs, so a claim's odds carry it; it is stored as the study's ``client_offset``."""
+
+    log_mean: float
+    sd: float
+    rounds: int
+    basis: str  # what it was measured on: the stack, the prompts, the machine
+
+    def describe(self) -> str:
+        return (
+            f"the organisers' client reads {math.expm1(self.log_mean):+.1%} beside ours (sd {self.sd:.1%} over "
+            f"{self.rounds} alternated rounds; {self.basis})"
+        )
+
+    def to_attr(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_attr(cls, attr: dict[str, Any]) -> ClientOffset:
+        return cls(**attr)
+
+
+@dataclass(frozen=True, kw_only=True)
 class Claim:
     """What to report for one configuration, and how likely a private re-run verifies it."""
 
@@ -335,6 +369,7 @@ class Claim:
     p_ppl: float
     p_later: float | None  # the same for a re-run in another run of boots (between_runs); None: not measured
     df: float | None  # the degrees of freedom of the re-run's law
+    offset: ClientOffset | None  # the organisers' client's offset carried into the odds; None: not measured
     spread: Spread  # the noise it was judged by
     own_noise: bool  # judged by its own boots (its noise differs from the others')
     unmeasured: str | None
@@ -362,22 +397,30 @@ def _unmeasured(spread: Spread, boots: int) -> str:
 
 
 def claim_for(
-    fitted: Fit, key: Hashable, *, gate: float | None, target: float, between: Between | None = None
+    fitted: Fit,
+    key: Hashable,
+    *,
+    gate: float | None,
+    target: float,
+    between: Between | None = None,
+    offset: ClientOffset | None = None,
 ) -> Claim:
     """The claim of one configuration of ``fitted`` (see the module's docstring for the rule); ``between``
-    (``between_runs``) gives its P(VERIFIED) in another run of boots too, never the claim itself."""
+    (``between_runs``) gives its P(VERIFIED) in another run of boots too, never the claim itself; ``offset``:
+    the re-run is timed by the organisers' client, which reads this far from the one the boots were timed by."""
     level, spread = fitted.levels[key], fitted.spreads[key]
     p_ppl = 0.0 if gate is None else chance_under_gate(level.ppls, gate=gate, sd=fitted.ppl_sd, df=fitted.ppl_df)
-    ceiling = math.exp(level.public)
-    law = fitted.law(key)
+    ceiling = math.exp(level.public)  # what was measured: never raised by an offset, however it reads
+    shift = offset.log_mean if offset else 0.0
+    law = fitted.law(key, offset=offset)
     unmeasured = None if law is not None else _unmeasured(spread, level.boots)
     claim = ceiling
-    p_tps = fitted.p_within(key, ceiling)
+    p_tps = fitted.p_within(key, ceiling, offset=offset)
     if law is not None and p_tps is not None and p_tps * p_ppl < target:
-        peak = math.exp(level.heldout - (_LOW + _HIGH) / 2)  # where P(TPS within 5%) is highest
+        peak = math.exp(level.heldout + shift - (_LOW + _HIGH) / 2)  # where P(TPS within 5%) is highest
 
         def p(c: float) -> float:
-            return fitted.p_within(key, c) * p_ppl  # type: ignore[operator]
+            return fitted.p_within(key, c, offset=offset) * p_ppl  # type: ignore[operator]
 
         if peak < ceiling:
             if p(peak) < target:
@@ -388,11 +431,13 @@ def claim_for(
                     middle = (low + high) / 2
                     low, high = (middle, high) if p(middle) >= target else (low, middle)
                 claim = low
-        p_tps = fitted.p_within(key, claim)
+        p_tps = fitted.p_within(key, claim, offset=offset)
     p_verified = None if p_tps is None else p_tps * p_ppl
     q = None if law is None else law.quantile(0.5 + INTERVAL / 2)
     later = (
-        None if between is None or law is None else between.within.p_within(between.key(key), claim, between=between)
+        None
+        if between is None or law is None
+        else between.within.p_within(between.key(key), claim, between=between, offset=offset)
     )
     return Claim(
         trial_number=level.trial_number,
@@ -400,13 +445,14 @@ def claim_for(
         claim=claim,
         public=ceiling,
         heldout=math.exp(level.heldout),
-        rerun_low=None if q is None else math.exp(level.heldout - q),
-        rerun_high=None if q is None else math.exp(level.heldout + q),
+        rerun_low=None if q is None else math.exp(level.heldout + shift - q),
+        rerun_high=None if q is None else math.exp(level.heldout + shift + q),
         p_verified=p_verified,
         p_tps=p_tps,
         p_ppl=p_ppl,
         p_later=None if later is None else later * p_ppl,
         df=None if law is None else law.df,
+        offset=offset,
         spread=spread,
         own_noise=not fitted.shared,
         unmeasured=unmeasured,

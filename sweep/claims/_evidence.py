@@ -26,7 +26,17 @@ from typing import Any, Literal
 
 from errors import StudyNotFoundError
 from sweep.boots import BootRecord
-from sweep.claims._estimate import Between, Claim, Fit, best_claim, between_runs, claim_for, fit, study_noise
+from sweep.claims._estimate import (
+    Between,
+    Claim,
+    ClientOffset,
+    Fit,
+    best_claim,
+    between_runs,
+    claim_for,
+    fit,
+    study_noise,
+)
 from sweep.claims._plan import PROMOTION_ATTR, PromotionPlan
 from sweep.claims._verdict import DEFAULT_TARGET, Verdict, judge
 from sweep.judgement import NOISE_FLOOR, Noise
@@ -34,10 +44,11 @@ from sweep.record import TrialRecord
 from sweep.storage import Storage
 from sweep.storage_url import shown_url
 
-__all__ = ["BootKind", "StudyClaims", "StudyEvidence", "claims_of", "load_evidence"]
+__all__ = ["OFFSET_ATTR", "BootKind", "StudyClaims", "StudyEvidence", "claims_of", "load_evidence"]
 
 BootKind = Literal["promotion", "verification", "calibration"]
 FLOOR_ATTR = "noise_floor"  # the study's user attribute: its [promotion] noise_floor
+OFFSET_ATTR = "client_offset"  # the study's user attribute: ClientOffset, where it was measured
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -48,6 +59,7 @@ class StudyClaims:
     boots: tuple[BootRecord, ...]  # stored so far, failed ones included
     fit: Fit
     between: Between | None  # the run-to-run spread, where later runs measured it
+    offset: ClientOffset | None  # the organisers' client beside ours, carried into the odds; None: not measured
     claims: tuple[Claim, ...]  # fastest claim first
     recommended: Claim | None  # never while the promotion is unfinished
     gate: float | None
@@ -94,10 +106,17 @@ def _same_measure(a: BootRecord, b: BootRecord) -> bool:
     return (a.profile, a.prompts, a.public_prompts) == (b.profile, b.prompts, b.public_prompts)
 
 
-def claims_of(plan: PromotionPlan, boots: Sequence[BootRecord], later: Sequence[BootRecord] = ()) -> StudyClaims:
+def claims_of(
+    plan: PromotionPlan,
+    boots: Sequence[BootRecord],
+    later: Sequence[BootRecord] = (),
+    *,
+    offset: ClientOffset | None = None,
+) -> StudyClaims:
     """The claims of the promotion run ``plan`` describes, from the boots stored for it; ``later``: the study's
     other runs of boots (verifications, calibrations), whose runs of the promoted configurations at the
-    promotion's profile and prompts measure how far a level moves from run to run (``Claim.p_later``)."""
+    promotion's profile and prompts measure how far a level moves from run to run (``Claim.p_later``);
+    ``offset``: how the organisers' client reads beside the one the boots were timed by."""
     mine = tuple(b for b in boots if b.run_id == plan.run_id)
     fitted = fit(mine, floor=plan.noise_floor)
     gate = plan.gate.resolve_from(
@@ -112,7 +131,10 @@ def claims_of(plan: PromotionPlan, boots: Sequence[BootRecord], later: Sequence[
     between = between_runs([*mine, *others], floor=plan.noise_floor, promotion_run=plan.run_id) if others else None
     claims = tuple(
         sorted(
-            (claim_for(fitted, n, gate=gate, target=plan.target, between=between) for n in fitted.levels),
+            (
+                claim_for(fitted, n, gate=gate, target=plan.target, between=between, offset=offset)
+                for n in fitted.levels
+            ),
             key=lambda c: (-c.claim, c.trial_number),
         )
     )
@@ -122,6 +144,7 @@ def claims_of(plan: PromotionPlan, boots: Sequence[BootRecord], later: Sequence[
         boots=mine,
         fit=fitted,
         between=between,
+        offset=offset,
         claims=claims,
         recommended=best_claim(claims) if complete else None,
         gate=gate,
@@ -149,6 +172,14 @@ class StudyEvidence:
 
     def record(self, trial_number: int) -> TrialRecord | None:
         return next((r for r in self.records if r.trial_number == trial_number), None)
+
+    def claims_as_timed(self) -> StudyClaims | None:
+        """The claims for a re-run timed by this project's client, as the boots were (no client offset): what a
+        calibration's re-runs are held to."""
+        if self.plan is None:
+            return None
+        later = [*self.boots["verification"], *self.boots["calibration"]]
+        return claims_of(self.plan, self.boots["promotion"], later)
 
 
 def _split_calibrations(stored: Sequence[BootRecord]) -> tuple[list[BootRecord], list[BootRecord]]:
@@ -197,12 +228,15 @@ def load_evidence(
     records = tuple(storage.records(study_name, token_ids=False))
     promotion = storage.boots("promotion", study_name)
     verifications, old_calibrations = _split_calibrations(storage.boots("verification", study_name))
-    calibrations = [*old_calibrations, *storage.boots("calibration", study_name)]
-    later = [b for b in [*verifications, *calibrations] if b.run_id != leave_out_run]
+    calibrations = [
+        b for b in [*old_calibrations, *storage.boots("calibration", study_name)] if b.run_id != leave_out_run
+    ]
+    later = [*verifications, *calibrations]
     claims = None
     if plan is not None:
         plan = plan if floor == plan.noise_floor else replace(plan, noise_floor=floor)
-        claims = claims_of(plan, promotion, later)
+        offset = ClientOffset.from_attr(attrs[OFFSET_ATTR]) if OFFSET_ATTR in attrs else None
+        claims = claims_of(plan, promotion, later, offset=offset)
     target = plan.target if plan else DEFAULT_TARGET
     return StudyEvidence(
         study=study_name,

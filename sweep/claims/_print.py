@@ -93,6 +93,16 @@ def print_claims(out: Console, view: StudyClaims, *, knobs: Sequence[str], study
     for c in view.claims:
         if c.unmeasured:
             out.print(f"  trial {c.trial_number}: {c.unmeasured}", markup=False)
+    out.print(
+        "client: the boots were timed by this project's client and the private re-run is timed by the organisers'; "
+        + (
+            f"{view.offset.describe()}, carried into the re-run interval and the odds"
+            if view.offset
+            else "how far apart the two read is not measured for this study (python -m benchmarks.harness_agreement "
+            "--study measures it), so the odds assume they agree"
+        ),
+        markup=False,
+    )
     spread = view.between
     out.print(
         "P(VERIFIED) is for a re-run within the promotion's run of boots: no later run of these configurations at this "

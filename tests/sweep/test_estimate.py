@@ -13,6 +13,7 @@ from sweep.boots import BootRecord, heldout_first
 from sweep.claims import (
     BETWEEN_PRIOR,
     Claim,
+    ClientOffset,
     PromotionPlan,
     best_claim,
     between_runs,
@@ -167,6 +168,7 @@ def test_the_recommended_point_is_the_highest_claim_that_meets_the_target():
             p_ppl=1.0,
             p_later=None,
             df=4.0,
+            offset=None,
             spread=spread,
             own_noise=False,
             unmeasured=None,
@@ -309,3 +311,20 @@ def test_study_noise_pools_repeated_configurations_and_promoted_boots_with_a_flo
     promoted = boots({5: (1000.0, 1000.0)}, rounds=3, boot_sd=0.05, seed=2)
     both = study_noise(records, promoted, floor=0.0)
     assert "1 promoted candidate" in both.basis and both.tps_sd > 0
+
+
+def test_a_measured_client_offset_moves_the_re_run_and_the_odds_never_the_claim():
+    fitted = fit(
+        boots({1: (1000.0, 1000.0), 2: (900.0, 900.0)}, rounds=4, boot_sd=0.01, run_sd=0.005, seed=8), floor=0.01
+    )
+    plain = claim_for(fitted, 1, gate=2.42, target=0.9)
+    # the organisers' client reads 4% under ours on this stack: their re-run of the same boot lands 4% lower
+    slower = ClientOffset(log_mean=math.log(0.96), sd=0.01, rounds=8, basis="test")
+    carried = claim_for(fitted, 1, gate=2.42, target=0.9, offset=slower)
+    assert carried.rerun_low == pytest.approx(plain.rerun_low * 0.96, rel=0.01) and carried.offset is slower
+    assert carried.claim <= plain.claim and carried.claim < 0.99 * plain.public  # lowered to keep its odds
+    # reading faster raises the odds of a claim at the measured level, never the claim above it
+    faster = claim_for(
+        fitted, 1, gate=2.42, target=0.9, offset=ClientOffset(log_mean=0.02, sd=0.01, rounds=8, basis="t")
+    )
+    assert faster.claim <= faster.public == plain.public
