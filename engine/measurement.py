@@ -60,6 +60,9 @@ class Measurement:
     # The share of the machine's CPU time its host (a hypervisor) gave to other guests during the runs
     # (engine.host): a TPS measured while it was high reads slower than the same stack on a quiet host
     host_steal: float | None = field(default=None, metadata=SUMMARY)
+    # Every timed run's requests and step figures, and what the machine did meanwhile (engine.bench,
+    # engine.telemetry; the shape is in docs/ARCHITECTURE.md, "Telemetry")
+    telemetry: dict[str, Any] = field(default_factory=dict)
 
     @property
     def full(self) -> bool:

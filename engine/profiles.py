@@ -18,6 +18,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from engine.affinity import is_client_rule
 from engine.data import PplRecord, Prompt, load_ppl_records, load_prompts
 from engine.files import load_toml
 from errors import DataError, StudySpecError
@@ -56,6 +57,9 @@ class BenchProfile:
     boot_timeout_s: float = 600.0
     request_timeout_s: float = 600.0
     gpu_free_timeout_s: float = 120.0  # a GPU still held by the last stack after this long: a FAILED trial
+    # Where the timing client runs while a boot is measured: "none", "rest" (the CPUs the stack's may not
+    # use) or a CPU list (engine.affinity; recorded in Measurement.telemetry["affinity"])
+    client_cpus: str = "none"
 
     @classmethod
     def from_record(cls, stored: dict[str, Any]) -> BenchProfile:
@@ -138,6 +142,11 @@ def _validated(profile: BenchProfile, *, source: str) -> BenchProfile:
     if not isinstance(profile.stream_pass, bool):
         raise StudySpecError(
             f"{source}: profile field 'stream_pass' must be true or false, got {profile.stream_pass!r}"
+        )
+    if not isinstance(profile.client_cpus, str) or not is_client_rule(profile.client_cpus):
+        raise StudySpecError(
+            f"{source}: profile field 'client_cpus' must be 'none', 'rest' or a CPU list such as '2-3', "
+            f"got {profile.client_cpus!r}"
         )
     for name in ("warmup_pause_s", "boot_timeout_s", "request_timeout_s", "gpu_free_timeout_s"):
         value = getattr(profile, name)

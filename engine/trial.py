@@ -8,6 +8,9 @@ stopped in every case.
 On a GPU the trial first waits, bounded, for the GPU to be free (``engine.gpu``), and after the
 stop records any memory the stack left held (``node["gpu_held_after_stop_mib"]``). The boot's
 phases, where the stack's log names them, become ``boot_<phase>`` timings (``engine.boot_phases``).
+While it measures, the client runs where the profile's ``client_cpus`` says (``engine.affinity``) and
+``engine.telemetry`` samples the machine and the stack's process group over every timed run
+(``Measurement.telemetry``).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from engine.affinity import client_cpus, pinned
 from engine.bench import Stages, measure
 from engine.boot_phases import boot_phases
 from engine.data import PplRecord, Prompt
@@ -33,6 +37,7 @@ from engine.profiles import BenchProfile
 from engine.provenance import KEYS as PROVENANCE_KEYS
 from engine.provenance import provenance
 from engine.secrets import Scrubber, redact_argv, redact_env
+from engine.telemetry import Telemetry
 from errors import BenchmarkError, EngineError
 
 __all__ = ["node_info", "run_trial"]
@@ -74,18 +79,24 @@ def _boot_and_measure(
         engine.start()
         timings["boot"] = engine.wait_ready()
         timings.update(boot_phases(engine.log_path.read_text(errors="replace"), started=started))
-        about.update(provenance(launch.base_url, argv=launch.argv, env=launch.process_env(), dependencies=dependencies))
-        measurement = measure(
-            launch.base_url,
-            model=launch.served_model_name,
-            profile=profile,
-            prompts=prompts,
-            records=records,
-            timings=timings,
-            stages=stages,
-            heldout=heldout,
-            heldout_first=heldout_first,
+        about.update(
+            provenance(launch.base_url, argv=launch.stack_command, env=launch.process_env(), dependencies=dependencies)
         )
+        cpus, why = client_cpus(profile.client_cpus, stack_pgid=engine.pid)
+        with pinned(cpus), Telemetry(engine.pid) as probe:
+            measurement = measure(
+                launch.base_url,
+                model=launch.served_model_name,
+                profile=profile,
+                prompts=prompts,
+                records=records,
+                timings=timings,
+                stages=stages,
+                heldout=heldout,
+                heldout_first=heldout_first,
+                probe=probe,
+            )
+        measurement.telemetry.setdefault("affinity", {})["client_rule"] = why
     except BenchmarkError as exc:
         # Read before stop(), which ends the process either way; a dropped connection may
         # come a moment before the exit is visible.

@@ -30,7 +30,7 @@ SURFACE = {
         "parse_chat",
         "parse_counters",
         "ppl_payload",
-        "read_spec_counters",
+        "read_counters",
         "record_nll",
         "stream_pass",
         "summarize",
@@ -50,7 +50,7 @@ SURFACE = {
         "wait_until_free",
     ],
     "engine.provenance": ["KEYS", "pins", "provenance"],
-    "engine.host": ["CpuTimes", "cpu_times", "stolen_share"],
+    "engine.host": ["CpuTimes", "cpu_times", "per_cpu_times", "stolen_share"],
     "engine.install": ["InstallResult", "RECIPES", "Recipe", "default_venv", "install_stack", "is_installed", "main"],
     "engine.knobs": [
         "KNOBS",
@@ -112,6 +112,8 @@ SURFACE = {
         "resolve_cpus",
         "synthetic_prompts",
     ],
+    "engine.telemetry": ["INTERVAL_S", "Telemetry", "thread_cpus_allowed"],
+    "engine.affinity": ["CLIENT_RULES", "client_cpus", "is_client_rule", "pinned"],
     "engine.trial": ["node_info", "run_trial"],
     "engine.reference.prepare": ["PreparedModel", "default_cache_dir", "prepare_model"],
     "engine.reference.runtime": [

@@ -18,6 +18,13 @@ before the public runs (``heldout_first``) or after, with its own warm-up: the o
 re-run in the same boot as the public measurement, so that the two can be compared boot by boot.
 It is ``Measurement.heldout_tps``; ``run_order`` records which ran first.
 
+Every timed run, in the order it ran, is one entry of ``Measurement.telemetry["runs"]``: its label
+("public", "heldout"), when it started (seconds since the measurement began), its wall time and TPS,
+each request's ``[start offset in the run, duration, completion tokens]``, and the stack's own step
+figures from its ``/metrics`` (``engine.bench._metrics.stack_figures``). With a ``probe``
+(``engine.telemetry.Telemetry``, which ``engine.trial`` runs around the measurement) each timed run is
+one of its windows: the run's entry gets the machine's figures over it, and ``telemetry`` the boot's.
+
 With ``stages`` (multi-fidelity, decided by ``sweep.fidelity``), the first run is timed in
 consecutive stages; after each stage but the last, ``stages.checkpoint`` sees what was measured so
 far (``engine.stages.Partial``: the PPL too, measured right after the first stage when
@@ -31,11 +38,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from typing import Any
 
 import httpx
 
-from engine.bench._metrics import parse_counters, read_spec_counters
+from engine.bench._metrics import parse_counters, read_counters, stack_figures
 from engine.bench._ppl import PplResult, measure_ppl, ppl_payload, record_nll
 from engine.bench._stats import coefficient_of_variation, summarize
 from engine.bench._tps import (
@@ -53,6 +61,7 @@ from engine.host import cpu_times, stolen_share
 from engine.measurement import Measurement
 from engine.profiles import BenchProfile
 from engine.stages import Partial, Stages, Stop
+from engine.telemetry import Telemetry
 
 __all__ = [
     "PplResult",
@@ -67,7 +76,7 @@ __all__ = [
     "parse_chat",
     "parse_counters",
     "ppl_payload",
-    "read_spec_counters",
+    "read_counters",
     "record_nll",
     "stream_pass",
     "summarize",
@@ -97,6 +106,22 @@ def tps_rule(runs: int, per_run: int) -> str:
     return f"{runs} timed runs of {per_run} prompts each, disjoint, each after its own warm-up: no prompt timed twice"
 
 
+def _run_entry(label: str, run: TpsResult, *, origin: float) -> dict[str, Any]:
+    """One timed run as ``Measurement.telemetry["runs"]`` holds it (see the module's docstring)."""
+    first = run.request_starts[0] if run.request_starts else origin
+    return {
+        "label": label,
+        "start_s": round(first - origin, 3),
+        "wall_s": round(run.wall_s, 4),
+        "tps": run.tps,
+        "requests": [
+            [round(start - first, 4), round(latency, 4), tokens]
+            for start, latency, tokens in zip(run.request_starts, run.latencies_s, run.tokens)
+        ],
+        "stack": stack_figures(run.counters, wall_s=run.wall_s, tokens=run.completion_tokens),
+    }
+
+
 def measure(
     base_url: str,
     *,
@@ -108,13 +133,16 @@ def measure(
     stages: Stages | None = None,
     heldout: list[Prompt] | None = None,
     heldout_first: bool = False,
+    probe: Telemetry | None = None,
 ) -> Measurement:
     """One full measurement of a running stack; ``timings`` (if given) gets seconds per phase.
 
     ``prompts`` holds every run's slice in order (``BenchProfile.load_data``): ``num_prompts``
     per run, ``tps_repeats`` runs; ``heldout`` (``BenchProfile.load_heldout``), one more run's.
+    ``probe``, a started ``Telemetry``, samples the machine over each timed run.
     """
     timings = {} if timings is None else timings
+    origin = time.perf_counter()
     per_run = profile.num_prompts
     if len(prompts) < per_run * profile.tps_repeats:
         raise ValueError(
@@ -131,9 +159,13 @@ def measure(
     held: TpsResult | None = None
     ppl: PplResult | None = None
     stopped: Stop | None = None
+    timed_runs: list[tuple[str, TpsResult]] = []  # in the order they ran
+
+    def window() -> AbstractContextManager[None]:
+        return probe.window(len(timed_runs)) if probe is not None else nullcontext()
 
     def timed(client: httpx.Client, run: list[Prompt]) -> TpsResult:
-        with _phase(timings, "tps"):
+        with _phase(timings, "tps"), window():
             return measure_tps(client, model=model, prompts=run, output_len=profile.output_len)
 
     def scored(client: httpx.Client) -> PplResult:
@@ -154,11 +186,13 @@ def measure(
                     pause_s=profile.warmup_pause_s,
                 )
             if label == "heldout":
-                with _phase(timings, "heldout"):
+                with _phase(timings, "heldout"), window():
                     held = measure_tps(client, model=model, prompts=run, output_len=profile.output_len)
+                timed_runs.append((label, held))
                 continue
             if results or stages is None:
                 results.append(timed(client, run))
+                timed_runs.append((label, results[-1]))
                 continue
             bounds = stages.bounds(len(run))
             parts: list[TpsResult] = []
@@ -181,6 +215,7 @@ def measure(
                 if stopped:
                     break
             results.append(TpsResult.join(parts))
+            timed_runs.append((label, results[-1]))
             if stopped:
                 break
         host_steal = stolen_share(host_before, cpu_times())  # over the warm-ups and timed runs
@@ -194,6 +229,12 @@ def measure(
             ppl = scored(client)
     tps = runs.chosen
     drafted, accepted = runs.spec_counts()
+    entries = [_run_entry(label, run, origin=origin) for label, run in timed_runs]
+    telemetry: dict[str, Any] = {"runs": entries}
+    if probe is not None:
+        for i, entry in enumerate(entries):
+            entry["host"] = probe.run_figures(i)
+        telemetry |= probe.summary()
     return Measurement(
         tps=tps.tps,
         ppl=ppl.ppl,
@@ -222,4 +263,5 @@ def measure(
         heldout_tps=held.tps if held else None,
         run_order=order if held else [],
         host_steal=host_steal,
+        telemetry=telemetry,
     )

@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 
 from engine.bench._http import first_choice, post_json
-from engine.bench._metrics import read_spec_counters
+from engine.bench._metrics import ACCEPTED, DRAFTED, counter_deltas, read_counters
 from engine.bench._stats import coefficient_of_variation
 from engine.data import Prompt
 from errors import BenchmarkError
@@ -41,6 +41,10 @@ class TpsResult:
     output_text_sha256: list[str] = field(default_factory=list)
     drafted_tokens: int | None = None
     accepted_tokens: int | None = None
+    # When each request started (time.perf_counter(), as ``latencies_s``), and what the stack's own
+    # counters moved by over the run (engine.bench._metrics.COUNTERS it exposes)
+    request_starts: list[float] = field(default_factory=list)
+    counters: dict[str, float] = field(default_factory=dict)
 
     @property
     def acceptance_rate(self) -> float | None:
@@ -66,6 +70,10 @@ class TpsResult:
             output_text_sha256=[x for p in parts for x in p.output_text_sha256],
             drafted_tokens=sum(p.drafted_tokens for p in parts) if counted else None,  # type: ignore[misc]
             accepted_tokens=sum(p.accepted_tokens for p in parts) if counted else None,  # type: ignore[misc]
+            request_starts=[x for p in parts for x in p.request_starts],
+            counters={
+                k: sum(p.counters[k] for p in parts) for k in set.intersection(*(set(p.counters) for p in parts))
+            },
         )
 
 
@@ -167,8 +175,8 @@ def warm_up(
 
 
 def measure_tps(client: httpx.Client, *, model: str, prompts: list[Prompt], output_len: int) -> TpsResult:
-    before = read_spec_counters(client)
-    answers, latencies = [], []
+    before = read_counters(client)
+    answers, latencies, starts = [], [], []
     first_start = last_end = 0.0
     for i, prompt in enumerate(prompts):
         start = time.perf_counter()
@@ -178,11 +186,16 @@ def measure_tps(client: httpx.Client, *, model: str, prompts: list[Prompt], outp
             first_start = start
         last_end = end
         latencies.append(end - start)
-    after = read_spec_counters(client)
+        starts.append(start)
+    counters = counter_deltas(before, read_counters(client))
     wall = last_end - first_start
     tokens = sum(a.completion_tokens for a in answers)
     have_ids = all(a.token_ids is not None for a in answers)
-    spec = (int(after[0] - before[0]), int(after[1] - before[1])) if before and after else (None, None)
+    spec = (
+        (int(counters[DRAFTED]), int(counters[ACCEPTED]))
+        if DRAFTED in counters and ACCEPTED in counters
+        else (None, None)
+    )
     return TpsResult(
         tps=tokens / wall,
         completion_tokens=tokens,
@@ -193,6 +206,8 @@ def measure_tps(client: httpx.Client, *, model: str, prompts: list[Prompt], outp
         output_text_sha256=[hashlib.sha256(a.text.encode()).hexdigest() for a in answers],
         drafted_tokens=spec[0],
         accepted_tokens=spec[1],
+        request_starts=starts,
+        counters=counters,
     )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.host import CpuTimes, cpu_times, stolen_share
+from engine.host import CpuTimes, cpu_times, per_cpu_times, stolen_share
 
 
 def _stat(tmp_path, *ticks: int):
@@ -16,8 +16,20 @@ def _stat(tmp_path, *ticks: int):
 def test_the_share_counts_steal_against_every_state(tmp_path):
     before = cpu_times(_stat(tmp_path, 100, 0, 50, 800, 10, 0, 5, 35))
     after = cpu_times(_stat(tmp_path, 160, 0, 70, 900, 10, 0, 5, 55))
-    assert before == CpuTimes(total=1000, steal=35) and after == CpuTimes(total=1200, steal=55)
+    assert before == CpuTimes(total=1000, steal=35, idle=810) and after == CpuTimes(total=1200, steal=55, idle=910)
     assert stolen_share(before, after) == pytest.approx(20 / 200)
+    assert after.busy - before.busy == 80  # user and system moved; idle, I/O wait and steal are not busy
+
+
+def test_each_cpu_reads_on_its_own_line(tmp_path):
+    path = _stat(tmp_path, 100, 0, 50, 800, 10, 0, 5, 35)
+    path.write_text(path.read_text().replace("intr", "cpu1 10 0 10 60 0 0 0 20 0 0\nintr"))
+    assert per_cpu_times(path) == {
+        0: CpuTimes(total=36, steal=8, idle=9),
+        1: CpuTimes(total=100, steal=20, idle=60),
+    }
+    assert per_cpu_times(tmp_path / "missing") == {}
+    assert per_cpu_times() and all(t.total > 0 for t in per_cpu_times().values())  # this machine's
 
 
 def test_no_reading_no_share(tmp_path):

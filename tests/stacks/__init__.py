@@ -11,7 +11,8 @@ API (the same shapes as vLLM and the reference stack)
     POST /v1/completions       prompt as text or token ids; choices[0].prompt_logprobs in vLLM's
                                shape (None, then {id: {logprob, rank, decoded_token}} holding the
                                prompt token at rank 2 and a rival at rank 1)
-    GET  /metrics              vllm:spec_decode_num_draft_tokens_total and
+    GET  /metrics              vllm:spec_decode_num_drafts_total (one a speculative step),
+                               vllm:spec_decode_num_draft_tokens_total and
                                vllm:spec_decode_num_accepted_tokens_total (model_name label)
 
 Knobs, read from the same env vars as the real stacks

@@ -134,6 +134,7 @@ class StubState:
     chat_requests: int = 0
     drafted: int = 0
     accepted: int = 0
+    drafts: int = 0  # speculative steps: one draft each
     seen: set[str] = field(default_factory=set)  # the prefix cache: prompts served since boot
 
     def prefill(self, prompt_key: str) -> float:
@@ -197,8 +198,11 @@ class Handler(BaseHTTPRequestHandler):
     def _metrics(self) -> str:
         label = f'{{model_name="{self.state.model}"}}'
         with self.state.lock:
-            drafted, accepted = self.state.drafted, self.state.accepted
+            drafted, accepted, drafts = self.state.drafted, self.state.accepted, self.state.drafts
         return (
+            "# HELP vllm:spec_decode_num_drafts_total Number of spec decoding drafts.\n"
+            "# TYPE vllm:spec_decode_num_drafts_total counter\n"
+            f"vllm:spec_decode_num_drafts_total{label} {float(drafts)}\n"
             "# HELP vllm:spec_decode_num_draft_tokens_total Number of draft tokens.\n"
             "# TYPE vllm:spec_decode_num_draft_tokens_total counter\n"
             f"vllm:spec_decode_num_draft_tokens_total{label} {float(drafted)}\n"
@@ -248,6 +252,7 @@ class Handler(BaseHTTPRequestHandler):
         with state.lock:
             state.drafted += drafted
             state.accepted += accepted
+            state.drafts += drafted // (state.knobs.num_speculative_tokens or 1)
         return ids, start, time.time()
 
     def _chat(self, body: dict) -> None:
@@ -324,6 +329,7 @@ class Handler(BaseHTTPRequestHandler):
         with state.lock:
             state.drafted += drafted
             state.accepted += accepted
+            state.drafts += drafted // (state.knobs.num_speculative_tokens or 1)
         state.log_request(self.path, start, time.time(), max_tokens, body)
 
     def _completion(self, body: dict) -> None:
