@@ -4,29 +4,24 @@ Writing (``sweep.submission``): the study's VERIFIED point of the highest claim,
 ``runs/exports/<study>/submission/``; with no VERIFIED point it exits 1 naming why, unless
 ``--allow-unverified`` (then the point of the highest P(VERIFIED), labelled so in its README).
 
-Checking: ``--check DIR`` copies the folder to an empty temporary folder and boots it there as the
-organisers' harness runs a manifest: from that folder, its ``serve`` argv (``python`` is this
-interpreter, or ``--python``), the manifest's env over a clean one (only ``PATH``, ``HOME``, the
-locale, ``TMPDIR``, ``PYTHONPATH``, ``CUDA_VISIBLE_DEVICES`` and the variables a folder's README
-names, ``GEMMA_SWEEP_CHECKPOINT``, ``GEMMA_SWEEP_CACHE``, ``GEMMA_SWEEP_REPO``, pass through), on its
-port (``--port`` moves it), until ``GET /v1/models`` answers. Then it times the stack with their own
-client (``bench_serving``, ``engine.organisers``: from ``python -m engine.install sglang-bench``, or
-``--bench-python`` / ``--bench-script`` where it is installed otherwise) on the claim's public
-prompts at the claim's sizes, scores PPL on the claim's references as their ``ppl_endpoint.py``
-does, sends the audit request, stops the stack and prints the expected verdict against the claim.
+Checking (``sweep.check``): ``--check DIR`` copies the folder into an empty temporary folder and boots it
+there as the organisers' harness runs a manifest (its ``serve`` argv, the manifest's env over a clean one, on
+its port, ``--port`` moves it), times it with their own client (``bench_serving``: from ``python -m
+engine.install sglang-bench``, or ``--bench-python`` / ``--bench-script``) on the held-out and the public
+prompts, scores PPL, sends the audit request, and says whether this one draw lands within 5% of the claim,
+beside its P(VERIFIED): one boot gives no verdict. ``python`` is this interpreter (or ``--python``) and HOME
+this machine's; with ``--fresh`` the interpreter is a new virtual environment built from the manifest's
+``dependencies`` alone and HOME an empty folder, as on a machine that never ran this project.
 
-Exit status: 0 written (or, checking, a verdict of VERIFIED expected), 1 nothing to submit (or
-INVALID expected, or the stack failed), 2 bad input.
+Exit status: 0 written (or, checking, the folder booted, was timed, scored under the gate and answered the
+audit), 1 nothing to submit (or the stack failed to install, boot or answer, or its PPL is over the gate), 2
+bad input.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import shutil
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,24 +29,9 @@ from rich.console import Console
 
 from errors import ConfigError, EngineError, GemmaSweepError, InstallError, UsageError
 
-__all__ = ["CLEAN_ENV", "SubmitArgs", "main", "parse_args"]
+__all__ = ["SubmitArgs", "main", "parse_args"]
 
 RUN_DIR = Path("runs")
-# What passes from this environment into the clean one a submission boots in: what any process
-# needs, where its dependencies live, and the variables a submission's README names.
-CLEAN_ENV = (
-    "PATH",
-    "HOME",
-    "LANG",
-    "LC_ALL",
-    "TMPDIR",
-    "PYTHONPATH",
-    "CUDA_VISIBLE_DEVICES",
-    "GEMMA_SWEEP_CHECKPOINT",
-    "GEMMA_SWEEP_CACHE",
-    "GEMMA_SWEEP_REPO",
-    "VLLM_USE_FLASHINFER_SAMPLER",
-)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -62,6 +42,7 @@ class SubmitArgs:
     manifest: str | None
     allow_unverified: bool
     check: Path | None
+    fresh: bool
     port: int | None
     python: str
     bench_python: str | None
@@ -85,6 +66,12 @@ def parse_args(argv: list[str] | None = None) -> SubmitArgs:
     parser.add_argument(
         "--check", type=Path, metavar="DIR", help="boot a submission folder as the organisers would, and time it"
     )
+    parser.add_argument(
+        "--fresh",
+        action="store_true",
+        help="with --check: in a new virtual environment built from the manifest's dependencies alone, HOME an "
+        "empty folder",
+    )
     parser.add_argument("--port", type=int, help="with --check: the port to boot on (default the manifest's)")
     parser.add_argument(
         "--python", default=sys.executable, help="with --check: the interpreter `python` means (default this one)"
@@ -99,11 +86,13 @@ def parse_args(argv: list[str] | None = None) -> SubmitArgs:
     parser.add_argument(
         "--tokenizer",
         help="with --check: the tokenizer folder bench_serving counts prompts with "
-        "(default: the claim's, the reference checkpoint's for its stacks)",
+        "(default: the served model's own folder, as GET /v1/models names it, else the manifest's model_id)",
     )
     ns = parser.parse_args(argv)
     if (ns.study is None) == (ns.check is None):
         parser.error("give --study (write a submission) or --check DIR (boot one), one of the two")
+    if ns.fresh and ns.check is None:
+        parser.error("--fresh goes with --check DIR")
     if (ns.bench_python is None) != (ns.bench_script is None):
         parser.error("--bench-python and --bench-script go together")
     if ns.port is not None and not 1 <= ns.port <= 65535:
@@ -115,6 +104,7 @@ def parse_args(argv: list[str] | None = None) -> SubmitArgs:
         manifest=ns.manifest,
         allow_unverified=ns.allow_unverified,
         check=ns.check,
+        fresh=ns.fresh,
         port=ns.port,
         python=ns.python,
         bench_python=ns.bench_python,
@@ -124,79 +114,64 @@ def parse_args(argv: list[str] | None = None) -> SubmitArgs:
 
 
 def _write(args: SubmitArgs, out: Console) -> int:
-    import optuna
+    from dataclasses import asdict
 
-    from sweep.claims import PROMOTION_ATTR, claims_of
+    from sweep.claims import load_evidence
+    from sweep.folder import write_submission
     from sweep.spec import load_study
     from sweep.storage import open_existing
-    from sweep.storage_url import shown_url
-    from sweep.submission import NothingToSubmit, choose, write_submission
-    from sweep.verification import latest_verdicts
+    from sweep.submission import NothingToSubmit, choose
 
     spec = load_study(args.study, manifest=args.manifest)  # type: ignore[arg-type]
     storage = open_existing(args.storage)
     try:
-        try:
-            study = optuna.load_study(study_name=spec.name, storage=storage.optuna)
-        except KeyError:
-            raise UsageError(
-                f"study {spec.name!r} not found in {shown_url(args.storage)}: run the sweep first"
-            ) from None
-        plan = study.user_attrs.get(PROMOTION_ATTR)
-        # the study's verifications are later runs: they measure how far a level moves between runs (p_later)
-        view = (
-            claims_of(plan, storage.boots("promotion", spec.name), storage.boots("verification", spec.name))
-            if plan
-            else None
-        )
-        records = storage.records(spec.name, token_ids=False)
-        verdicts = latest_verdicts(storage, spec.name)
-        stored = study.user_attrs.get("manifest_json")
+        # the study's verifications and calibrations are later runs: they measure how far a level moves (p_later)
+        evidence = load_evidence(storage, spec.name, floor=spec.promotion.noise_floor)
     finally:
         storage.close()
+    stored = evidence.user_attrs.get("manifest_json")
     if not isinstance(stored, dict):
         raise UsageError(f"study {spec.name!r} stored no manifest (a study of an older version of this tool)")
+    view = evidence.claims
+    unfinished = view.unfinished() if view else None
+    if unfinished is not None:
+        out.print(
+            f"nothing to submit: {unfinished}; `python -m sweep.run --study {args.study}` goes on with it", markup=False
+        )
+        return 1
     claims = {c.trial_number: c for c in view.claims} if view else {}
     try:
-        choice = choose(records, verdicts=verdicts, claims=claims, allow_unverified=args.allow_unverified)
+        choice = choose(
+            list(evidence.records), verdicts=evidence.verdicts, claims=claims, allow_unverified=args.allow_unverified
+        )
     except NothingToSubmit as exc:
         out.print(f"nothing to submit: {exc}", markup=False)
         return 1
-    promoted = choice.claim is not None and plan is not None
-    profile = plan["profile"] if promoted else choice.record.profile  # type: ignore[index]
+    promoted = choice.claim is not None and view is not None
+    profile = asdict(view.plan.profile) if promoted else choice.record.profile  # type: ignore[union-attr]
     gate = view.gate if promoted else choice.record.gate  # type: ignore[union-attr]
-    checkpoint = None  # the model's folder: what a vLLM stack serves, whose tokenizer bench_serving counts with
-    if "{reference_checkpoint}" in json.dumps(stored) or "engine.reference.serve" in stored.get("serve", []):
-        from engine.reference.prepare import prepare_model
-
-        checkpoint = str(prepare_model().checkpoint_dir)
     folder = args.out or RUN_DIR / "exports" / spec.name / "submission"
-    store = shown_url(args.storage)
-    commands = [
-        f"python -m sweep.run --study {args.study} --storage {store}",
-        f"python -m sweep.claims --study {spec.name} --storage {store}",
-        f"python -m sweep.verify --study {args.study} --storage {store} --trials {choice.record.trial_number} --repeats 3",
-        f"python -m sweep.submit --study {args.study} --storage {store}"
-        + (" --allow-unverified" if not choice.verified else ""),
-        f"python -m sweep.submit --check {folder}",
-    ]
     measured = [b.provenance for b in (view.boots if view else []) if b.trial_number == choice.record.trial_number]
     written = write_submission(
         folder,
         choice,
         stored=stored,
+        source=spec.manifest.source,
         model_id=spec.manifest.model_id,
         study=spec.name,
         profile=dict(profile),
         gate=gate,
-        commands=commands,
-        checkpoint=checkpoint,
+        commands=_commands(args, study=spec.name, trial=choice.record.trial_number, verified=choice.verified),
         provenance=next((p for p in measured if p), choice.record.provenance),
         between=view.between if view else None,
     )
     out.print(
         f"submission of trial {choice.record.trial_number} ({choice.label}): TPS to report {choice.tps:.2f}"
-        + (f", P(VERIFIED) {choice.claim.p_verified:.2f}" if choice.claim else ""),
+        + (
+            f", P(VERIFIED) {choice.claim.p_verified:.2f}"
+            if choice.claim and choice.claim.p_verified is not None
+            else ""
+        ),
         markup=False,
     )
     for path in written:
@@ -204,111 +179,43 @@ def _write(args: SubmitArgs, out: Console) -> int:
     return 0
 
 
+def _commands(args: SubmitArgs, *, study: str, trial: int, verified: bool) -> list[str]:
+    """The commands that reproduce the folder's figures, as another machine would type them: the study by its
+    name where it is one of this project's, a file of this machine by its name only."""
+    from engine.manifest import is_plain_name
+    from studies import STUDIES_DIR
+    from sweep.storage_url import shown_url
+
+    given = Path(args.study)  # type: ignore[arg-type]
+    named = given.suffix != ".toml" or given.resolve() == (STUDIES_DIR / given.name).resolve()
+    spec = study if named and is_plain_name(study) else f"<your copy of {given.name}>"
+    store = shown_url(args.storage)
+    if store.startswith("sqlite:///") and Path(store.removeprefix("sqlite:///")).is_absolute():
+        store = f"sqlite:///<your copy of {Path(store).name}>"
+    manifest = f" --manifest <your copy of {Path(args.manifest).name}>" if args.manifest else ""
+    where = f"--study {spec} --storage {store}{manifest}"
+    return [
+        f"python -m sweep.run {where}",
+        f"python -m sweep.claims --study {spec} --storage {store}",
+        f"python -m sweep.verify {where} --trials {trial} --repeats 3",
+        f"python -m sweep.submit {where}" + ("" if verified else " --allow-unverified"),
+        "python -m sweep.submit --check <this folder> --fresh",
+    ]
+
+
 def _check(args: SubmitArgs, out: Console) -> int:
-    from engine.bench import measure_ppl, open_client
-    from engine.install import install_stack
-    from engine.launch import LaunchConfig
-    from engine.manifest import parse_manifest
-    from engine.organisers import audit, bench_serving
-    from engine.process import EngineProcess
-    from engine.profiles import BenchProfile
-    from sweep.estimate import TPS_TOLERANCE
-    from sweep.judgement import over_gate
+    from sweep.check import CheckOptions, check_folder
 
     source = args.check.expanduser().resolve()  # type: ignore[union-attr]
-    try:
-        data = json.loads((source / "manifest.json").read_text())
-        claim = json.loads((source / "claim.json").read_text())
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"--check {source}: not a submission folder of this tool ({exc})") from None
-    profile = BenchProfile.from_record(claim["profile"])
-    prompts, records = profile.load_data()
-    tokenizer = args.tokenizer or claim["tokenizer"]
-    if tokenizer is None:
-        raise UsageError(f"--check {source}: bench_serving needs the model's tokenizer folder: pass --tokenizer")
-    if args.bench_python:
-        assert args.bench_script is not None  # parse_args: the two go together
-        bench_python, script = Path(args.bench_python), args.bench_script
-    else:
-        sglang = install_stack("sglang-bench")
-        bench_python, script = sglang.python, sglang.versions["bench_serving"]
-    work = Path(tempfile.mkdtemp(prefix="submission-check-"))
-    copy = work / "submission"
-    shutil.copytree(source, copy)
-    manifest = parse_manifest(data, source=copy / "manifest.json")
-    port = args.port or manifest.port
-    argv = [args.python if manifest.serve[0] == "python" else manifest.serve[0], *manifest.serve[1:]]
-    clean = {k: os.environ[k] for k in CLEAN_ENV if k in os.environ}
-    launch = LaunchConfig(
-        argv=argv,
-        env={**manifest.env, "PORT": str(port), "HF_HUB_OFFLINE": "1"},
-        cwd=copy,
-        host="127.0.0.1",
-        port=port,
-        served_model_name=manifest.served_model_name,
-        manifest_name=manifest.name,
-        base_env=clean,
+    options = CheckOptions(
+        fresh=args.fresh,
+        python=args.python,
+        port=args.port,
+        bench_python=args.bench_python,
+        bench_script=args.bench_script,
+        tokenizer=args.tokenizer,
     )
-    out.print(
-        f"checking {source} as the organisers' harness runs it: in {copy}, `{' '.join(manifest.serve)}`, "
-        f"the manifest's env over a clean one, port {port}",
-        markup=False,
-    )
-    engine = EngineProcess(launch, log_path=work / "serve.log", boot_timeout_s=profile.boot_timeout_s)
-    engine.start()
-    try:
-        out.print(f"  ready after {engine.wait_ready():.1f} s", markup=False)
-        # the held-out prompts first: a fresh boot's first run, on prompts nobody timed, is the organisers'
-        # private re-run; then the public ones, which their public run times
-        timed = {
-            name: bench_serving(
-                bench_python,
-                script,
-                base_url=launch.base_url,
-                model=manifest.served_model_name,
-                tokenizer=Path(tokenizer),
-                prompts=profile.path(path),
-                profile=profile,
-                work=work,
-            )
-            for name, path in (("held-out", profile.heldout_prompts), ("public", profile.prompts))
-        }
-        with open_client(launch.base_url, timeout_s=profile.request_timeout_s) as client:
-            ppl = measure_ppl(client, model=manifest.served_model_name, records=records)
-        ids = audit(launch.base_url, model=manifest.served_model_name, record=records[0])
-    finally:
-        engine.stop()
-    gap = timed["held-out"] / claim["claim_tps"] - 1
-    gate = claim["gate"]
-    ok = abs(gap) <= TPS_TOLERANCE and gate is not None and not over_gate(ppl.ppl, gate)
-    for name, tps in timed.items():
-        out.print(
-            f"  TPS, {name} prompts (the organisers' bench_serving, {profile.num_prompts} x {profile.output_len} tokens): "
-            f"{tps:.2f}; claim {claim['claim_tps']:.2f} ({tps / claim['claim_tps'] - 1:+.1%})",
-            markup=False,
-        )
-    out.print(
-        f"  PPL (as their ppl_endpoint.py, {ppl.records} records, {ppl.target_tokens} tokens): {ppl.ppl:.4f}"
-        + ("" if gate is None else f"; gate {gate:.4f}"),
-        markup=False,
-    )
-    out.print(f"  audit (/v1/completions, return_token_ids): {len(ids)} token ids back", markup=False)
-    odds = (
-        ""
-        if claim["p_verified"] is None
-        else f" (the claim's P(VERIFIED): {claim['p_verified']:.2f}"
-        + ("" if claim.get("p_later") is None else f"; for a later run {claim['p_later']:.2f}")
-        + ")"
-    )
-    out.print(
-        f"expected verdict: {'VERIFIED' if ok else 'INVALID'}: this boot's held-out run (a private re-run's stand-in) "
-        f"{'lands' if abs(gap) <= TPS_TOLERANCE else 'does not land'} within {TPS_TOLERANCE:.0%} of the claim"
-        + ("" if gate is None or not over_gate(ppl.ppl, gate) else ", and its PPL is over the gate")
-        + f"{odds}; one boot, so one draw of a private re-run; {claim['label']} submission",
-        markup=False,
-    )
-    shutil.rmtree(work, ignore_errors=True)
-    return 0 if ok else 1
+    return 0 if check_folder(source, options, out) else 1
 
 
 def main(argv: list[str] | None = None) -> int:

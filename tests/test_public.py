@@ -115,7 +115,7 @@ SURFACE = {
     "engine.telemetry": ["INTERVAL_S", "Telemetry", "thread_cpus_allowed"],
     "engine.affinity": ["CLIENT_RULES", "client_cpus", "is_client_rule", "pinned"],
     "engine.trial": ["node_info", "run_trial"],
-    "engine.reference.prepare": ["PreparedModel", "default_cache_dir", "prepare_model"],
+    "engine.reference.prepare": ["DEPENDENCIES", "PreparedModel", "default_cache_dir", "prepare_model"],
     "engine.reference.runtime": [
         "Decoder",
         "Generation",
@@ -224,8 +224,10 @@ SURFACE = {
     ],
     "sweep.promotion": ["CLAIMS_ATTR", "promote", "select"],
     "sweep.interrupts": ["raise_interrupt"],
-    "sweep.submission": ["Choice", "NothingToSubmit", "choose", "write_submission"],
-    "sweep.submit": ["CLEAN_ENV", "SubmitArgs", "main", "parse_args"],
+    "sweep.check": ["CLEAN_ENV", "CheckOptions", "check_folder"],
+    "sweep.folder": ["CHECK_DATA", "FOLDER_MARK", "STACK", "write_submission"],
+    "sweep.submission": ["Choice", "NothingToSubmit", "choose"],
+    "sweep.submit": ["SubmitArgs", "main", "parse_args"],
     "sweep.verify": ["VerifyArgs", "main", "parse_args", "print_verdicts", "select_trials"],
     "sweep.worker": ["ACCELERATOR_PREFIX", "TrialWorker", "actor_options", "collect", "error_text"],
     "dashboards": [

@@ -142,4 +142,5 @@ def test_a_ctk_point_re_run_on_held_out_data_keeps_the_baselines_ppl(ray_connect
     code = submit(["--check", str(tmp_path / "sub"), "--port", "18923"])
     printed = capsys.readouterr().out
     assert "TPS, held-out prompts (the organisers' bench_serving" in printed and "audit (/v1/completions" in printed
-    assert "expected verdict:" in printed and code in (0, 1)
+    # it boots from the code it carries (stack/), under the gate; one boot is one draw, no verdict
+    assert ("this draw lands" in printed or "this draw misses" in printed) and code == 0, printed

