@@ -46,6 +46,7 @@ class BootRecord:
     ppl: float | None = None
     acceptance_rate: float | None = None
     host_steal: float | None = None  # the share of CPU time the host took during the boot's runs (engine.host)
+    telemetry: dict[str, Any] = field(default_factory=dict)  # the boot's Measurement.telemetry (engine.telemetry)
     reason: str | None = None  # why the boot failed (boot failure, bad answers, a lost worker)
     node: dict[str, Any] = field(default_factory=dict)
     provenance: dict[str, Any] = field(default_factory=dict)  # engine.provenance
@@ -105,6 +106,7 @@ def boot_record(
         ppl=m.ppl if m else None,
         acceptance_rate=m.acceptance_rate if m else None,
         host_steal=m.host_steal if m else None,
+        telemetry=dict(m.telemetry) if m else {},
         reason=None if measured else (outcome.reason or "the boot returned no measurement"),
         node=dict(outcome.node),
         provenance=dict(outcome.provenance),

@@ -109,6 +109,7 @@ def _boot_columns() -> list[sa.Column]:
         sa.Column("ppl", sa.Float),
         sa.Column("acceptance_rate", sa.Float),
         sa.Column("host_steal", sa.Float),
+        sa.Column("telemetry", sa.JSON),  # engine.telemetry's figures of the boot's runs
         sa.Column("reason", sa.Text),
         sa.Column("prompts", sa.Text, nullable=False),  # the held-out set
         sa.Column("public_prompts", sa.Text),
@@ -228,6 +229,7 @@ class Storage:
                     "node": row["node"] or {},
                     "provenance": row["provenance"] or {},
                     "timings": row["timings"] or {},
+                    "telemetry": row["telemetry"] or {},
                 }
             )
             for row in rows
