@@ -2,8 +2,9 @@
 
 A sweep ranks trials by one run of one boot, which on a GPU is noise (one configuration's TPS
 moves about 10% from boot to boot). So when a study's search ends, ``promote`` takes its
-``[promotion] candidates`` fastest distinct feasible configurations measured to the end (a
-configuration measured twice counts once, by its fastest trial) and boots each ``boots`` times at
+``[promotion] candidates`` distinct feasible configurations measured to the end whose search
+figures could claim most (``claimable``: the TPS less what the spread of its own runs would cost at
+the target; a configuration measured twice counts once, by its best trial) and boots each ``boots`` times at
 the promotion profile (for challenge studies the organisers' own: 128 prompts x 512 tokens and
 their 128 PPL records), interleaved A B C A B C ..., each boot timing the public prompts and the
 held-out ones (``sweep.booter``). Where the gate is a ratio of the baseline's PPL and the promotion
@@ -20,8 +21,10 @@ attribute ``claims``, which optuna-dashboard lists.
 
 from __future__ import annotations
 
+import math
 import uuid
 from pathlib import Path
+from statistics import NormalDist
 from typing import Any
 
 import optuna
@@ -35,19 +38,30 @@ from sweep.record import TrialRecord
 from sweep.spec import StudySpec
 from sweep.storage import Storage
 
-__all__ = ["promote", "select"]
+__all__ = ["claimable", "promote", "select"]
+
+
+def claimable(record: TrialRecord, *, target: float) -> float:
+    """What the search's figure of a trial could keep as a claim: its TPS less ``z`` spreads of its own timed
+    runs (``z`` the normal quantile of the target: a noisy configuration's fast run is worth less than a steady
+    one's). A trial timed once has no spread of its own; the promotion's boots then tell."""
+    cv = record.metric("tps_cv") or 0.0
+    return record.tps * math.exp(-NormalDist().inv_cdf(target) * cv)  # type: ignore[operator]
 
 
 def select(spec: StudySpec, records: list[TrialRecord]) -> list[TrialRecord]:
-    """The candidates: the fastest trial of each of the N fastest distinct feasible configurations
-    measured to the end, then the baseline if the gate must be re-resolved from it."""
+    """The candidates: the best trial of each of the N distinct feasible configurations measured to the end
+    whose search figures could claim most (``claimable``), then the baseline if the gate must be re-resolved
+    from it. The promotion's boots then recommend by what verifies: the highest claim reaching the target."""
+    target = spec.promotion.target
     best: dict[str, TrialRecord] = {}
     for r in records:
         if r.full and r.feasible:
             key = repr(sorted(r.knobs.items()))
-            if key not in best or r.tps > best[key].tps:  # type: ignore[operator]
+            if key not in best or claimable(r, target=target) > claimable(best[key], target=target):
                 best[key] = r
-    chosen = sorted(best.values(), key=lambda r: (-r.tps, r.trial_number))[: spec.promotion.candidates]  # type: ignore[operator]
+    ranked = sorted(best.values(), key=lambda r: (-claimable(r, target=target), r.trial_number))
+    chosen = ranked[: spec.promotion.candidates]
     resolver = _gate(spec, records).baseline_trial
     if resolver is not None:
         baseline = next(r for r in records if r.trial_number == resolver)

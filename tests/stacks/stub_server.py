@@ -424,9 +424,20 @@ def _bind_ipc_socket(folder: str) -> socket.socket:
     return sock
 
 
+def _boot_noise(env: dict[str, str]) -> float:
+    """STUB_BOOT_NOISE, or the sd STUB_BOOT_NOISE_IF="VAR=VALUE:sd[,...]" names for a boot whose env has VAR=VALUE:
+    a configuration noisier than the others."""
+    for rule in filter(None, env.get("STUB_BOOT_NOISE_IF", "").split(",")):
+        condition, sd = rule.rsplit(":", 1)
+        name, value = condition.split("=", 1)
+        if env.get(name) == value:
+            return float(sd)
+    return float(env.get("STUB_BOOT_NOISE", 0.0))
+
+
 def _boot_factor(env: dict[str, str]) -> float:
-    """This boot's speed: exp(N(0, STUB_BOOT_NOISE)), drawn afresh at every boot (STUB_BOOT_SEED fixes it)."""
-    sd = float(env.get("STUB_BOOT_NOISE", 0.0))
+    """This boot's speed: exp(N(0, sd)) (``_boot_noise``), drawn afresh at every boot (STUB_BOOT_SEED fixes it)."""
+    sd = _boot_noise(env)
     if not sd:
         return 1.0
     seed = env.get("STUB_BOOT_SEED")
