@@ -65,7 +65,7 @@ def heldout_first(repeat: int) -> bool:
 
     A server's later runs read a little faster (seen on the H200: four successive runs 1,713 ->
     1,903 tok/s), so neither set may always go second; alternating lets the claim's estimator
-    measure that effect and take it out (``sweep.estimate``)."""
+    measure that effect and take it out (``sweep.claims``)."""
     return repeat % 2 == 1
 
 

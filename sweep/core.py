@@ -151,6 +151,8 @@ class StudyCore:
         if "manifest_json" not in study.user_attrs:  # what dashboards.export writes best/manifest.json from
             study.set_user_attr("manifest_json", redact_manifest(spec.manifest.to_json_dict()))
         study.set_user_attr("gate", spec.gate.describe())
+        # what its claims and verdicts are judged with, for readers that have no study spec (the dashboards)
+        study.set_user_attr("noise_floor", spec.promotion.noise_floor)
         study.set_user_attr("objectives", "maximize tps, minimize ppl")
         return study
 

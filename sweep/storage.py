@@ -9,8 +9,8 @@ The project's tables are defined here, the whole schema in one place:
 - ``measurements``: one row per trial attempt (a ``sweep.record.TrialRecord``), keyed by (study,
   trial number). The driver writes the row before it tells Optuna, so a crash between the two
   is healed at the next start (the row is told again) and never produces a second row.
-- ``promotions`` and ``verifications``: one row per boot of a promotion or a verification run
-  (``sweep.boots.BootRecord``), the same columns in both.
+- ``promotions``, ``verifications`` and ``calibrations``: one row per boot of a promotion, a
+  verification or a calibration run (``sweep.boots.BootRecord``), the same columns in each.
 
 ``open_storage`` creates the file and tables as needed, and adds to a database written by an older
 version the columns it lacks (each nullable, so old rows read as "not recorded"); ``open_existing``
@@ -43,6 +43,7 @@ __all__ = [
     "Storage",
     "StudyRecords",
     "as_utc",
+    "calibrations",
     "measurements",
     "open_existing",
     "open_storage",
@@ -128,7 +129,12 @@ promotions = sa.Table("promotions", METADATA, *_boot_columns(), sa.Index("ix_pro
 verifications = sa.Table(
     "verifications", METADATA, *_boot_columns(), sa.Index("ix_verifications_trial", "study_name", "trial_number")
 )
-BOOT_TABLES = {"promotion": promotions, "verification": verifications}
+# re-runs of a claim that calibrate its odds (benchmarks.claim_calibration): evidence of how far a later run
+# moves, never a verification's verdict
+calibrations = sa.Table(
+    "calibrations", METADATA, *_boot_columns(), sa.Index("ix_calibrations_trial", "study_name", "trial_number")
+)
+BOOT_TABLES = {"promotion": promotions, "verification": verifications, "calibration": calibrations}
 
 _MEASUREMENT_FIELDS = {f.name for f in fields(Measurement)}
 _RECORD_COLUMNS = {f.name for f in fields(TrialRecord)} - {"measurement"}
@@ -206,7 +212,7 @@ class Storage:
             return [_record(row) for row in conn.execute(query)]
 
     def insert_boots(self, kind: str, boots: list[BootRecord]) -> None:
-        """Rows of a promotion or verification run (``kind``: "promotion" or "verification")."""
+        """Rows of a run of boots (``kind``: "promotion", "verification" or "calibration")."""
         if not boots:
             return
         rows = [
