@@ -55,7 +55,7 @@ class _Thread:
     name: str
     cpu: int  # the CPU it last ran on
     run_ns: int  # CPU time so far
-    migrations: int | None  # None where the kernel keeps no sched statistics
+    migrations: int | None  # read at a window's first and last sample only; None elsewhere, or without sched
 
 
 @dataclass(frozen=True)
@@ -73,50 +73,68 @@ class _Window:
     end: float | None = None
 
 
-def _read(path: Path) -> str | None:
+def _read(path: str) -> str | None:
+    # os.open/os.read: half the cost of Path.read_text() on a /proc file, which a sample reads per thread
     try:
-        return path.read_text()
+        fd = os.open(path, os.O_RDONLY)
     except OSError:
         return None
+    try:
+        return os.read(fd, 65536).decode(errors="replace")
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
-def _thread(task: Path, pid: int) -> _Thread | None:
-    stat = _read(task / "stat")
+def _thread(task: str, pid: int, *, migrations: bool) -> _Thread | None:
+    """One thread now: its stat (name, last CPU), its CPU time (``schedstat``, to the nanosecond; else the
+    stat's ticks) and, where asked (a window's first and last sample), ``se.nr_migrations`` from ``sched``."""
+    stat = _read(f"{task}/stat")
     if stat is None:
         return None
     name = stat[stat.find("(") + 1 : stat.rfind(")")]
     fields = stat[stat.rfind(")") + 2 :].split()  # from field 3 (state) on
     if len(fields) < 37:
         return None
-    run_ns, migrations = (int(fields[11]) + int(fields[12])) * _TICK_NS, None
-    for line in (_read(task / "sched") or "").splitlines():
-        key, _, value = line.partition(":")
-        key = key.strip()
-        if key == "se.sum_exec_runtime":  # milliseconds, to the nanosecond
-            run_ns = round(float(value) * 1e6)
-        elif key == "se.nr_migrations":
-            migrations = int(value)
-    return _Thread(pid=pid, name=name, cpu=int(fields[36]), run_ns=run_ns, migrations=migrations)
+    schedstat = (_read(f"{task}/schedstat") or "").split()
+    run_ns = int(schedstat[0]) if schedstat else (int(fields[11]) + int(fields[12])) * _TICK_NS
+    moved = None
+    if migrations:
+        for line in (_read(f"{task}/sched") or "").splitlines():
+            if line.startswith("se.nr_migrations"):
+                moved = int(line.partition(":")[2])
+                break
+    return _Thread(pid=pid, name=name, cpu=int(fields[36]), run_ns=run_ns, migrations=moved)
 
 
-def _tasks(proc: Path, pids: list[int]) -> Iterator[tuple[int, int, Path]]:
+def _tasks(proc: Path, pids: list[int]) -> Iterator[tuple[int, int, str]]:
+    """(pid, tid, the thread's /proc folder) for every thread of these processes; plain strings, as a sample
+    builds a path per thread."""
     for pid in pids:
+        folder = f"{proc}/{pid}/task"
         try:
-            tids = os.listdir(proc / str(pid) / "task")
+            tids = os.listdir(folder)
         except OSError:
             continue  # gone since the last scan
         for tid in tids:
-            yield pid, int(tid), proc / str(pid) / "task" / tid
+            yield pid, int(tid), f"{folder}/{tid}"
 
 
 def thread_cpus_allowed(pids: list[int], *, proc: Path = Path("/proc")) -> dict[int, set[int]]:
     """Each thread's ``Cpus_allowed_list`` (the CPUs it may run on), by thread id, for these processes."""
     allowed = {}
     for _pid, tid, task in _tasks(proc, pids):
-        for line in (_read(task / "status") or "").splitlines():
+        for line in (_read(f"{task}/status") or "").splitlines():
             if line.startswith("Cpus_allowed_list:"):
                 allowed[tid] = parse_cpus(line.split(":", 1)[1])
     return allowed
+
+
+def _entry(threads: dict[int, dict[str, Any]], tid: int, seen: _Thread) -> dict[str, Any]:
+    return threads.setdefault(
+        tid, {"pid": seen.pid, "tid": tid, "name": seen.name, "ns": 0, "migrations": 0, "on": Counter()}
+    )
 
 
 def _share(counts: Counter[int]) -> dict[str, float]:
@@ -250,22 +268,26 @@ class Telemetry:
             self._client |= os.sched_getaffinity(0)
             self._cost_s += time.thread_time() - began
             window = self._open = _Window(run=run, start=time.perf_counter())
-            self._sample(window)
+            self._sample(window, boundary=True)
         try:
             yield
         finally:
             with self._lock:
-                self._sample(window)
+                self._sample(window, boundary=True)
                 window.end = time.perf_counter()
                 self._windows.append(window)
                 self._open = None
 
-    def _sample(self, window: _Window) -> None:
+    def _sample(self, window: _Window, *, boundary: bool = False) -> None:
         began = time.thread_time()
         if self.pgid is not None and self._since_refresh >= _REFRESH_EVERY:
             self._members, self._since_refresh = group_members(self.pgid), 0
         self._since_refresh += 1
-        threads = {tid: t for pid, tid, task in _tasks(self.proc, self._members) if (t := _thread(task, pid))}
+        threads = {
+            tid: t
+            for pid, tid, task in _tasks(self.proc, self._members)
+            if (t := _thread(task, pid, migrations=boundary))
+        }
         window.samples.append(_Sample(at=time.perf_counter(), cpus=per_cpu_times(self.proc / "stat"), threads=threads))
         self._samples += 1
         self._cost_s += time.thread_time() - began
@@ -291,16 +313,19 @@ class Telemetry:
                     before = a.threads.get(tid)
                     if before is None:
                         continue
-                    t = threads.setdefault(
-                        tid, {"pid": now.pid, "tid": tid, "name": now.name, "ns": 0, "migrations": 0, "on": Counter()}
-                    )
+                    t = _entry(threads, tid, now)
                     t["ns"] += now.run_ns - before.run_ns
-                    if now.migrations is None or before.migrations is None:
-                        t["migrations"] = None
-                    elif t["migrations"] is not None:
-                        t["migrations"] += now.migrations - before.migrations
                     if now.run_ns > before.run_ns:
                         t["on"][now.cpu] += 1
+            # moves between the window's first and last sample (a thread born meanwhile: all of its own)
+            for tid, closing in last.threads.items():
+                opening = first.threads.get(tid)
+                t = _entry(threads, tid, closing)
+                moved_before = 0 if opening is None else opening.migrations
+                if closing.migrations is None or moved_before is None:
+                    t["migrations"] = None
+                elif t["migrations"] is not None:
+                    t["migrations"] += closing.migrations - moved_before
         return {"busy": busy, "steal": steal, "total": total, "threads": threads}
 
     def run_figures(self, run: int) -> dict[str, Any]:

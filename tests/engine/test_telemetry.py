@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -216,3 +217,40 @@ def test_without_nvidia_smi_the_gpu_is_recorded_as_not_available(tmp_path, monke
         pass
     assert probe.summary()["gpu"] == {"available": False, "reason": "no nvidia-smi on PATH"}
     assert thread_cpus_allowed([os.getpid()])[os.getpid()] == os.sched_getaffinity(0)
+
+
+@needs_two_cpus
+def test_a_thread_moved_between_cpus_is_seen_on_both_and_counted_as_moved():
+    first, second = sorted(ALLOWED)[:2]
+    code = (
+        "import os, sys, time\n"
+        "sys.stdin.readline()\n"  # start when the test's window is open
+        f"for cpu in ({first}, {second}):\n"
+        "    os.sched_setaffinity(0, {cpu})\n"
+        "    end = time.monotonic() + 1.0\n"
+        "    while time.monotonic() < end:\n"
+        "        pass\n"
+        "print('done', flush=True)\n"
+        "sys.stdin.readline()\n"  # alive until the window has closed
+    )
+    busy = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+    assert busy.stdin is not None and busy.stdout is not None
+    try:
+        with Telemetry(busy.pid, interval_s=0.1) as probe, probe.window(0):
+            busy.stdin.write("go\n")
+            busy.stdin.flush()
+            assert busy.stdout.readline() == "done\n"
+        busy.stdin.write("end\n")
+        busy.stdin.flush()
+        busy.wait(timeout=30)
+    finally:
+        if busy.poll() is None:
+            busy.kill()
+    summary = probe.summary()
+    (thread,) = summary["threads"]
+    assert set(thread["ran_on"]) == {str(first), str(second)}
+    assert all(0.25 <= share <= 0.75 for share in thread["ran_on"].values())
+    assert thread["cpu_s"] >= 1.0 and summary["stack"]["cpu_s"] == thread["cpu_s"]
+    assert thread["migrations"] >= 1 and summary["stack"]["migrations"] == thread["migrations"]
