@@ -3,6 +3,7 @@
     _plan       PromotionPlan: a promotion's boots and what they are judged by (the study's ``promotion``)
     _estimate   the model of a boot's two runs: levels, noise, the claim and P(VERIFIED) (``fit``, ``claim_for``)
     _verdict    a verification run's verdict: VERIFIED, INVALID or UNDECIDED (``judge``)
+    _noise      where a configuration's noise is: boot, run, prompt, request, streaks, steps (``decompose``)
     _evidence   ``load_evidence``: one study's records, boots, plan, claims, verdicts and noise, read once
     _print      the claims table
     cli         ``python -m sweep.claims``
@@ -29,8 +30,9 @@ from sweep.claims._estimate import (
     study_noise,
 )
 from sweep.claims._evidence import OFFSET_ATTR, BootKind, StudyClaims, StudyEvidence, claims_of, load_evidence
+from sweep.claims._noise import WINDOW_S, NoiseParts, decompose
 from sweep.claims._plan import CLAIMS_ATTR, PROMOTION_ATTR, PromotionPlan
-from sweep.claims._print import print_claims
+from sweep.claims._print import print_claims, print_noise
 from sweep.claims._verdict import DEFAULT_TARGET, Verdict, VerdictName, judge
 
 __all__ = [
@@ -41,6 +43,7 @@ __all__ = [
     "INTERVAL",
     "OFFSET_ATTR",
     "PROMOTION_ATTR",
+    "WINDOW_S",
     "Between",
     "BootKind",
     "Claim",
@@ -48,6 +51,7 @@ __all__ = [
     "Fit",
     "Law",
     "Level",
+    "NoiseParts",
     "PromotionPlan",
     "Spread",
     "StudyClaims",
@@ -58,9 +62,11 @@ __all__ = [
     "between_runs",
     "claim_for",
     "claims_of",
+    "decompose",
     "fit",
     "judge",
     "load_evidence",
     "print_claims",
+    "print_noise",
     "study_noise",
 ]

@@ -10,8 +10,9 @@ from rich.table import Table
 
 from sweep.claims._estimate import Claim
 from sweep.claims._evidence import StudyClaims
+from sweep.claims._noise import decompose
 
-__all__ = ["print_claims"]
+__all__ = ["print_claims", "print_noise"]
 
 
 def _spread(values: Sequence[float]) -> str:
@@ -129,3 +130,51 @@ def print_claims(out: Console, view: StudyClaims, *, knobs: Sequence[str], study
         )
     for b in view.failed:
         out.print(f"  boot {(b.order or 0) + 1} of trial {b.trial_number} failed: {b.reason}", markup=False)
+
+
+def _pct(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:.{digits}%}"
+
+
+def _num(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def print_noise(out: Console, view: StudyClaims) -> None:
+    """Each candidate's noise taken apart (``sweep.claims.decompose``), from its boots' telemetry."""
+    table = Table(
+        title="Where the noise is (each candidate on its own boots; log-scale spreads as percentages)",
+        title_justify="left",
+    )
+    head = [
+        "trial",
+        "boots x runs",
+        "one boot",
+        "one run",
+        "prompt",
+        "request",
+        "streaks (lag-1)",
+        "10 s windows",
+        "step ms (cv)",
+        "acceptance (cv)",
+        "migrations / run",
+        "steal",
+    ]
+    for column in head:
+        table.add_column(column, justify="right")
+    for n in decompose(view.boots):
+        table.add_row(
+            str(n.trial_number),
+            f"{n.boots} x {n.runs}",
+            f"{n.boot:.1%}",
+            f"{n.run:.1%}",
+            _pct(n.prompt),
+            _pct(n.request),
+            _num(n.lag1, ".2f"),
+            _pct(n.window_cv),
+            "-" if n.step_ms is None else f"{n.step_ms:.3f} ({_pct(n.step_cv)})",
+            "-" if n.acceptance is None else f"{n.acceptance:.4f} ({_pct(n.acceptance_cv, 2)})",
+            _num(n.migrations, ".0f"),
+            _pct(n.steal),
+        )
+    out.print(table)

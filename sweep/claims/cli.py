@@ -3,7 +3,8 @@
 Prints, per candidate of the latest promotion (``sweep.claims.load_evidence``): its knobs, the boots its
 figures rest on and their spread, the claim, the 90% interval of one private re-run, P(VERIFIED) and the
 PPL with its boot-to-boot tolerance, then the recommended point: the highest claim whose P(VERIFIED)
-reaches the study's target, under the gate.
+reaches the study's target, under the gate; then where each candidate's noise is (``sweep.claims.decompose``:
+boot, run, prompt, request, streaks within a run, the stack's step time and acceptance, migrations, steal).
 
 Exit status: 0 a point is recommended, 1 none is (none reaches the target, or the promotion is not
 finished), 2 bad input (no such database or study, or no promotion yet).
@@ -29,7 +30,7 @@ class ClaimsArgs:
 
 
 def _main(args: ClaimsArgs, out: Console) -> int:
-    from sweep.claims import load_evidence, print_claims
+    from sweep.claims import load_evidence, print_claims, print_noise
     from sweep.storage import open_existing
 
     storage = open_existing(args.storage)
@@ -49,6 +50,7 @@ def _main(args: ClaimsArgs, out: Console) -> int:
         if len({repr(kn.get(k)) for kn in view.knobs.values()}) > 1
     )
     print_claims(out, view, knobs=varying, study=args.study)
+    print_noise(out, view)
     return 0 if view.recommended is not None else 1
 
 

@@ -12,7 +12,7 @@ import pytest
 from rich.console import Console
 
 from engine.provenance import KEYS
-from sweep.claims import CLAIMS_ATTR, PROMOTION_ATTR, PromotionPlan, claims_of, load_evidence
+from sweep.claims import CLAIMS_ATTR, PROMOTION_ATTR, PromotionPlan, claims_of, decompose, load_evidence
 from sweep.claims.cli import main as claims_main
 from sweep.promotion import promote, select
 from sweep.spec import load_study
@@ -111,3 +111,7 @@ def test_promotion_interleaves_alternates_resumes_and_claims(ray_connected, tmp_
     assert "P(VERIFIED)" in printed and "re-run 90%" in printed and "PPL ± tol" in printed
     for claim in view.claims:
         assert f"{claim.claim:.2f}" in printed and claim.odds_text() in printed
+    # and where each candidate's noise is, from the telemetry every boot stored: its requests, its steps
+    assert "Where the noise is" in printed
+    for parts in decompose(boots):
+        assert parts.runs == 2 * parts.boots and parts.request is not None and parts.step_ms is not None
