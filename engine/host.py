@@ -4,6 +4,7 @@ On a virtual machine the hypervisor can take a share of the vCPUs' time for othe
 the eighth figure of ``/proc/stat``'s ``cpu`` line). A reference stack decoding on the CPU of a shared
 2-core machine slowed by a third while its host took 10-30% of the time (``benchmarks/results/ctk-claims``):
 the share taken during a measurement is part of what its TPS means, so ``engine.bench`` records it.
+``per_cpu_times`` reads each CPU's own line, for ``engine.telemetry``'s per-CPU busy and stolen shares.
 """
 
 from __future__ import annotations
