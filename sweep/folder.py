@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.knobs import apply_knobs, consumed_knobs, parse_knobs
-from engine.manifest import PLACEHOLDERS, REPO_ROOT, Manifest, parse_manifest
+from engine.manifest import PLACEHOLDERS, REPO_ROOT, Manifest, load_manifest, parse_manifest
 from engine.provenance import pins
 from engine.reference.prepare import DEPENDENCIES as PREPARE_DEPENDENCIES
 from engine.reference.prepare import default_cache_dir
@@ -192,7 +192,7 @@ def _pinned(names: list[str], provenance: dict[str, Any], *, prepare: bool) -> t
     names = [n for n in names if n.strip()]
     found: dict[str, str] = dict(provenance.get("packages") or {})
     source = "as the stack's environment had them when the trials ran (their provenance)"
-    if names and not found:
+    if not found:
         found, _ = pins(names, python=sys.executable)
         source = "as the environment that wrote this folder has them: the trials' provenance did not record theirs"
     if prepare:
@@ -269,7 +269,9 @@ def write_submission(
     stack = _stack(manifest, source)
     r = choice.record
     knob_text = " ".join(f"{k}={v}" for k, v in sorted(knobs.items()))
-    dependencies, pinned_from = _pinned(list(manifest.dependencies), provenance, prepare=stack.prepare)
+    # a reference manifest stored before the reference manifests named what the stack imports: the one that does
+    names = manifest.dependencies or (load_manifest("reference").dependencies if manifest.stack == "reference" else [])
+    dependencies, pinned_from = _pinned(list(names), provenance, prepare=stack.prepare)
     env = {k: v for k, v in manifest.env.items() if not _PLACEHOLDER.search(v)}
     dropped = [] if stack.prepare else [k for k in _OFFLINE if k in env]
     submission = redact_manifest(

@@ -174,8 +174,13 @@ def _write(args: SubmitArgs, out: Console) -> int:
         ),
         markup=False,
     )
-    for path in written:
+    top = [path for path in written if path.parent == folder]
+    for path in top:
         out.print(f"  {path}", markup=False)
+    if len(written) > len(top):
+        out.print(
+            f"  and {len(written) - len(top)} file(s) in its folders: the stack's, the check's data", markup=False
+        )
     return 0
 
 

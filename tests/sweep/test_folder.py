@@ -110,6 +110,14 @@ def test_a_reference_folder_carries_its_code_pins_what_the_trials_ran_and_names_
     assert "prepares it from the PyPI package" in (folder / "README.md").read_text()
     assert _machine_paths(folder, tmp_path) == []
 
+    # a study stored before the reference manifests named their dependencies, and before provenance recorded
+    # packages: the stack's imports all the same, as the environment that writes the folder has them, and it says so
+    older = {**reference.to_json_dict(), "dependencies": []}
+    _write(tmp_path / "older", older, _choice({}, knobs={}, provenance={"stack": "gemma-sweep reference"}), source=None)
+    pinned = json.loads((tmp_path / "older" / "manifest.json").read_text())["dependencies"]
+    assert sorted(pinned) == sorted(recorded.values())
+    assert "as the environment that wrote this folder has them" in (tmp_path / "older" / "README.md").read_text()
+
 
 def test_a_manifest_naming_a_folder_of_this_machine_or_a_script_it_lacks_is_refused(tmp_path):
     manifest = stub_manifest(STUB_EXTRA_FILE=str(Path.home() / "weights")).to_json_dict()
