@@ -15,7 +15,8 @@ through ``engine/stackwrap.py``, which pins itself and then execs the stack, or 
 bridge, the stack gets a port of its own on 127.0.0.1 (its ``{port}``, ``{host}`` and ``PORT``) and the
 wrapper listens on the launch's host and port once the warm-up is done. A manifest with
 ``WARMUP_BRIDGE=1`` (the winning entry's convention) runs a bridge of its own: the launcher adds none.
-A CPU list this machine cannot honour is an ``EngineBootError`` before anything starts.
+``check_machine`` says, on the machine that boots, whether it can honour the CPU list (``engine.trial``
+calls it before anything starts; a dry run plans without it).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from engine.knobs import KnobValue, KnobValues, apply_knobs, baseline_knobs
 from engine.manifest import REPO_ROOT, Manifest
 from errors import EngineBootError, ManifestError
 
-__all__ = ["LaunchConfig", "build_launch", "free_port"]
+__all__ = ["LaunchConfig", "build_launch", "check_machine", "free_port"]
 
 # Ports handed out by this process and not yet seen in use: the kernel may offer one again
 # between our probe and the engine's bind, so we never hand the same one out twice.
@@ -127,6 +128,16 @@ def _wrapped(
     return [*wrapper, "--", *argv]
 
 
+def check_machine(launch: LaunchConfig) -> None:
+    """What ``build_launch`` leaves to the machine that boots (a dry run may plan on another): that this one
+    can honour the launch's ``CPU_AFFINITY``. Raises EngineBootError naming the CPUs it lacks."""
+    affinity = launch.env.get("CPU_AFFINITY", "none").strip()
+    try:
+        stackwrap.resolve_cpus(affinity)
+    except stackwrap.SpecError as exc:
+        raise EngineBootError(f"manifest {launch.manifest_name!r}: CPU_AFFINITY={affinity!r}: {exc}") from None
+
+
 def build_launch(
     manifest: Manifest,
     knobs: KnobValues | None = None,
@@ -155,10 +166,6 @@ def build_launch(
             f"manifest {patched.name!r}: the warm-up bridge (WARMUP_NUM_PROMPTS > 0) moves the stack to a port of "
             "its own, but the manifest says nowhere where its port goes (a {port} placeholder or a PORT env entry)"
         )
-    try:
-        stackwrap.resolve_cpus(affinity)
-    except stackwrap.SpecError as exc:
-        raise EngineBootError(f"manifest {patched.name!r}: CPU_AFFINITY={affinity!r}: {exc}") from None
     # With the bridge, the stack listens on a port of its own on the loopback, the wrapper on ``port``.
     inner_host, inner_port = ("127.0.0.1", free_port("127.0.0.1")) if bridge else (host, port)
     values = {"port": str(inner_port), "host": inner_host, "python": sys.executable, "repo": str(REPO_ROOT)}

@@ -55,6 +55,7 @@ __all__ = ["SPEC_RULE", "SpecError", "format_cpus", "main", "parse_cpus", "resol
 SPEC_RULE = r"\d+(-\d+)?(,\d+(-\d+)?)*"
 _SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 _POLL_S = 0.25
+_MAX_CPUS = 8192  # the kernel's largest NR_CPUS; a list past it is a typo, not a machine
 _REQUEST_TIMEOUT_S = 600.0
 _STOP_GRACE_S = 10.0
 # Plain words, none taken from a benchmark set: the warm-up prompts are made of these and digits only.
@@ -81,6 +82,8 @@ def parse_cpus(text: str) -> set[int]:
         first, last = int(low), int(high or low)
         if last < first:
             raise SpecError(f"CPU list {text!r}: range {part!r} runs backwards")
+        if last >= _MAX_CPUS:
+            raise SpecError(f"CPU list {text!r}: CPU {last} is past any machine's ({_MAX_CPUS} CPUs at most)")
         cpus.update(range(first, last + 1))
     return cpus
 

@@ -29,7 +29,7 @@ from engine.boot_phases import boot_phases
 from engine.data import PplRecord, Prompt
 from engine.gpu import held_after_stop, visible_gpus, wait_until_free
 from engine.knobs import KnobValues
-from engine.launch import LaunchConfig, build_launch
+from engine.launch import LaunchConfig, build_launch, check_machine
 from engine.manifest import Manifest
 from engine.measurement import Measurement, TrialOutcome
 from engine.process import OWNER_ENV, EngineProcess
@@ -181,6 +181,7 @@ def run_trial(
                 tmpdir=Path(tmpdir),
                 cache=cache_dir or workdir.parent / "cache",
             )
+            check_machine(launch)
         except EngineError as exc:
             return outcome(
                 knob_values=dict(knobs), argv=list(manifest.serve), env=dict(manifest.env), log_tail="", error=exc

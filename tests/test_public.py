@@ -67,7 +67,7 @@ SURFACE = {
         "parse_assignments",
         "parse_knobs",
     ],
-    "engine.launch": ["LaunchConfig", "build_launch", "free_port"],
+    "engine.launch": ["LaunchConfig", "build_launch", "check_machine", "free_port"],
     "engine.manifest": [
         "MANIFESTS_DIR",
         "Manifest",

@@ -36,7 +36,8 @@ def _wrapper(*args: str) -> list[str]:
 def test_cpu_lists_read_and_write_as_the_kernel_writes_them():
     assert parse_cpus("2-4,7") == {2, 3, 4, 7} and parse_cpus(" 0 ") == {0}
     assert format_cpus({0, 1, 2, 5, 7, 8}) == "0-2,5,7-8" and format_cpus([3]) == "3"
-    for bad, message in (("1-", "malformed"), ("a", "malformed"), ("4-2", "runs backwards"), ("", "malformed")):
+    bad_lists = (("1-", "malformed"), ("a", "malformed"), ("4-2", "runs backwards"), ("", "malformed"))
+    for bad, message in (*bad_lists, ("0-99999999999", "CPU 99999999999 is past any machine's")):
         with pytest.raises(SpecError, match=message):
             parse_cpus(bad)
 
