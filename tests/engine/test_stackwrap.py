@@ -15,9 +15,12 @@ from pathlib import Path
 import httpx
 import pytest
 
+from engine.bench import parse_counters
 from engine.data import load_prompts
-from engine.launch import free_port
-from engine.manifest import REPO_ROOT
+from engine.knobs import parse_knobs
+from engine.launch import build_launch, free_port
+from engine.manifest import REPO_ROOT, load_manifest
+from engine.process import EngineProcess
 from engine.profiles import CHALLENGE_DATA_ENV
 from engine.stackwrap import SpecError, format_cpus, parse_cpus, resolve_cpus, synthetic_prompts
 from studies import STUDIES_DIR
@@ -228,3 +231,20 @@ def test_warm_up_prompts_are_never_a_benchmark_prompt():
             assert text not in benchmark
             assert not any(text in b or b in text for b in benchmark)
     assert synthetic_prompts(4, 1) == synthetic_prompts(4, 1) != synthetic_prompts(4, 2)  # the seed decides
+
+
+@pytest.mark.slow
+def test_the_reference_stack_has_served_the_warm_up_when_its_port_first_answers(tmp_path):
+    manifest = load_manifest("reference")
+    launch = build_launch(manifest, parse_knobs(manifest, {"warmup_prompts": 4}))
+    with EngineProcess(launch, log_path=tmp_path / "engine.log", boot_timeout_s=300):
+        # the first thing the public port tells anyone: what the stack served before it opened
+        served = parse_counters(
+            httpx.get(f"{launch.base_url}/metrics", timeout=10).text,
+            ("vllm:request_success_total", "vllm:generation_tokens_total"),
+        )
+        body = {"model": "gemma-3-270m", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4}
+        answer = httpx.post(f"{launch.base_url}/v1/chat/completions", json=body, timeout=120).json()
+    assert served == {"vllm:request_success_total": 4.0, "vllm:generation_tokens_total": 4.0}  # 4 of 1 token
+    assert answer["usage"]["completion_tokens"] == 4  # then it serves through the bridge
+    assert "stackwrap: warm-up of 4 requests done" in (tmp_path / "engine.log").read_text()
