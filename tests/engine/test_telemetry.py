@@ -23,6 +23,7 @@ from engine.launch import build_launch
 from engine.manifest import load_manifest
 from engine.process import EngineProcess, group_members
 from engine.stackwrap import format_cpus, parse_cpus
+from engine.stages import Stages
 from engine.telemetry import Telemetry, thread_cpus_allowed
 from engine.trial import run_trial
 from errors import StudySpecError
@@ -254,3 +255,19 @@ def test_a_thread_moved_between_cpus_is_seen_on_both_and_counted_as_moved():
     assert all(0.25 <= share <= 0.75 for share in thread["ran_on"].values())
     assert thread["cpu_s"] >= 1.0 and summary["stack"]["cpu_s"] == thread["cpu_s"]
     assert thread["migrations"] >= 1 and summary["stack"]["migrations"] == thread["migrations"]
+
+
+def test_a_run_timed_in_stages_is_one_run_of_its_windows(tmp_path):
+    profile = stub_profile(tmp_path, tps_repeats=2)
+    launch = build_launch(stub_manifest())
+    prompts, records = profile.load_data()
+    stages = Stages(after=(1, 3), ppl_first=True, checkpoint=lambda partial: None)
+    with EngineProcess(launch, log_path=tmp_path / "engine.log") as engine, Telemetry(engine.pid) as probe:
+        m = measure(
+            launch.base_url, model="stub", profile=profile, prompts=prompts, records=records, stages=stages, probe=probe
+        )
+    first, second = m.telemetry["runs"]
+    assert [len(first["requests"]), len(second["requests"])] == [4, 4] and second["start_s"] > first["start_s"]
+    # the first run's three stages are three windows of one run (the PPL pass between them is none of it)
+    assert first["host"]["samples"] >= 6 and second["host"]["samples"] >= 2
+    assert [r[2] for r in first["requests"]] == m.prompt_tokens
