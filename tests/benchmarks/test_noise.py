@@ -1,0 +1,37 @@
+"""``python -m benchmarks.noise`` on the stub stack (real processes, real HTTP): arms interleaved round by round
+behind an anchor, every boot's runs and telemetry written out, and the arm that moves from boot to boot read
+as the noisy one."""
+
+from __future__ import annotations
+
+import json
+
+from benchmarks.noise import main
+from tests.sweep.kit import write_manifest
+
+
+def test_arms_are_interleaved_behind_the_anchor_and_the_noisy_one_is_found(tmp_path, capsys):
+    manifest = write_manifest(
+        tmp_path, STUB_DECODE_STEP_S="0.004", STUB_BOOT_NOISE="0.002", STUB_BOOT_NOISE_IF="CENTROID_TOP_K=64:0.15"
+    )
+    out = tmp_path / "noise"
+    argv = ["--manifest", str(manifest), "--arm", "steady", "--arm", "noisy:centroid_top_k=64", "--boots", "4"]
+    code = main([*argv, "--anchor", str(manifest), "--profile", "quick", "--prompts", "3", "--out", str(out)])
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    boots = json.loads((out / "boots.json").read_text())
+    # anchor, steady, noisy in every round, four rounds; every boot timed both slices and kept its telemetry
+    assert [(b["repeat"], b["trial_number"]) for b in boots] == [(r, n) for r in range(4) for n in range(3)]
+    assert all(b["status"] == "complete" and len(b["telemetry"]["runs"]) == 2 for b in boots)
+    assert (out / "noise.txt").read_text().startswith("python -m benchmarks.noise")
+    # the decomposition's rows: arm, knobs, boots x runs (three words), TPS, vs anchor, one boot, ...
+    rows = [line.split() for line in printed.out.splitlines() if line.startswith(("steady ", "noisy "))]
+    boot_part = {row[0]: float(row[7].rstrip("%")) for row in rows}
+    assert set(boot_part) == {"steady", "noisy"} and boot_part["noisy"] > 3 * boot_part["steady"], printed.out
+
+
+def test_a_knob_the_manifest_does_not_take_is_refused_before_anything_boots(tmp_path, capsys):
+    manifest = write_manifest(tmp_path)
+    assert main(["--manifest", str(manifest), "--arm", "x:no_such_knob=1", "--anchor", "none"]) == 2
+    assert "unknown knob 'no_such_knob'" in capsys.readouterr().err
+    assert main(["--manifest", str(manifest), "--arm", "anchor", "--anchor", "none"]) == 2
