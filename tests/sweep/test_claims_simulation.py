@@ -28,7 +28,7 @@ CANDIDATES = (1, 2, 3)
 BOOT_NOISE = (0.01, 0.03, 0.10)
 RUN_NOISE = (0.01, 0.05)
 GAMMA = 0.02  # a boot's second run reads 2% faster
-PER_CELL = 80  # 90 cells: 7,200 promotions
+PER_CELL = 160  # 90 cells: 14,400 promotions
 
 
 def _boots(levels, *, rounds, boot_sd, run_sd, rng, run_id="p1", trial=None):
