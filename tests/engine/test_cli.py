@@ -28,7 +28,12 @@ def test_dry_run_of_the_winning_manifest_prints_the_patched_argv_and_env():
     record = json.loads(lines[-1])
     assert record["argv"] == ["python", "serve.py"]
     assert record["env"]["CENTROID_TOP_K"] == "44" and record["env"]["HF_HUB_OFFLINE"] == "1"
-    assert record["knobs"] == {"sliding_window": 188, "centroid_top_k": 44, "num_speculative_tokens": 7}
+    assert record["knobs"] == {
+        "sliding_window": 188,
+        "centroid_top_k": 44,
+        "num_speculative_tokens": 7,
+        "warmup_prompts": 64,  # its own bridge (WARMUP_BRIDGE=1): the argv above is not wrapped
+    }
 
 
 def test_dry_run_boots_nothing(tmp_path):
