@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import json
+import math
+import random
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, fields
@@ -16,6 +18,7 @@ from rich.console import Console
 from engine.measurement import Measurement
 from engine.profiles import BenchProfile
 from sweep.booter import BootRunner, PlannedBoot
+from sweep.boots import BootRecord, heldout_first
 from sweep.claims import StudyClaims
 from sweep.console import SweepConsole
 from sweep.driver import StudyResult, run_study
@@ -186,3 +189,50 @@ def measured_record(
         measurement=measurement,
         **fields,
     )
+
+
+def drawn_boots(
+    levels: dict[int, tuple[float, float]],
+    *,
+    rounds: int,
+    boot_sd: float = 0.0,
+    run_sd: float = 0.0,
+    gamma: float = 0.0,
+    ppl: float = 2.3,
+    gate: float | None = None,
+    seed: int = 0,
+    rng: random.Random | None = None,
+    run_id: str = "p1",
+    shift: float = 0.0,
+) -> list[BootRecord]:
+    """Promotion-style boots drawn from the claims' own model: interleaved rounds of configurations whose first
+    public and held-out runs read (P, H) tok/s, each boot moved by N(0, boot_sd), each run by N(0, run_sd), a boot's
+    second run ``gamma`` faster; ``shift``: the whole run's log offset (a machine faster or slower that hour)."""
+    rng = rng or random.Random(seed)
+    out = []
+    for r in range(rounds):
+        for i, (trial, (public, held)) in enumerate(levels.items()):
+            u, second_held = shift + rng.gauss(0, boot_sd), not heldout_first(r)
+            p = math.log(public) + u + rng.gauss(0, run_sd) + (0.0 if second_held else gamma)
+            h = math.log(held) + u + rng.gauss(0, run_sd) + (gamma if second_held else 0.0)
+            out.append(
+                BootRecord(
+                    study_name="s",
+                    trial_number=trial,
+                    run_id=run_id,
+                    repeat=r,
+                    order=r * len(levels) + i,
+                    status="complete",
+                    claimed_tps=public,
+                    claimed_ppl=ppl,
+                    gate=gate,
+                    prompts="h",
+                    refs="r",
+                    profile="quick",
+                    first="heldout" if heldout_first(r) else "public",
+                    public_tps=math.exp(p),
+                    tps=math.exp(h),
+                    ppl=ppl,
+                )
+            )
+    return out

@@ -19,9 +19,9 @@ from collections import defaultdict
 import pytest
 from scipy.stats import norm
 
-from sweep.boots import BootRecord, heldout_first
 from sweep.claims import claim_for, fit, judge
 from sweep.judgement import NOISE_FLOOR
+from tests.sweep.kit import drawn_boots
 
 BOOTS = (1, 2, 3, 4, 5)
 CANDIDATES = (1, 2, 3)
@@ -29,37 +29,6 @@ BOOT_NOISE = (0.01, 0.03, 0.10)
 RUN_NOISE = (0.01, 0.05)
 GAMMA = 0.02  # a boot's second run reads 2% faster
 PER_CELL = 160  # 90 cells: 14,400 promotions
-
-
-def _boots(levels, *, rounds, boot_sd, run_sd, rng, run_id="p1", trial=None):
-    """Interleaved boots of configurations whose first public and held-out runs read (P, H) tok/s."""
-    out = []
-    for r in range(rounds):
-        for i, (number, (public, held)) in enumerate(levels.items()):
-            u, second_held = rng.gauss(0, boot_sd), not heldout_first(r)
-            p = math.log(public) + u + rng.gauss(0, run_sd) + (0.0 if second_held else GAMMA)
-            h = math.log(held) + u + rng.gauss(0, run_sd) + (GAMMA if second_held else 0.0)
-            out.append(
-                BootRecord(
-                    study_name="sim",
-                    trial_number=number if trial is None else trial,
-                    run_id=run_id,
-                    repeat=r,
-                    order=r * len(levels) + i,
-                    status="complete",
-                    claimed_tps=public,
-                    claimed_ppl=2.3,
-                    gate=2.42,
-                    prompts="held-out",
-                    refs="refs",
-                    profile="sim",
-                    first="heldout" if heldout_first(r) else "public",
-                    public_tps=math.exp(p),
-                    tps=math.exp(h),
-                    ppl=2.3,
-                )
-            )
-    return out
 
 
 def _levels(rng, candidates):
@@ -82,7 +51,10 @@ def promotions():
         sd = math.hypot(boot_sd, run_sd)
         for _ in range(PER_CELL):
             levels = _levels(rng, candidates)
-            fitted = fit(_boots(levels, rounds=rounds, boot_sd=boot_sd, run_sd=run_sd, rng=rng), floor=NOISE_FLOOR)
+            fitted = fit(
+                drawn_boots(levels, rounds=rounds, boot_sd=boot_sd, run_sd=run_sd, gamma=GAMMA, gate=2.42, rng=rng),
+                floor=NOISE_FLOOR,
+            )
             for n, (_, held) in levels.items():
                 c = claim_for(fitted, n, gate=2.42, target=0.9)
                 if c.p_verified is None:
@@ -143,14 +115,23 @@ def test_a_point_truly_6_percent_off_is_almost_never_verified_and_an_honest_one_
         trials = 150
         for _ in range(trials):
             levels = {1: (1000.0, 1000.0), 2: (900.0, 900.0)}
-            promoted = _boots(levels, rounds=3, boot_sd=boot_sd, run_sd=run_sd, rng=rng)
+            promoted = drawn_boots(levels, rounds=3, boot_sd=boot_sd, run_sd=run_sd, gamma=GAMMA, gate=2.42, rng=rng)
             claim = claim_for(fit(promoted, floor=NOISE_FLOOR), 1, gate=2.42, target=0.9).claim
             for truth in verified:
                 # the verification's boots: the point's true level is `truth` times the claim
                 level = {1: (claim * truth, claim * truth)}
                 boots = [
                     b.__class__(**{**b.__dict__, "claimed_tps": claim})
-                    for b in _boots(level, rounds=repeats, boot_sd=boot_sd, run_sd=run_sd, rng=rng, run_id="v1")
+                    for b in drawn_boots(
+                        level,
+                        rounds=repeats,
+                        boot_sd=boot_sd,
+                        run_sd=run_sd,
+                        gamma=GAMMA,
+                        gate=2.42,
+                        rng=rng,
+                        run_id="v1",
+                    )
                 ]
                 verified[truth] += judge(boots, promoted=promoted, floor=NOISE_FLOOR).verdict == "VERIFIED"
         for off in (0.94, 1.06):

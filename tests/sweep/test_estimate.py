@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from engine.profiles import get_profile
-from sweep.boots import BootRecord, heldout_first
+from sweep.boots import BootRecord
 from sweep.claims import (
     BETWEEN_PRIOR,
     Claim,
@@ -23,55 +23,12 @@ from sweep.claims import (
     study_noise,
 )
 from sweep.judgement import Gate
-from tests.sweep.kit import measured_record
-
-
-def boots(
-    levels: dict[int, tuple[float, float]],
-    *,
-    rounds: int,
-    boot_sd: float = 0.0,
-    run_sd: float = 0.0,
-    gamma: float = 0.0,
-    ppl: float = 2.3,
-    seed: int = 0,
-    run_id: str = "p1",
-    shift: float = 0.0,
-) -> list[BootRecord]:
-    """Interleaved boots of configurations whose first public and held-out runs read (P, H) tok/s; ``shift``:
-    the whole run's log offset (a machine faster or slower that hour)."""
-    rng, out = random.Random(seed), []
-    for r in range(rounds):
-        for i, (trial, (public, held)) in enumerate(levels.items()):
-            u, second_held = shift + rng.gauss(0, boot_sd), not heldout_first(r)
-            p = math.log(public) + u + rng.gauss(0, run_sd) + (0.0 if second_held else gamma)
-            h = math.log(held) + u + rng.gauss(0, run_sd) + (gamma if second_held else 0.0)
-            out.append(
-                BootRecord(
-                    study_name="s",
-                    trial_number=trial,
-                    run_id=run_id,
-                    repeat=r,
-                    order=r * len(levels) + i,
-                    status="complete",
-                    claimed_tps=public,
-                    claimed_ppl=ppl,
-                    gate=None,
-                    prompts="h",
-                    refs="r",
-                    profile="quick",
-                    first="heldout" if heldout_first(r) else "public",
-                    public_tps=math.exp(p),
-                    tps=math.exp(h),
-                    ppl=ppl,
-                )
-            )
-    return out
+from tests.sweep.kit import drawn_boots, measured_record
 
 
 def test_the_fit_recovers_the_levels_and_takes_the_second_run_effect_out():
     # no noise: a boot's second run reads 4% faster, the held-out set 6% slower than the public one
-    fitted = fit(boots({1: (1000.0, 940.0), 2: (800.0, 800.0)}, rounds=3, gamma=math.log(1.04)), floor=0.0)
+    fitted = fit(drawn_boots({1: (1000.0, 940.0), 2: (800.0, 800.0)}, rounds=3, gamma=math.log(1.04)), floor=0.0)
     assert fitted.gamma == pytest.approx(math.log(1.04))
     assert math.exp(fitted.levels[1].public) == pytest.approx(1000.0) and math.exp(
         fitted.levels[1].heldout
@@ -83,12 +40,12 @@ def test_the_fit_recovers_the_levels_and_takes_the_second_run_effect_out():
 
 
 def test_a_claim_is_the_public_level_when_it_verifies_and_never_above_it():
-    steady = fit(boots({1: (1000.0, 1000.0)}, rounds=4, boot_sd=0.002, seed=1), floor=0.01)
+    steady = fit(drawn_boots({1: (1000.0, 1000.0)}, rounds=4, boot_sd=0.002, seed=1), floor=0.01)
     claim = claim_for(steady, 1, gate=2.42, target=0.9)
     assert claim.meets and claim.claim == pytest.approx(claim.public) and claim.p_verified > 0.9
     assert claim.rerun_low < 1000.0 < claim.rerun_high and claim.unmeasured is None
     # held-out prompts that run 8% slower: claiming the public level would fail, so the claim comes down
-    slower = fit(boots({1: (1000.0, 920.0)}, rounds=4, boot_sd=0.002, seed=1), floor=0.01)
+    slower = fit(drawn_boots({1: (1000.0, 920.0)}, rounds=4, boot_sd=0.002, seed=1), floor=0.01)
     lowered = claim_for(slower, 1, gate=2.42, target=0.9)
     assert (
         lowered.claim < 0.97 * lowered.public and lowered.meets and lowered.p_verified == pytest.approx(0.9, abs=0.01)
@@ -96,7 +53,7 @@ def test_a_claim_is_the_public_level_when_it_verifies_and_never_above_it():
 
 
 def test_noise_that_no_claim_survives_misses_the_target_and_nothing_is_recommended():
-    noisy = fit(boots({1: (1000.0, 1000.0), 2: (900.0, 900.0)}, rounds=3, boot_sd=0.08, seed=3), floor=0.02)
+    noisy = fit(drawn_boots({1: (1000.0, 1000.0), 2: (900.0, 900.0)}, rounds=3, boot_sd=0.08, seed=3), floor=0.02)
     claims = [claim_for(noisy, n, gate=2.42, target=0.9) for n in (1, 2)]
     assert not any(c.meets for c in claims) and best_claim(claims) is None
     assert all(c.p_verified < 0.9 for c in claims)
@@ -111,7 +68,7 @@ def test_noise_that_no_claim_survives_misses_the_target_and_nothing_is_recommend
 )
 def test_no_degree_of_freedom_left_gives_no_odds_and_says_why(levels, rounds, left):
     # 11% of boot noise that a 2% floor would have hidden: nothing is claimed as known
-    fitted = fit(boots(levels, rounds=rounds, boot_sd=0.11, seed=4), floor=0.02)
+    fitted = fit(drawn_boots(levels, rounds=rounds, boot_sd=0.11, seed=4), floor=0.02)
     claims = [claim_for(fitted, n, gate=2.42, target=0.9) for n in levels]
     for c in claims:
         assert c.p_verified is None and c.rerun_low is None and not c.meets and c.p_later is None
@@ -122,7 +79,7 @@ def test_no_degree_of_freedom_left_gives_no_odds_and_says_why(levels, rounds, le
 def test_the_floor_bounds_the_scale_and_never_switches_the_law():
     # a re-run law is Student t on its degrees of freedom whatever the floor: just under the floor and just over
     # it, the odds differ by as little as the scale does (the old switch to a normal jumped 0.944 -> 0.988)
-    base = boots({1: (1000.0, 1000.0), 2: (1000.0, 1000.0)}, rounds=4, boot_sd=0.02, run_sd=0.01, seed=9)
+    base = drawn_boots({1: (1000.0, 1000.0), 2: (1000.0, 1000.0)}, rounds=4, boot_sd=0.02, run_sd=0.01, seed=9)
     fitted = fit(base, floor=0.0)
     scale = fitted.law(1).scale  # type: ignore[union-attr]
     under, over = fit(base, floor=scale * 1.001), fit(base, floor=scale * 0.999)
@@ -134,8 +91,8 @@ def test_a_noisy_configuration_does_not_borrow_a_stable_ones_odds():
     # the same speed, one configuration's boots 1% apart, the other's 9%: Bartlett's test tells them apart
     fitted = fit(
         [
-            *boots({1: (1000.0, 1000.0)}, rounds=5, boot_sd=0.01, run_sd=0.005, seed=2),
-            *boots({2: (1000.0, 1000.0)}, rounds=5, boot_sd=0.09, run_sd=0.005, seed=3),
+            *drawn_boots({1: (1000.0, 1000.0)}, rounds=5, boot_sd=0.01, run_sd=0.005, seed=2),
+            *drawn_boots({2: (1000.0, 1000.0)}, rounds=5, boot_sd=0.09, run_sd=0.005, seed=3),
         ],
         floor=0.01,
     )
@@ -146,13 +103,13 @@ def test_a_noisy_configuration_does_not_borrow_a_stable_ones_odds():
 
 
 def test_ppl_over_the_gate_is_never_recommended_and_its_odds_are_zero():
-    fitted = fit(boots({1: (1000.0, 1000.0)}, rounds=3, ppl=2.5, boot_sd=0.001), floor=0.01)
+    fitted = fit(drawn_boots({1: (1000.0, 1000.0)}, rounds=3, ppl=2.5, boot_sd=0.001), floor=0.01)
     claim = claim_for(fitted, 1, gate=2.42, target=0.9)
     assert claim.ppl_over_gate and claim.p_ppl == 0.0 and claim.p_verified == 0.0 and best_claim([claim]) is None
 
 
 def test_the_recommended_point_is_the_highest_claim_that_meets_the_target():
-    spread = fit(boots({1: (1000.0, 1000.0)}, rounds=3), floor=0.02).spreads[1]
+    spread = fit(drawn_boots({1: (1000.0, 1000.0)}, rounds=3), floor=0.02).spreads[1]
 
     def c(n: int, claim: float, p: float) -> Claim:
         return Claim(
@@ -189,7 +146,7 @@ def test_predicted_odds_match_simulated_private_re_runs():
     levels = {1: (1800.0, 1700.0), 2: (1600.0, 1600.0), 3: (1400.0, 1380.0)}
     predicted, hits = [], []
     for rep in range(150):
-        fitted = fit(boots(levels, rounds=3, boot_sd=0.04, run_sd=0.02, gamma=0.03, seed=rep), floor=0.02)
+        fitted = fit(drawn_boots(levels, rounds=3, boot_sd=0.04, run_sd=0.02, gamma=0.03, seed=rep), floor=0.02)
         for n, (_, held) in levels.items():
             claim = claim_for(fitted, n, gate=2.42, target=0.9)
             rerun = held * math.exp(rng.gauss(0, 0.04) + rng.gauss(0, 0.02))
@@ -201,7 +158,7 @@ def test_predicted_odds_match_simulated_private_re_runs():
 
 def test_a_later_run_at_the_promotions_profile_and_prompts_counts_whatever_references_it_scores():
     levels = {1: (1000.0, 980.0), 2: (900.0, 900.0)}
-    promotion = boots(levels, rounds=3, run_id="p1")
+    promotion = drawn_boots(levels, rounds=3, run_id="p1")
     plan = PromotionPlan(
         run_id="p1",
         noise_floor=0.02,
@@ -211,7 +168,7 @@ def test_a_later_run_at_the_promotions_profile_and_prompts_counts_whatever_refer
         trials=(1, 2),
         boots=3,
     )
-    later = [replace(b, refs="held-out refs") for b in boots(levels, rounds=2, run_id="v1", shift=math.log(1.1))]
+    later = [replace(b, refs="held-out refs") for b in drawn_boots(levels, rounds=2, run_id="v1", shift=math.log(1.1))]
     assert claims_of(plan, promotion).between is None
     counted = claims_of(plan, promotion, later).between
     assert counted is not None and counted.runs == 2
@@ -222,8 +179,8 @@ def test_a_later_run_at_the_promotions_profile_and_prompts_counts_whatever_refer
 
 def test_a_later_run_that_finds_the_whole_machine_faster_is_a_spread_between_runs():
     levels = {1: (1000.0, 980.0), 2: (900.0, 900.0), 3: (800.0, 790.0)}
-    promotion = boots(levels, rounds=3, run_id="p1")
-    later = boots(levels, rounds=2, run_id="v1", shift=math.log(1.10))
+    promotion = drawn_boots(levels, rounds=3, run_id="p1")
+    later = drawn_boots(levels, rounds=2, run_id="v1", shift=math.log(1.10))
     assert between_runs(promotion, floor=0.02, promotion_run="p1") is None  # one run: nothing measured between runs
     spread = between_runs([*promotion, *later], floor=0.02, promotion_run="p1")
     # no noise within a run: two runs 10% apart scatter by log(1.1) / sqrt(2) around their mean
@@ -233,9 +190,9 @@ def test_a_later_run_that_finds_the_whole_machine_faster_is_a_spread_between_run
     prior, weight = BETWEEN_PRIOR
     assert spread.sd**2 == pytest.approx((weight * prior**2 + spread.measured_sd**2) / (weight + 1))
     # the same within-run noise, a re-run in another run of boots: less likely to land within 5% of the claim
-    noisy = boots(levels, rounds=3, boot_sd=0.02, run_sd=0.01, seed=3)
+    noisy = drawn_boots(levels, rounds=3, boot_sd=0.02, run_sd=0.01, seed=3)
     again = between_runs(
-        [*noisy, *boots(levels, rounds=2, run_id="v1", shift=math.log(1.10))], floor=0.02, promotion_run="p1"
+        [*noisy, *drawn_boots(levels, rounds=2, run_id="v1", shift=math.log(1.10))], floor=0.02, promotion_run="p1"
     )
     claim = claim_for(fit(noisy, floor=0.02), 1, gate=2.42, target=0.9, between=again)
     assert claim.p_later is not None and claim.p_later < claim.p_verified
@@ -245,7 +202,7 @@ def test_a_later_run_that_finds_the_whole_machine_faster_is_a_spread_between_run
 def test_two_runs_that_agreed_by_chance_do_not_make_a_later_run_as_likely_as_the_promotions_own():
     # the between-run spread clipped to 0 on one degree of freedom used to make "P, a later run" the within-run P
     levels = {1: (1000.0, 1000.0), 2: (900.0, 900.0)}
-    promotion = boots(levels, rounds=3, boot_sd=0.01, run_sd=0.005, seed=5)
+    promotion = drawn_boots(levels, rounds=3, boot_sd=0.01, run_sd=0.005, seed=5)
     later = [replace(b, run_id="v1") for b in promotion]  # a run that read exactly as the promotion did
     spread = between_runs([*promotion, *later], floor=0.01, promotion_run="p1")
     assert spread is not None and spread.measured_sd == 0.0 and spread.sd > 0.02
@@ -257,12 +214,12 @@ def test_the_spread_between_runs_says_whether_its_runs_were_made_on_more_than_on
     levels = {1: (1000.0, 980.0), 2: (900.0, 900.0)}
 
     def on(machine: str | None, run_id: str) -> list[BootRecord]:
-        return [replace(b, provenance={"machine": machine}) for b in boots(levels, rounds=2, run_id=run_id)]
+        return [replace(b, provenance={"machine": machine}) for b in drawn_boots(levels, rounds=2, run_id=run_id)]
 
     one = between_runs([*on("lease-a", "p1"), *on("lease-a", "v1")], floor=0.02, promotion_run="p1")
     two = between_runs([*on("lease-a", "p1"), *on("lease-b", "v1")], floor=0.02, promotion_run="p1")
     unknown = between_runs(
-        [*on("lease-a", "p1"), *boots(levels, rounds=2, run_id="v1")], floor=0.02, promotion_run="p1"
+        [*on("lease-a", "p1"), *drawn_boots(levels, rounds=2, run_id="v1")], floor=0.02, promotion_run="p1"
     )
     assert one is not None and two is not None and unknown is not None
     assert (one.machines, two.machines, unknown.machines) == (1, 2, None)
@@ -277,8 +234,8 @@ def test_odds_for_a_later_run_match_simulated_re_runs_in_runs_of_their_own():
     levels = {1: (1800.0, 1700.0), 2: (1600.0, 1600.0), 3: (1400.0, 1380.0)}
     predicted, within, hits = [], [], []
     for rep in range(150):
-        promotion = boots(levels, rounds=3, boot_sd=0.03, run_sd=0.02, seed=rep, shift=rng.gauss(0, 0.05))
-        verification = boots(
+        promotion = drawn_boots(levels, rounds=3, boot_sd=0.03, run_sd=0.02, seed=rep, shift=rng.gauss(0, 0.05))
+        verification = drawn_boots(
             levels, rounds=3, boot_sd=0.03, run_sd=0.02, seed=1000 + rep, run_id="v1", shift=rng.gauss(0, 0.05)
         )
         fitted = fit(promotion, floor=0.02)
@@ -308,14 +265,14 @@ def test_study_noise_pools_repeated_configurations_and_promoted_boots_with_a_flo
     )
     alone = study_noise(records[2:], [], floor=0.03)
     assert alone.tps_sd == 0.03 and alone.ppl_sd == 0.0 and "noise floor 3%" in alone.basis
-    promoted = boots({5: (1000.0, 1000.0)}, rounds=3, boot_sd=0.05, seed=2)
+    promoted = drawn_boots({5: (1000.0, 1000.0)}, rounds=3, boot_sd=0.05, seed=2)
     both = study_noise(records, promoted, floor=0.0)
     assert "1 promoted candidate" in both.basis and both.tps_sd > 0
 
 
 def test_a_measured_client_offset_moves_the_re_run_and_the_odds_never_the_claim():
     fitted = fit(
-        boots({1: (1000.0, 1000.0), 2: (900.0, 900.0)}, rounds=4, boot_sd=0.01, run_sd=0.005, seed=8), floor=0.01
+        drawn_boots({1: (1000.0, 1000.0), 2: (900.0, 900.0)}, rounds=4, boot_sd=0.01, run_sd=0.005, seed=8), floor=0.01
     )
     plain = claim_for(fitted, 1, gate=2.42, target=0.9)
     # the organisers' client reads 4% under ours on this stack: their re-run of the same boot lands 4% lower
