@@ -12,8 +12,11 @@ each a run of its own, with ``engine.telemetry`` recording the machine and the s
 It prints each round's TPS per arm beside the anchor's, then each arm's noise taken apart
 (``sweep.claims.decompose``: one boot, one run, prompt, request, streaks within a run, 10-second
 windows, the stack's step time and acceptance, thread migrations, steal), and writes every boot (its
-TPS, run by run, and its telemetry) to ``boots.json`` under ``--out``, with the report beside it. A
-boot that fails is reported and left out of its arm's figures. Nothing here changes the GPU's settings.
+TPS, run by run, and its telemetry) to ``boots.json`` under ``--out`` as it ends, with the report beside
+it. The same command with the same ``--out`` goes on after the boots stored there, and ``--time-limit S``
+starts no boot that the boots so far say would end after S seconds (exit 3): a benchmark longer than
+one command on a lent machine is made in parts. A boot that fails is reported and left out of its
+arm's figures. Nothing here changes the GPU's settings.
 
 On the CPU (the reference stack pinned and not, warmed by the bridge and not)::
 
@@ -29,6 +32,7 @@ import shlex
 import statistics
 import sys
 import tempfile
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -110,15 +114,48 @@ def _mean_tps(boot: BootRecord) -> str:
     return f"{statistics.fmean([boot.public_tps, boot.tps]):.2f}"  # type: ignore[list-item]
 
 
-def run(arms: list[Arm], *, boots: int, profile: BenchProfile, out: Path | None, command: str) -> str:
+def _stored(out: Path | None, arms: list[Arm]) -> list[BootRecord]:
+    """The boots an earlier run into ``out`` stored, when it had these arms: the same command goes on after them."""
+    if out is None or not (out / "boots.json").is_file():
+        return []
+    stored = json.loads((out / "boots.json").read_text())
+    wanted = [[a.name, a.manifest.label, dict(a.knobs)] for a in arms]
+    if stored["arms"] != wanted:
+        raise UsageError(f"--out {out}: its boots are of other arms ({stored['arms']}); name another folder")
+    return [BootRecord(**{**b, "created_at": None}) for b in stored["boots"]]
+
+
+def _save(out: Path | None, arms: list[Arm], records: list[BootRecord]) -> None:
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        arms_json = [[a.name, a.manifest.label, dict(a.knobs)] for a in arms]
+        data = {"arms": arms_json, "boots": [asdict(b) for b in records]}
+        (out / "boots.json").write_text(json.dumps(data, indent=1, default=str) + "\n")
+
+
+def run(
+    arms: list[Arm], *, boots: int, profile: BenchProfile, out: Path | None, command: str, deadline: float | None
+) -> str | None:
+    """Boot every arm ``boots`` times, going on after what ``out`` holds; the report, or None where the deadline
+    (``time.monotonic()``) left boots unrun (each boot is stored as it ends: the same command goes on)."""
     names = [a.name for a in arms]
     folder = Path(tempfile.mkdtemp(prefix="noise-")) if out is None else out / "boots"
-    records: list[BootRecord] = []
+    records = _stored(out, arms)
+    took: list[float] = []
     for repeat in range(boots):
         for number, arm in enumerate(arms):
+            if any(b.repeat == repeat and b.trial_number == number for b in records):
+                continue
+            if deadline is not None and time.monotonic() + (statistics.fmean(took) if took else 0.0) > deadline:
+                print(f"time limit: {len(records)} of {boots * len(arms)} boots stored in {out}", file=sys.stderr)
+                return None
+            began = time.monotonic()
             boot = _boot(arm, number=number, repeat=repeat, profile=profile, folder=folder / f"r{repeat}-{arm.name}")
+            took.append(time.monotonic() - began)
             records.append(boot)
+            _save(out, arms, records)
             print(f"  round {repeat + 1}/{boots}, {arm.name}: {_mean_tps(boot)} tok/s", file=sys.stderr, flush=True)
+    records.sort(key=lambda b: (b.repeat, b.trial_number))
     rounds = [[str(r + 1), *(_mean_tps(b) for b in records if b.repeat == r)] for r in range(boots)]
     anchor = [b for b in records if names[b.trial_number] == ANCHOR and b.measured]
     rows = []
@@ -179,8 +216,6 @@ def run(arms: list[Arm], *, boots: int, profile: BenchProfile, out: Path | None,
         ]
     )
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "boots.json").write_text(json.dumps([asdict(b) for b in records], indent=1, default=str) + "\n")
         (out / "noise.txt").write_text(f"{command}\n\n{report}\n")
     return report
 
@@ -195,7 +230,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--boots", type=int, default=4, help="fresh boots of every arm (default 4)")
     parser.add_argument("--profile", default="challenge-quick", help="the profile whose prompts are sliced")
     parser.add_argument("--prompts", type=int, default=8, help="prompts in each of the two slices (default 8)")
-    parser.add_argument("--out", type=Path, help="write the report and boots.json into this folder")
+    parser.add_argument(
+        "--out", type=Path, help="write the report and boots.json into this folder (going on after its boots)"
+    )
+    parser.add_argument(
+        "--time-limit", type=float, metavar="S", help="start no boot that would end after S seconds (exit 3)"
+    )
     args = parser.parse_args(argv)
     if args.boots < 2:
         parser.error(f"--boots must be at least 2 (one boot is no spread), got {args.boots}")
@@ -211,10 +251,14 @@ def main(argv: list[str] | None = None) -> int:
             arms.insert(0, Arm(name=ANCHOR, manifest=anchored, knobs=parse_knobs(anchored, {})))
         profile = _profile(args.profile, args.prompts)
         command = shlex.join(["python", "-m", "benchmarks.noise", *(sys.argv[1:] if argv is None else argv)])
-        print(run(arms, boots=args.boots, profile=profile, out=args.out, command=command))
+        deadline = None if args.time_limit is None else time.monotonic() + args.time_limit
+        report = run(arms, boots=args.boots, profile=profile, out=args.out, command=command, deadline=deadline)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if report is None:
+        return 3
+    print(report)
     return 0
 
 

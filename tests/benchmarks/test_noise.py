@@ -1,6 +1,7 @@
 """``python -m benchmarks.noise`` on the stub stack (real processes, real HTTP): arms interleaved round by round
-behind an anchor, every boot's runs and telemetry written out, and the arm that moves from boot to boot read
-as the noisy one."""
+behind an anchor, every boot's runs and telemetry written out as it ends, a time limit that stops between
+boots and the same command going on after them, and the arm that moves from boot to boot read as the noisy
+one."""
 
 from __future__ import annotations
 
@@ -16,10 +17,17 @@ def test_arms_are_interleaved_behind_the_anchor_and_the_noisy_one_is_found(tmp_p
     )
     out = tmp_path / "noise"
     argv = ["--manifest", str(manifest), "--arm", "steady", "--arm", "noisy:centroid_top_k=64", "--boots", "4"]
-    code = main([*argv, "--anchor", str(manifest), "--profile", "quick", "--prompts", "3", "--out", str(out)])
+    argv += ["--anchor", str(manifest), "--profile", "quick", "--prompts", "3", "--out", str(out)]
+    # stopped after a few boots by its time limit, each boot stored as it ended ...
+    assert main([*argv, "--time-limit", "6"]) == 3
+    first = json.loads((out / "boots.json").read_text())["boots"]
+    assert 0 < len(first) < 12 and "time limit" in capsys.readouterr().err
+    # ... and the same command goes on after them, booting none of them again
+    code = main(argv)
     printed = capsys.readouterr()
     assert code == 0, printed.err
-    boots = json.loads((out / "boots.json").read_text())
+    boots = json.loads((out / "boots.json").read_text())["boots"]
+    assert boots[: len(first)] == first
     # anchor, steady, noisy in every round, four rounds; every boot timed both slices and kept its telemetry
     assert [(b["repeat"], b["trial_number"]) for b in boots] == [(r, n) for r in range(4) for n in range(3)]
     assert all(b["status"] == "complete" and len(b["telemetry"]["runs"]) == 2 for b in boots)
