@@ -455,7 +455,12 @@ def _boot_and_judge(
         signal.signal(signal.SIGTERM, previous_handler)
     floor = spec.promotion.noise_floor
     verdicts = [
-        judge([b for b in boots if b.trial_number == r.trial_number], promoted=promoted, floor=floor, target=target)
+        judge(
+            [b for b in boots if b.trial_number == r.trial_number],
+            beside=[*promoted, *(b for b in boots if b.trial_number != r.trial_number)],
+            floor=floor,
+            target=target,
+        )
         for r in order
     ]
     title = (

@@ -201,9 +201,11 @@ def _verdicts(
     for boot in verifications:  # in insertion order: later runs win
         by_run.setdefault((boot.trial_number, boot.run_id), []).append(boot)
         latest[boot.trial_number] = boot.run_id
-    return {
-        n: judge(by_run[(n, run_id)], promoted=promoted, floor=floor, target=target) for n, run_id in latest.items()
-    }
+    verdicts = {}
+    for n, run_id in latest.items():
+        beside = [*promoted, *(b for (m, r), bs in by_run.items() if r == run_id and m != n for b in bs)]
+        verdicts[n] = judge(by_run[(n, run_id)], beside=beside, floor=floor, target=target)
+    return verdicts
 
 
 def load_evidence(

@@ -6,8 +6,8 @@ reads slower today shows in both), then scores PPL on the held-out references. E
 of ``verifications`` (``sweep.boots.BootRecord``), carrying the claim it was measured against and
 the gate, so a verdict can be recomputed from the rows alone. The latest run of a trial is its
 verdict. The rule (``judge``), on the held-out level fitted as ``sweep.claims`` fits it (a first
-run's, the second-run effect taken out; its noise pooled with the study's promotion boots unless
-they differ), with the study's noise floor and target:
+run's, the second-run effect taken out; its noise pooled with the study's promotion boots and the
+other configurations of its own run, unless they differ), with the study's noise floor and target:
 
 - VERIFIED: the level's 90% interval lies within 5% of the claim on both sides, one more re-run
   lands within 5% of it with a probability that reaches the target (a level 4.9% low can be known
@@ -80,12 +80,13 @@ class Verdict:
 def judge(
     boots: Sequence[BootRecord],
     *,
-    promoted: Sequence[BootRecord] = (),
+    beside: Sequence[BootRecord] = (),
     floor: float = NOISE_FLOOR,
     target: float = DEFAULT_TARGET,
 ) -> Verdict:
-    """The verdict over the boots of one trial in one verification run; ``promoted``: the study's
-    promotion boots, whose noise the interval pools where it does not differ."""
+    """The verdict over the boots of one trial in one verification run; ``beside``: boots of other
+    configurations measured as these were (the study's promotion, the other trials of this run), whose
+    noise the interval pools where it does not differ."""
     if not boots:
         raise ValueError("judge() needs at least one boot")
     first = boots[0]
@@ -103,7 +104,7 @@ def judge(
         mine = {id(b) for b in measured}
         legacy = any(b.public_tps is None or b.first is None for b in measured)
         fitted = fit(
-            measured if legacy else [*promoted, *measured],
+            measured if legacy else [*(b for b in beside if id(b) not in mine), *measured],
             floor=floor,
             key=lambda b: _VERIFYING if id(b) in mine else (b.run_id, b.trial_number),
         )

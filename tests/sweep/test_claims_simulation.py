@@ -133,7 +133,7 @@ def test_a_point_truly_6_percent_off_is_almost_never_verified_and_an_honest_one_
                         run_id="v1",
                     )
                 ]
-                verified[truth] += judge(boots, promoted=promoted, floor=NOISE_FLOOR).verdict == "VERIFIED"
+                verified[truth] += judge(boots, beside=promoted, floor=NOISE_FLOOR).verdict == "VERIFIED"
         for off in (0.94, 1.06):
             assert verified[off] / trials <= 0.05, (repeats, boot_sd, run_sd, off, verified)
         if boot_sd <= 0.01 and run_sd <= 0.01 and repeats >= 3:

@@ -71,7 +71,7 @@ def promotion(spread: float = 0.01) -> list[BootRecord]:
 def test_a_point_whose_interval_lies_inside_the_band_is_verified_with_its_spread():
     v = judge(
         [boot(99.0, 101.0, repeat=0), boot(100.5, 100.0, repeat=1), boot(99.5, 101.5, repeat=2)],
-        promoted=promotion(),
+        beside=promotion(),
     )
     assert v.verdict == "VERIFIED" and v.reasons == () and v.undecided is None
     assert (v.tps_min, v.tps_median, v.tps_max) == (99.0, 99.5, 100.5)
@@ -84,7 +84,7 @@ def test_a_point_whose_interval_lies_inside_the_band_is_verified_with_its_spread
 def test_an_inflated_claim_is_invalid_on_tps():
     v = judge(
         [boot(100.0, 101.0, claimed=150.0, repeat=0), boot(99.0, 100.0, claimed=150.0, repeat=1)],
-        promoted=promotion(),
+        beside=promotion(),
     )
     assert v.verdict == "INVALID" and v.gap_high_pct < -TPS_TOLERANCE * 100
     assert v.reasons[0].startswith(f"TPS gap {v.tps_gap_pct:+.1f}% (90% interval") and len(v.reasons) == 1
@@ -92,9 +92,7 @@ def test_an_inflated_claim_is_invalid_on_tps():
 
 def test_an_interval_across_the_5_percent_line_is_undecided():
     # the held-out runs centre 5.2% under the claim and move a few percent from boot to boot
-    v = judge(
-        [boot(97.0, 100.0, repeat=0), boot(93.0, 96.0, repeat=1), boot(94.5, 98.0, repeat=2)], promoted=promotion()
-    )
+    v = judge([boot(97.0, 100.0, repeat=0), boot(93.0, 96.0, repeat=1), boot(94.5, 98.0, repeat=2)], beside=promotion())
     assert v.verdict == "UNDECIDED", v
     assert v.gap_low_pct < -TPS_TOLERANCE * 100 < v.gap_high_pct and v.reasons == ()
     assert "straddles the 5% line" in v.undecided
@@ -116,13 +114,13 @@ def test_no_degree_of_freedom_for_the_noise_is_no_tps_verdict():
     assert v.verdict == "UNDECIDED" and v.gap_low_pct is None and v.p_rerun is None
     assert "fewer than one degree of freedom" in v.undecided
     # the same boots beside a promotion's pooled noise are judged
-    assert judge([boot(100.0, 101.0, repeat=0), boot(99.0, 100.0, repeat=1)], promoted=promotion()).p_rerun is not None
+    assert judge([boot(100.0, 101.0, repeat=0), boot(99.0, 100.0, repeat=1)], beside=promotion()).p_rerun is not None
 
 
 def test_the_studys_floor_is_the_verdicts_floor():
     boots = [boot(99.0, 101.0, repeat=0), boot(100.5, 100.0, repeat=1), boot(99.5, 101.5, repeat=2)]
-    assert judge(boots, promoted=promotion(), floor=0.01).verdict == "VERIFIED"
-    wide = judge(boots, promoted=promotion(), floor=0.06)  # a study that says no re-run moves less than 6%
+    assert judge(boots, beside=promotion(), floor=0.01).verdict == "VERIFIED"
+    wide = judge(boots, beside=promotion(), floor=0.06)  # a study that says no re-run moves less than 6%
     assert wide.verdict == "UNDECIDED" and wide.p_rerun < 0.9
 
 
@@ -154,12 +152,12 @@ def test_one_boot_is_never_a_tps_verdict():
     # decides nothing, however narrow the noise it borrows says its interval is
     v = judge([boot(1687.8, claimed=1838.3)], floor=0.02)
     assert v.verdict == "UNDECIDED" and v.tps_gap_pct == pytest.approx(-8.19, abs=0.01)
-    assert judge([boot(1687.8, 1700.0, claimed=1700.0)], promoted=promotion(), floor=0.02).verdict == "UNDECIDED"
+    assert judge([boot(1687.8, 1700.0, claimed=1700.0)], beside=promotion(), floor=0.02).verdict == "UNDECIDED"
     # PPL over the gate, or a failed boot, still is INVALID from one boot
     assert judge([boot(1838.3, claimed=1838.3, ppl=2.45)]).verdict == "INVALID"
     # boots that far off, beside a promotion's noise, are INVALID
     far = [boot(1687.8, 1690.0, claimed=1838.3), boot(1690.0, 1692.0, claimed=1838.3, repeat=1)]
-    assert judge(far, promoted=promotion()).verdict == "INVALID"
+    assert judge(far, beside=promotion()).verdict == "INVALID"
 
 
 _RANK = {"VERIFIED": 0, "UNDECIDED": 1, "INVALID": 2}
@@ -174,9 +172,9 @@ def test_a_claim_further_from_the_boots_is_never_judged_better(heldout, public, 
     # metamorphic: the same boots held to claims ever further above their level; each verdict is at least as
     # bad as the last (VERIFIED, then UNDECIDED, then INVALID, never back)
     boots = [boot(h, public, repeat=i) for i, h in enumerate(heldout)]
-    level = judge(boots, promoted=promotion()).tps_gap_pct / 100 + 1
+    level = judge(boots, beside=promotion()).tps_gap_pct / 100 + 1
     verdicts = [
-        judge([replace(b, claimed_tps=100.0 * level * f) for b in boots], promoted=promotion()).verdict
+        judge([replace(b, claimed_tps=100.0 * level * f) for b in boots], beside=promotion()).verdict
         for f in sorted(claims)
     ]
     assert all(_RANK[a] <= _RANK[b] for a, b in zip(verdicts, verdicts[1:])), verdicts

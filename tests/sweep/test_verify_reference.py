@@ -97,7 +97,7 @@ def test_a_ctk_point_re_run_on_held_out_data_keeps_the_baselines_ppl(ray_connect
         ]
     )
     out = capsys.readouterr().out
-    assert rc in (0, 1), out
+    assert rc == 1, out  # one boot of each: no TPS verdict, so not every trial VERIFIED
     storage = open_storage(url)
     try:
         reruns = storage.boots("verification", "refctk")
@@ -111,13 +111,10 @@ def test_a_ctk_point_re_run_on_held_out_data_keeps_the_baselines_ppl(ray_connect
     assert base_run.ppl != pytest.approx(baseline.ppl, rel=1e-3)
     assert other_run.ppl == pytest.approx(base_run.ppl, rel=1e-6)
     assert other_run.gate == pytest.approx(1.05 * base_run.ppl)
-    # TPS on a shared 2-core CPU is noisy: a verdict may go either way, but only ever on TPS
-    assert rc == (0 if all(v.verdict == "VERIFIED" for v in verdicts.values()) else 1)
+    # one boot is one draw of a re-run: UNDECIDED on TPS whatever it read, the PPL judged and under the gate
     for v in verdicts.values():
-        assert all(reason.startswith("TPS gap") for reason in v.reasons), v
-        if v.reasons:
-            assert f"trial {v.trial_number} INVALID: TPS gap" in out
-        assert v.verdict in ("VERIFIED", "UNDECIDED") or v.reasons
+        assert v.verdict == "UNDECIDED" and "one measured boot" in v.undecided and v.reasons == (), v
+        assert f"trial {v.trial_number} UNDECIDED: one measured boot" in " ".join(out.split())
 
     # the promotion: both configurations, two fresh boots each, on this real stack
     storage = open_storage(url)
