@@ -161,7 +161,7 @@ def pins(
         return {}, f"reading the installed packages: {type(exc).__name__}"
     if not isinstance(found, dict):
         return {}, f"reading the installed packages: exit {done.returncode}: {done.stderr.strip()[-200:]}"
-    missing = sorted(key for key, dist in found.items() if dist is None)
+    missing = sorted(redact_text(key) for key, dist in found.items() if dist is None)  # an entry may be a URL
     installed = {key: _requirement(*dist) for key, dist in sorted(found.items()) if dist is not None}
     return installed, (f"not installed where the stack runs: {', '.join(missing)}" if missing else None)
 

@@ -51,7 +51,10 @@ def test_each_dependency_and_what_it_requires_is_pinned_as_the_stacks_interprete
     )
     env = {**os.environ, "PYTHONPATH": str(site)}
 
-    found, note = pins(["stack-core", "stack-git", "stack-local", "not-installed-here"], python=sys.executable, env=env)
+    unnamed = f"https://ci:{token}@wheels.example/nameless.whl"  # a URL with no name: nothing answers to it
+    found, note = pins(
+        ["stack-core", "stack-git", "stack-local", "not-installed-here", unnamed], python=sys.executable, env=env
+    )
 
     jinja, markupsafe = (importlib.metadata.distribution(n) for n in ("jinja2", "markupsafe"))
     assert found == {
@@ -65,7 +68,7 @@ def test_each_dependency_and_what_it_requires_is_pinned_as_the_stacks_interprete
     }
     assert token not in json.dumps(found)
     # an extra nobody asked for and a marker false here add nothing; a name not installed is said
-    assert note == "not installed where the stack runs: not-installed-here"
+    assert note == "not installed where the stack runs: https://ci:***@wheels.example/nameless.whl, not-installed-here"
     assert pins([], python=sys.executable) == ({}, None)
     assert (
         pins(["jinja2"], python=str(tmp_path / "no-python"))[1] == "reading the installed packages: FileNotFoundError"
