@@ -44,7 +44,8 @@ def _data(verdicts):
 
 
 def test_the_fastest_point_found_invalid_is_never_offered(tmp_path):
-    verdicts = {1: _verdict(1, 120.0, [119.0, 121.0]), 3: _verdict(3, 140.0, [100.0, 101.0])}
+    # six boots each: enough degrees of freedom for a verdict on TPS either way
+    verdicts = {1: _verdict(1, 120.0, [119.0, 121.0] * 3), 3: _verdict(3, 140.0, [100.0, 101.0] * 3)}
     assert verdicts[1].verdict == "VERIFIED" and verdicts[3].verdict == "INVALID"
     data = _data(verdicts)
     best = best_point(data)
@@ -66,7 +67,7 @@ def test_with_no_verified_point_best_says_so_and_writes_no_manifest(tmp_path):
     (tmp_path / "best").mkdir()
     (tmp_path / "best" / "manifest.json").write_text(json.dumps({"stale": True}))  # an earlier export's
     undecided = _verdict(1, 120.0, [112.0, 116.0, 121.0])
-    verdicts = {1: undecided, 3: _verdict(3, 140.0, [100.0, 101.0])}
+    verdicts = {1: undecided, 3: _verdict(3, 140.0, [100.0, 101.0] * 3)}
     assert undecided.verdict == "UNDECIDED" and verdicts[3].verdict == "INVALID"
     data = _data(verdicts)
     assert best_point(data) is None
@@ -76,3 +77,10 @@ def test_with_no_verified_point_best_says_so_and_writes_no_manifest(tmp_path):
     assert "no point to submit yet" in readme and "No point of this study is VERIFIED" in readme
     assert "| 3 |" in readme and "INVALID" in readme and "UNDECIDED" in readme
     assert "python -m sweep.verify --study ctk" in readme and "python -m sweep.submit --study ctk" in readme
+
+
+def test_a_verdict_of_another_claim_is_not_this_claims():
+    # VERIFIED against 118 tok/s, while the trial's claim is now 120: that verdict says nothing of 120
+    stale = _verdict(1, 118.0, [118.0, 118.5] * 3)
+    assert stale.verdict == "VERIFIED" and not stale.verifies(120.0) and stale.verifies(118.0)
+    assert best_point(_data({1: stale})) is None

@@ -28,7 +28,7 @@ def row(number: int, tps: float | None, ppl: float | None, **kw) -> TrialRow:
 
 
 def verdict(number: int, claimed: float, rerun: float):
-    """Two boots (a verdict on TPS needs two) that both read ``rerun``."""
+    """Six boots that read ``rerun`` within 0.2%: enough degrees of freedom for a verdict either way on TPS."""
     return judge(
         [
             BootRecord(
@@ -40,13 +40,13 @@ def verdict(number: int, claimed: float, rerun: float):
                 claimed_tps=claimed,
                 claimed_ppl=2.3,
                 gate=GATE,
-                tps=rerun,
+                tps=rerun * (1.002 if repeat % 2 else 0.998),
                 ppl=2.3,
                 prompts="p",
                 refs="r",
                 profile="quick",
             )
-            for repeat in range(2)
+            for repeat in range(6)
         ]
     )
 
