@@ -7,8 +7,9 @@ and the final table are printed, so a log reads top to bottom.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.live import Live
@@ -19,6 +20,9 @@ from rich.text import Text
 from engine.knobs import KnobValues
 from sweep.judgement import Noise, Z, front_records, front_ties
 from sweep.record import TrialRecord
+
+if TYPE_CHECKING:
+    from sweep.claims import Claim
 
 __all__ = ["Progress", "SweepConsole"]
 
@@ -147,10 +151,17 @@ class SweepConsole:
     # --- the result -------------------------------------------------------------------
 
     def front(
-        self, records: Sequence[TrialRecord], *, knobs: Sequence[str], title: str, noise: Noise | None = None
+        self,
+        records: Sequence[TrialRecord],
+        *,
+        knobs: Sequence[str],
+        title: str,
+        noise: Noise | None = None,
+        claims: Mapping[int, Claim] | None = None,
     ) -> None:
         """The front, fastest first; with ``noise``, its points that cannot be told apart are marked as
-        one tie group each (``sweep.judgement.front_ties``), not as trade-offs."""
+        one tie group each (``sweep.judgement.front_ties``), not as trade-offs; with ``claims``, a promoted
+        point shows its claim and P(VERIFIED): the figure a re-run reproduces, beside the search's one boot."""
         front = front_records(records, noise)
         groups: dict[int, int] = {}
         if noise is not None:
@@ -164,7 +175,15 @@ class SweepConsole:
         for knob in knobs:
             table.add_column(knob, justify="right")
         spread = any(r.metric("tps_cv") is not None for r in front)
-        for column in ("TPS", *(["TPS CV"] if spread else []), "PPL", "gate margin", "greedy identity"):
+        claims = claims or {}
+        for column in (
+            "TPS",
+            *(["TPS CV"] if spread else []),
+            *(["claim (P(VERIFIED))"] if claims else []),
+            "PPL",
+            "gate margin",
+            "greedy identity",
+        ):
             table.add_column(column, justify="right")
         for r in front:
             margin = "" if r.gate is None else f"{r.gate - r.ppl:+.4f} ({(r.gate - r.ppl) / r.gate:+.1%})"  # type: ignore[operator]
@@ -180,7 +199,11 @@ class SweepConsole:
             cells = [str(r.knobs.get(k, "")) for k in knobs]
             cv = [] if not spread else ["-" if r.metric("tps_cv") is None else f"{r.metric('tps_cv'):.1%}"]
             tie = [f"{groups[r.trial_number]}" if r.trial_number in groups else ""] if groups else []
-            table.add_row(str(r.trial_number), *tie, *cells, f"{r.tps:.2f}", *cv, f"{r.ppl:.4f}", margin, identity)
+            c = claims.get(r.trial_number)
+            claim = ([f"{c.claim:.2f} ({c.odds_text()})" if c else "-"]) if claims else []
+            table.add_row(
+                str(r.trial_number), *tie, *cells, f"{r.tps:.2f}", *cv, *claim, f"{r.ppl:.4f}", margin, identity
+            )
         if not front:
             self.out.print(f"{escape(title)}: no feasible measured trial yet")
             return

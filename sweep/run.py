@@ -153,6 +153,7 @@ def _sweep(spec: StudySpec, args: RunArgs, out: Console) -> int:
         knobs=list(spec.space),
         noise=noise,
         title=f"Pareto front of {spec.name} ({spec.gate.describe()}), from the search: one boot per trial",
+        claims=None if view is None else {c.trial_number: c for c in view.claims},
     )
     if view is not None:
         print_claims(out, view, knobs=list(spec.space), study=spec.name)
