@@ -237,6 +237,9 @@ def main(argv: list[str] | None = None) -> int:
     except GemmaSweepError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM while a check runs: what it started is stopped and removed
+        print("interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

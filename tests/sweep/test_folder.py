@@ -19,6 +19,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 import httpx
+import psutil
 import pytest
 
 from engine.data import load_prompts
@@ -259,3 +260,31 @@ def test_the_warm_up_bridge_sends_no_public_prompt_and_the_folder_answers_only_a
     sent = [m["content"] for r in served for m in r["body"]["messages"]]
     public = _public_prompts(tmp_path)
     assert len(public) > 100 and not any(s in p or p in s for s in sent for p in public)
+
+
+def test_a_check_stopped_mid_boot_stops_the_stack_and_removes_every_temporary_folder(tmp_path):
+    """SIGTERM (as `timeout` or a scheduler stops it; Ctrl-C is the same path) while the fresh folder boots: the
+    stack's process group goes, and so do the new environment, the empty HOME and the copy."""
+    team = _team_folder(tmp_path, STUB_BOOT_DELAY_S="120")
+    choice = _choice(asdict(stub_profile(tmp_path, boot_timeout_s=300.0)), knobs={"centroid_top_k": 32})
+    folder = tmp_path / "submission"
+    _write(folder, json.loads((team / "manifest.json").read_text()), choice, source=team / "manifest.json")
+    scratch = tmp_path / "tmp"  # the check's temporary folders go here: its TMPDIR
+    scratch.mkdir()
+    argv = [sys.executable, "-m", "sweep.submit", "--check", str(folder), "--fresh", "--port", str(free_port())]
+    argv += ["--tokenizer", str(prepare_model().checkpoint_dir)]
+    check = subprocess.Popen(
+        argv, cwd=REPO_ROOT, env={**os.environ, "TMPDIR": str(scratch)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    deadline = time.monotonic() + 120
+    while not list(scratch.glob("submission-check-*/serve.log")):  # the stack has started: it is booting
+        assert check.poll() is None and time.monotonic() < deadline, check.communicate()
+        time.sleep(0.2)
+    time.sleep(1.0)
+    stack = [p for p in psutil.process_iter(["cmdline"]) if str(scratch) in " ".join(p.info["cmdline"] or [])]
+    assert stack, "the stack's processes run from the copy"
+    check.send_signal(signal.SIGTERM)
+    _, err = check.communicate(timeout=60)
+    assert check.returncode == 130 and "interrupted" in err.decode()
+    assert list(scratch.iterdir()) == []
+    assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in stack)
