@@ -26,9 +26,10 @@ the warm-up makes it exit non-zero at once, saying so.
 
 Process groups and signals: when the wrapper leads its own process group (the launcher starts it in a
 session of its own), the stack stays in that group, so a signal to the group (the launcher's stop, the
-reaper) reaches every process directly and the wrapper forwards nothing. Otherwise (a harness that
-started ``python serve.py`` in its own group) the stack gets a group of its own, which the wrapper
-forwards SIGTERM, SIGINT and SIGHUP to, so the harness's stop reaches the stack's children as well.
+reaper) reaches every process directly; a signal to the wrapper alone (a harness that stops the pid it
+started) is passed on to the whole group, once a signal. Otherwise (a harness that started
+``python serve.py`` in its own group) the stack gets a group of its own, which the wrapper forwards
+SIGTERM, SIGINT and SIGHUP to, so the harness's stop reaches the stack's children as well.
 """
 
 from __future__ import annotations
@@ -213,12 +214,19 @@ class _Stack:
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, start_new_session=not self.own_group)
 
     def _on_signal(self, sig: int, _frame: object) -> None:
+        first = sig not in self.signalled
         self.signalled.append(sig)
-        if self.proc is not None and not self.own_group:
-            try:
+        if self.proc is None:
+            return
+        try:
+            if not self.own_group:
                 os.killpg(self.proc.pid, sig)
-            except ProcessLookupError:
-                pass
+            elif first:
+                # the wrapper alone may have been signalled: the group gets it too (the wrapper once more, which
+                # is not passed on again; a stack signalled twice by a group-wide stop ends as it would once)
+                os.killpg(os.getpgrp(), sig)
+        except ProcessLookupError:
+            pass
 
     def status(self) -> int | None:
         assert self.proc is not None

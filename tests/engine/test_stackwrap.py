@@ -215,6 +215,24 @@ def test_a_wrapper_that_leads_no_group_forwards_a_stop_to_the_stacks_group(tmp_p
     assert proc.returncode == 128 + signal.SIGTERM
 
 
+def test_a_wrapper_leading_its_group_stops_the_stack_when_it_alone_is_signalled(tmp_path):
+    # `python serve.py` started in a session of its own, then stopped by the pid the harness started alone
+    proc, public, _ = _bridge(tmp_path, prompts=1, stub_env={"STUB_CHILD": "1"}, new_session=True)
+    try:
+        assert _first_answer(proc, public) is not None
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=20)
+    finally:
+        _stop(proc)
+    err = proc.stderr.read() if proc.stderr else ""
+    child = int(err.split("stub: child pid ")[1].split()[0])
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{child}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not Path(f"/proc/{child}").exists(), "the stack's child outlived the stop"
+    assert proc.returncode == 128 + signal.SIGTERM
+
+
 def _benchmark_texts() -> set[str]:
     paths = sorted((STUDIES_DIR / "data").glob("prompts_*.json"))
     folder = os.environ.get(CHALLENGE_DATA_ENV)
