@@ -364,6 +364,34 @@ def test_ppl_is_compared_with_the_gate_in_one_module():
     assert comparing == {"sweep/judgement.py": 1}
 
 
+def _tolerance_comparisons(tree: ast.Module) -> int:
+    """Comparisons with the organisers' 5%: one side reads a name holding "tps_tolerance"."""
+    return sum(
+        isinstance(node, ast.Compare)
+        and any("tps_tolerance" in _names(side) for side in (node.left, *node.comparators))
+        for node in ast.walk(tree)
+    )
+
+
+def test_the_organisers_rule_is_defined_in_one_module():
+    # A re-run within 5% of the claim (sweep.judgement.within_tolerance, tps_band, verifies): nobody else compares
+    # anything with TPS_TOLERANCE, or defines a rule of that name
+    comparing = {
+        path.relative_to(REPO).as_posix(): n
+        for path, tree in _sources("sweep", "benchmarks", "dashboards", "engine").items()
+        if (n := _tolerance_comparisons(tree))
+    }
+    assert comparing == {"sweep/judgement.py": 1}
+    defining = {
+        path.relative_to(REPO).as_posix()
+        for path, tree in _sources("sweep", "benchmarks", "dashboards", "engine").items()
+        for node in tree.body  # module level: Verdict.verifies (of its own claim) is a verdict's, not the rule
+        if (isinstance(node, ast.FunctionDef) and node.name in ("within_tolerance", "tps_band", "verifies"))
+        or (isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "TPS_TOLERANCE" for t in node.targets))
+    }
+    assert defining == {"sweep/judgement.py"}
+
+
 def _imports(tree: ast.Module) -> set[str]:
     names = set()
     for node in ast.walk(tree):
