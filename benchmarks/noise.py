@@ -20,14 +20,15 @@ arm's figures. Nothing here changes the GPU's settings.
 
 On the CPU (the reference stack pinned and not, warmed by the bridge and not)::
 
-    python -m benchmarks.noise --manifest reference-plain --arm plain --arm pinned:cpu_affinity=0 \\
-        --arm bridge:warmup_prompts=16 --out benchmarks/results/noise-cpu
+    python -m benchmarks.noise --manifest reference --arm plain --arm pinned:cpu_affinity=0 \\
+        --arm warm:warmup_prompts=16 --client-cpus rest --out benchmarks/results/noise-cpu
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import statistics
 import sys
@@ -67,10 +68,11 @@ def parse_arm(text: str, manifest: Manifest) -> Arm:
     return Arm(name=name, manifest=manifest, knobs=knobs)
 
 
-def _profile(name: str, prompts: int) -> BenchProfile:
+def _profile(name: str, prompts: int, client_cpus: str) -> BenchProfile:
     """Two disjoint slices of ``prompts`` each, one PPL record (PPL is not what this measures)."""
     profile = get_profile(name).with_overrides(
-        {"num_prompts": prompts, "tps_repeats": 2, "ppl_records": 1}, source="benchmarks.noise"
+        {"num_prompts": prompts, "tps_repeats": 2, "ppl_records": 1, "client_cpus": client_cpus},
+        source="benchmarks.noise",
     )
     profile.load_data()  # missing or short data: an error before anything boots
     return profile
@@ -231,6 +233,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", default="challenge-quick", help="the profile whose prompts are sliced")
     parser.add_argument("--prompts", type=int, default=8, help="prompts in each of the two slices (default 8)")
     parser.add_argument(
+        "--client-cpus", default="none", help="where the timing client runs: none (default), rest or a CPU list"
+    )
+    parser.add_argument(
+        "--threads", type=int, default=1, help="OMP_NUM_THREADS for every stack, as a trial's num_cpus (default 1)"
+    )
+    parser.add_argument(
         "--out", type=Path, help="write the report and boots.json into this folder (going on after its boots)"
     )
     parser.add_argument(
@@ -249,7 +257,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.anchor != "none":
             anchored = load_manifest(args.anchor)
             arms.insert(0, Arm(name=ANCHOR, manifest=anchored, knobs=parse_knobs(anchored, {})))
-        profile = _profile(args.profile, args.prompts)
+        profile = _profile(args.profile, args.prompts, args.client_cpus)
+        os.environ["OMP_NUM_THREADS"] = str(args.threads)  # what Ray exports to a trial's engine
         command = shlex.join(["python", "-m", "benchmarks.noise", *(sys.argv[1:] if argv is None else argv)])
         deadline = None if args.time_limit is None else time.monotonic() + args.time_limit
         report = run(arms, boots=args.boots, profile=profile, out=args.out, command=command, deadline=deadline)

@@ -502,7 +502,8 @@ stable_noise() {
   prepare_once
   local left=$((CALL_BUDGET_S - SECONDS - 30)) n=${CALL_N:-x}
   (cd "$WORK" && TAIL=40 step "noise-$n" "$left" "$PY" -m benchmarks.noise --manifest vllm-gpu "${ARMS[@]}" \
-      --boots 4 --profile vllm-gpu --prompts 16 --out "$WORK/noise" --time-limit $((left - 20)))
+      --boots 4 --profile vllm-gpu --prompts 16 --threads 4 --client-cpus rest --out "$WORK/noise" \
+      --time-limit $((left - 20)))
   mkdir -p "$OUT/noise" && cp "$WORK"/noise/*.json "$WORK"/noise/*.txt "$OUT/noise/" 2>/dev/null
 }
 
