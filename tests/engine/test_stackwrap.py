@@ -238,7 +238,12 @@ def test_warm_up_prompts_are_never_a_benchmark_prompt():
 
 @pytest.mark.slow
 def test_the_reference_stack_has_served_the_warm_up_when_its_port_first_answers(tmp_path):
-    manifest = load_manifest("reference")
+    # as shipped, the reference stack warms itself before it listens (WARMUP_BRIDGE=1): the launcher adds no bridge
+    shipped = load_manifest("reference")
+    assert "stackwrap" not in " ".join(build_launch(shipped, parse_knobs(shipped, {"warmup_prompts": 4})).argv)
+    # without that, the launcher's bridge warms it over HTTP before the public port opens
+    env = {k: v for k, v in shipped.env.items() if k != "WARMUP_BRIDGE"}
+    manifest = shipped.model_copy(update={"env": env})
     launch = build_launch(manifest, parse_knobs(manifest, {"warmup_prompts": 4}))
     with EngineProcess(launch, log_path=tmp_path / "engine.log", boot_timeout_s=300):
         # the first thing the public port tells anyone: what the stack served before it opened
