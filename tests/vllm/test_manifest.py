@@ -19,8 +19,23 @@ def flag(argv: list[str], name: str) -> str:
 
 def test_it_consumes_the_window_and_the_speculative_tokens_but_not_the_centroids():
     manifest = load_manifest("vllm-cpu")
-    assert consumed_knobs(manifest) == ["sliding_window", "num_speculative_tokens", "prompt_lookup_max"]
-    assert baseline_knobs(manifest) == {"sliding_window": 512, "num_speculative_tokens": 3, "prompt_lookup_max": 4}
+    # the stability knobs at their off values too (the warm-up bridge, the stack's CPUs, where the drafter runs)
+    assert consumed_knobs(manifest) == [
+        "sliding_window",
+        "num_speculative_tokens",
+        "prompt_lookup_max",
+        "warmup_prompts",
+        "cpu_affinity",
+        "ngram_drafter",
+    ]
+    assert baseline_knobs(manifest) == {
+        "sliding_window": 512,
+        "num_speculative_tokens": 3,
+        "prompt_lookup_max": 4,
+        "warmup_prompts": 0,
+        "cpu_affinity": "none",
+        "ngram_drafter": "ngram",
+    }
     with pytest.raises(KnobError, match=r"vllm-cpu\.json does not consume knob 'centroid_top_k'"):
         parse_knobs(manifest, {"centroid_top_k": 32})
 
