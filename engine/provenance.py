@@ -13,7 +13,7 @@ and every promotion or verification boot records ``provenance(...)`` next to its
     python         the interpreter that started the trial
     machine        the kernel's boot id (``/proc/sys/kernel/random/boot_id``): every lent machine, and every
                    restart of one, reads another, so a later run can tell whether it ran on the machine of an
-                   earlier one (a shift between machines is not the noise of one: ``sweep.estimate``)
+                   earlier one (a shift between machines is not the noise of one: ``sweep.claims``)
     packages       the manifest's ``dependencies`` and everything they require, as the stack's own interpreter
                    has them installed: {name: pip requirement} (``pins``), what a submission pins; {} for a
                    manifest without dependencies
