@@ -1,6 +1,7 @@
 """The orchestrator: study specs, the ask/tell core and driver, Ray workers, storage, the front.
 
-    judgement     the gate, feasibility, early stops, the noise-aware front: the rules every reader judges by
+    judgement     the gate, feasibility, early stops, the noise-aware front, the organisers' 5% rule: the rules
+                  every reader judges by
     spec          studies/<name>.toml -> StudySpec (validated before anything boots)
     sampling      the study's Optuna sampler and one trial's knob values
     record        TrialRecord: one trial attempt, its judgement (gate, identity, feasibility)
@@ -11,7 +12,12 @@
     cluster       the Ray session (joined, or a private local one)
     driver        the core driven over Ray workers; console: what it prints
     run           ``python -m sweep.run``; dryrun: ``--dry-run``; exports: the dashboards' command after a run
-    verify        ``python -m sweep.verify``; verification: re-run rows and the verdict rule
+    boots         BootRecord: one fresh boot of a promotion, verification or calibration; booter: runs them
+    promotion     the best configurations re-booted after the search
+    claims/       the claims wing: the plan, the estimator, the verdict, load_evidence, ``python -m sweep.claims``
+    verify        ``python -m sweep.verify``: fresh boots of the best claims, judged
+    submission    the point to submit; folder: its folder; check: booting it as the organisers do;
+                  submit: ``python -m sweep.submit``
 
 Modules are imported one by one (``from sweep.spec import load_study``): importing the package
 does not pull in Ray or Optuna. Nothing here imports ``dashboards``: they read what this writes.
