@@ -1,5 +1,5 @@
 """Ranking by what verifies, over a real Ray cluster, real SQLite and the stub stack: of two configurations, the
-one 4.5% faster moves 10% from boot to boot and the slower one 0.5%. The promotion judges each by its own boots,
+one 4.5% faster moves 15% from boot to boot and the slower one 0.5%. The promotion judges each by its own boots,
 so the steady one is recommended and the fast one is not: a stable 1,750 beats a noisy 1,840."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def test_the_steady_configuration_is_recommended_over_the_faster_noisy_one(ray_c
         # 40 tokens take ~0.2 s: a busy machine's own delays weigh little beside the 0.5% the steady one moves
         STUB_DECODE_STEP_S="0.01",
         STUB_BOOT_NOISE="0.005",
-        STUB_BOOT_NOISE_IF=f"CENTROID_TOP_K={fast}:0.10",
+        STUB_BOOT_NOISE_IF=f"CENTROID_TOP_K={fast}:0.15",
     )
     study = write_study(
         tmp_path,
