@@ -106,7 +106,7 @@ def test_an_inflated_point_is_invalid_on_tps_and_an_honest_one_verified(ray_conn
             "--trials",
             f"{honest},{inflated}",
             "--repeats",
-            "2",
+            "3",
         ]
     )
     out = capsys.readouterr().out
@@ -121,13 +121,15 @@ def test_an_inflated_point_is_invalid_on_tps_and_an_honest_one_verified(ray_conn
         storage.close()
     baseline = next(r.trial_number for r in result.records if r.is_baseline)
     # the relative gate is re-resolved on the held-out references: the baseline is re-run first
-    # the baseline's boots first (they resolve the gate), then the two points' interleaved: A B A B
-    assert [r.trial_number for r in reruns] == [baseline] * 2 + [honest, inflated] * 2
+    # the baseline's boots first (they resolve the gate), then the two points' interleaved: A B A B A B; three
+    # boots of each leave the pooled noise 5 degrees of freedom, where two left 2 and one more re-run's odds of
+    # landing within 5% of an honest claim sat at the 0.9 target
+    assert [r.trial_number for r in reruns] == [baseline] * 3 + [honest, inflated] * 3
     assert all(r.status == "complete" and r.prompts == prompts and r.refs == refs for r in reruns)
-    assert len({r.run_id for r in reruns}) == 1 and [r.repeat for r in reruns] == [0, 1, 0, 0, 1, 1]
-    assert [r.order for r in reruns] == list(range(6)) and [r.first for r in reruns[2:]] == ["public"] * 2 + [
+    assert len({r.run_id for r in reruns}) == 1 and [r.repeat for r in reruns] == [0, 1, 2, 0, 0, 1, 1, 2, 2]
+    assert [r.order for r in reruns] == list(range(9)) and [r.first for r in reruns[3:]] == ["public"] * 2 + [
         "heldout"
-    ] * 2
+    ] * 2 + ["public"] * 2
     assert all(r.public_tps is not None for r in reruns)  # every boot timed the public prompts too
     assert verdicts[honest].verdict == "VERIFIED", verdicts[honest]
     assert abs(verdicts[honest].tps_gap_pct) <= 5.0
