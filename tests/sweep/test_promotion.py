@@ -85,14 +85,14 @@ def test_promotion_interleaves_alternates_resumes_and_claims(ray_connected, tmp_
     assert [b.order for b in boots] == list(range(6)) and [b.trial_number for b in boots] == chosen * 3
     assert [b.first for b in boots] == ["public"] * 2 + ["heldout"] * 2 + ["public"] * 2
     assert [b.repeat for b in boots] == [0, 0, 1, 1, 2, 2]
-    # the estimator sees through the noise: the held-out set's 10%, within the error its own boots give it (a
-    # busy 2-core CI machine adds run noise: a fixed tolerance of 4% failed there once at 5.2%, and beside a real
-    # model's test one run moved ~4%, a standard error of 3.7% on this difference)
+    # the estimator sees the held-out set's 10%: well outside its own boots' error, and about that size. A busy
+    # machine's fixed delays per request (HTTP, scheduling) shrink every ratio alike, in every boot: CI read 7.5%
+    # at a standard error of 0.4%, a bias no spread of boots shows, so the size is checked to a band, not to errors
     for key, level in view.fit.levels.items():
         spread = view.fit.spreads[key]
         se = spread.s_d * math.sqrt(1 / level.boots + level.order_mean**2 / view.fit.sxx)
         found = level.heldout - level.public
-        assert abs(found - math.log(HELD_OUT)) <= 3 * se and found < 0, (level, se)  # slower, by about 10%
+        assert found < -3 * se and math.log(HELD_OUT) - 0.05 <= found <= math.log(HELD_OUT) / 2, (level, se)
     assert view.fit.gamma > math.log(1 + DRIFT) * 4 / 2  # the warming stub reads its second run faster
     # every boot says how much of the machine its host took while it was timed (Linux reports it)
     assert all(b.host_steal is not None and 0.0 <= b.host_steal <= 1.0 for b in boots)
