@@ -497,7 +497,7 @@ ARMS=(--arm plain:num_speculative_tokens=7,prompt_lookup_max=8,kv_cache_dtype=fp
       --arm gpu-ngram:num_speculative_tokens=7,prompt_lookup_max=8,kv_cache_dtype=fp8,ngram_drafter=ngram_gpu,async_scheduling=true
       --arm fresh-graphs:num_speculative_tokens=7,prompt_lookup_max=8,kv_cache_dtype=fp8,disable_compile_cache=true)
 
-stable_noise() {  # NOISE_ARMS (names, comma-separated) and NOISE_BOOTS fit a short lease: every arm, 4 boots by default
+stable_noise() {  # NOISE_ARMS (names, comma-separated), NOISE_BOOTS and NOISE_ANCHOR (none: no anchor) fit a short lease
   vllm_env
   prepare_once
   local left=$((CALL_BUDGET_S - SECONDS - 30)) n=${CALL_N:-x} arms=() i
@@ -505,7 +505,7 @@ stable_noise() {  # NOISE_ARMS (names, comma-separated) and NOISE_BOOTS fit a sh
     [[ -z ${NOISE_ARMS:-} || ,$NOISE_ARMS, == *,${ARMS[i]%%:*},* ]] && arms+=(--arm "${ARMS[i]}")
   done
   (cd "$WORK" && TAIL=40 step "noise-$n" "$left" "$PY" -m benchmarks.noise --manifest vllm-gpu "${arms[@]}" \
-      --boots "${NOISE_BOOTS:-4}" --profile vllm-gpu --prompts 16 --threads 4 --client-cpus rest --out "$WORK/noise" \
+      --boots "${NOISE_BOOTS:-4}" --anchor "${NOISE_ANCHOR:-reference-plain}" --profile vllm-gpu --prompts 16 --threads 4 --client-cpus rest --out "$WORK/noise" \
       --time-limit $((left - 20)))
   mkdir -p "$OUT/noise" && cp "$WORK"/noise/*.json "$WORK"/noise/*.txt "$OUT/noise/" 2>/dev/null
 }
