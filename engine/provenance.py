@@ -17,6 +17,9 @@ and every promotion or verification boot records ``provenance(...)`` next to its
     packages       the manifest's ``dependencies`` and everything they require, as the stack's own interpreter
                    has them installed: {name: pip requirement} (``pins``), what a submission pins; {} for a
                    manifest without dependencies
+    threads        ``OMP_NUM_THREADS`` as the stack got it (under Ray, a trial's ``num_cpus``), an int; None where
+                   it was unset (torch then computes on every core): a CPU stack's speed hangs on it, so a
+                   submission sets it as its claim was measured
 
 Every key is always present; a value that could not be read is None, with the reason in ``notes``.
 """
@@ -40,7 +43,7 @@ from engine.secrets import redact_text
 
 __all__ = ["KEYS", "pins", "provenance"]
 
-KEYS = ("stack", "stack_version", "torch", "gpu", "cuda_driver", "python", "machine", "packages", "notes")
+KEYS = ("stack", "stack_version", "torch", "gpu", "cuda_driver", "python", "machine", "packages", "threads", "notes")
 _PROBE_TIMEOUT_S = 30.0
 _TORCH = "import importlib.metadata as m; print(m.version('torch'))"
 _BOOT_ID = "/proc/sys/kernel/random/boot_id"
@@ -174,6 +177,16 @@ def _interpreter(argv: list[str]) -> str | None:
     return argv[0] if argv and os.path.basename(argv[0]).startswith("python") else None
 
 
+def _threads(env: dict[str, str], notes: list[str]) -> int | None:
+    text = env.get("OMP_NUM_THREADS", "").strip()
+    if not text:
+        return None
+    if not text.isdigit() or int(text) < 1:
+        notes.append(f"OMP_NUM_THREADS={text!r} is not a count of threads: unread")
+        return None
+    return int(text)
+
+
 def provenance(
     base_url: str, *, argv: list[str], env: dict[str, str], dependencies: Sequence[str] = ()
 ) -> dict[str, Any]:
@@ -211,5 +224,6 @@ def provenance(
         "python": platform.python_version(),
         "machine": machine,
         "packages": packages,
+        "threads": _threads(env, notes),
         "notes": notes,
     }

@@ -1,5 +1,5 @@
 """What a stack ran with, for a submission's pins: the manifest's dependencies and everything they require, as the
-stack's own interpreter has them installed, read from real distribution metadata."""
+stack's own interpreter has them installed, read from real distribution metadata; and the threads it computed on."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import os
 import sys
 from pathlib import Path
 
-from engine.provenance import pins
+from engine.launch import free_port
+from engine.provenance import KEYS, pins, provenance
 
 
 def _distribution(site: Path, name: str, version: str, *, requires: list[str] = (), direct: dict | None = None) -> None:
@@ -73,3 +74,14 @@ def test_each_dependency_and_what_it_requires_is_pinned_as_the_stacks_interprete
     assert (
         pins(["jinja2"], python=str(tmp_path / "no-python"))[1] == "reading the installed packages: FileNotFoundError"
     )
+
+
+def test_the_threads_a_stack_computed_on_are_recorded_and_a_value_that_is_no_count_is_said_so():
+    # nothing listens there: the stack's own version is unread (a note), the rest is read all the same
+    url = f"http://127.0.0.1:{free_port()}"
+    for env, threads in [({"OMP_NUM_THREADS": "2"}, 2), ({}, None), ({"OMP_NUM_THREADS": "all"}, None)]:
+        found = provenance(url, argv=[sys.executable], env=env)
+        assert set(found) == set(KEYS) and found["threads"] == threads, found
+        assert any("'all' is not a count of threads" in n for n in found["notes"]) == (
+            env.get("OMP_NUM_THREADS") == "all"
+        )

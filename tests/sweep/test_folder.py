@@ -87,7 +87,12 @@ def test_a_reference_folder_carries_its_code_pins_what_the_trials_ran_and_names_
     choice = _choice(
         asdict(stub_profile(tmp_path)),  # data files of this machine's: they travel in check-data/
         knobs={"centroid_top_k": 64, "num_speculative_tokens": 3, "sliding_window": 512},
-        provenance={"stack": "gemma-sweep reference", "torch": recorded["torch"].split("==")[1], "packages": recorded},
+        provenance={
+            "stack": "gemma-sweep reference",
+            "torch": recorded["torch"].split("==")[1],
+            "packages": recorded,
+            "threads": 3,
+        },
         gate=3.12,
     )
     folder = tmp_path / "submission"
@@ -95,6 +100,11 @@ def test_a_reference_folder_carries_its_code_pins_what_the_trials_ran_and_names_
 
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["serve"] == ["python", "serve.py"] and manifest["env"]["CENTROID_TOP_K"] == "64"
+    # the threads the claim was measured with: the organisers' boot computes on as many, whatever cores it has
+    assert (
+        manifest["env"]["OMP_NUM_THREADS"] == "3"
+        and "`OMP_NUM_THREADS=3` in the env" in (folder / "README.md").read_text()
+    )
     # every import of the stack, and what preparing its model at first boot needs, pinned as the trials ran them
     deps = {re.sub(r"[-_.]+", "-", d.split("==")[0]).lower(): d for d in manifest["dependencies"]}
     assert deps == recorded  # the stack's imports and all they require: nothing more, nothing less
@@ -117,6 +127,7 @@ def test_a_reference_folder_carries_its_code_pins_what_the_trials_ran_and_names_
     older = {**reference.to_json_dict(), "dependencies": []}
     _write(tmp_path / "older", older, _choice({}, knobs={}, provenance={"stack": "gemma-sweep reference"}), source=None)
     pinned = json.loads((tmp_path / "older" / "manifest.json").read_text())["dependencies"]
+    assert "OMP_NUM_THREADS" not in json.loads((tmp_path / "older" / "manifest.json").read_text())["env"]  # unrecorded
     assert sorted(pinned) == sorted(recorded.values())
     assert "as the environment that wrote this folder has them" in (tmp_path / "older" / "README.md").read_text()
 

@@ -95,6 +95,10 @@ def test_a_verified_point_is_written_and_its_copy_boots_from_an_empty_folder(pro
         "stackwrap.py",
     ]
     assert (folder / "stack" / "tests" / "stacks" / "stub_server.py").is_file()
+    # the stack computes on the threads its claim was measured with (Ray's num_cpus), not on every core there
+    threads = {b.provenance["threads"] for b in view.boots}
+    assert len(threads) == 1 and isinstance(min(threads), int)
+    assert json.loads((folder / "manifest.json").read_text())["env"]["OMP_NUM_THREADS"] == str(min(threads))
     # the verification is a later run of the promotion's measure: the folder gives the odds of a later re-run too
     claim = json.loads((folder / "claim.json").read_text())
     # the configurations both runs measured: the top one, and the baseline the relative gate boots first unless the
