@@ -214,7 +214,8 @@ def run(
             ),
             *(["", "failed boots:", *failed] if failed else []),
             "",
-            load_note(),
+            # the load of the machine that booted them, unless every boot was stored by an earlier command
+            load_note() if took else f"made from the {len(records)} boots stored in {out}: none booted by this command",
         ]
     )
     if out is not None:

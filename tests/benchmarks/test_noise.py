@@ -36,6 +36,11 @@ def test_arms_are_interleaved_behind_the_anchor_and_the_noisy_one_is_found(tmp_p
     rows = [line.split() for line in printed.out.splitlines() if line.startswith(("steady ", "noisy "))]
     boot_part = {row[0]: float(row[7].rstrip("%")) for row in rows}
     assert set(boot_part) == {"steady", "noisy"} and boot_part["noisy"] > 3 * boot_part["steady"], printed.out
+    assert "load average" in printed.out  # the machine that booted them
+    # once every boot is stored, the command only reports, and says whose load it cannot give
+    assert main(argv) == 0 and json.loads((out / "boots.json").read_text())["boots"] == boots
+    again = capsys.readouterr().out
+    assert "made from the 15 boots stored in" in again and "load average" not in again
 
 
 def test_a_knob_the_manifest_does_not_take_is_refused_before_anything_boots(tmp_path, capsys):
