@@ -482,10 +482,11 @@ calibrate_verify() {
 # The same staging as `vllm` (calls 1-5, then .carry/c6 and .carry/challenge); then, call after call (carry
 # [.carry/challenge]), with CALL_N counting the calls:
 #   stable-noise   benchmarks.noise: trial 8's configuration as arms (as it is; its CPUs on the GPU's NUMA node; the
-#                  warm-up bridge; the n-gram drafter on the GPU with async scheduling; a freshly compiled graph), 4
+#                  warm-up bridge; a freshly compiled graph; NOISE_ARMS=...,gpu-ngram adds the n-gram drafter on the
+#                  GPU with async scheduling, which read 34% slower and as noisy on an H100: gpu-vllm-stable/), 4
 #                  fresh boots each behind the reference stack as the anchor, each boot timing the same two slices
 #                  of 16 of the organisers' prompts x 512 tokens; goes on across calls from $OUT/noise's boots.json
-#                  ($WORK/noise keeps them); ~90 s a boot, 24 boots: three calls
+#                  ($WORK/noise keeps them); 50-80 s a boot once compiled, 20 boots: three calls
 #   stable         studies/vllm-h200-stable.toml: the arms as a study, searched, then promoted (4 x 4 boots at the
 #                  organisers' full profile), resumed across calls by sweep.run's --time-limit; then sweep.claims
 #                  and, once a point is recommended, sweep.verify of it in a later call (VERIFY=1)
@@ -502,7 +503,7 @@ stable_noise() {  # NOISE_ARMS (names, comma-separated), NOISE_BOOTS and NOISE_A
   prepare_once
   local left=$((CALL_BUDGET_S - SECONDS - 30)) n=${CALL_N:-x} arms=() i
   for ((i = 1; i < ${#ARMS[@]}; i += 2)); do
-    [[ -z ${NOISE_ARMS:-} || ,$NOISE_ARMS, == *,${ARMS[i]%%:*},* ]] && arms+=(--arm "${ARMS[i]}")
+    [[ ,${NOISE_ARMS:-plain,numa,bridge,fresh-graphs}, == *,${ARMS[i]%%:*},* ]] && arms+=(--arm "${ARMS[i]}")
   done
   (cd "$WORK" && TAIL=40 step "noise-$n" "$left" "$PY" -m benchmarks.noise --manifest vllm-gpu "${arms[@]}" \
       --boots "${NOISE_BOOTS:-4}" --anchor "${NOISE_ANCHOR:-reference-plain}" --profile vllm-gpu --prompts 16 --threads 4 --client-cpus rest --out "$WORK/noise" \
