@@ -506,7 +506,8 @@ stable_noise() {  # NOISE_ARMS (names, comma-separated), NOISE_BOOTS and NOISE_A
     [[ ,${NOISE_ARMS:-plain,numa,bridge,fresh-graphs}, == *,${ARMS[i]%%:*},* ]] && arms+=(--arm "${ARMS[i]}")
   done
   (cd "$WORK" && TAIL=40 step "noise-$n" "$left" "$PY" -m benchmarks.noise --manifest vllm-gpu "${arms[@]}" \
-      --boots "${NOISE_BOOTS:-4}" --anchor "${NOISE_ANCHOR:-reference-plain}" --profile vllm-gpu --prompts 16 --threads 4 --client-cpus rest --out "$WORK/noise" \
+      --boots "${NOISE_BOOTS:-4}" --anchor "${NOISE_ANCHOR:-reference-plain}" --profile vllm-gpu --prompts 16 \
+      --threads 4 --client-cpus rest --out "$WORK/noise" \
       --time-limit $((left - 20)))
   mkdir -p "$OUT/noise" && cp "$WORK"/noise/*.json "$WORK"/noise/*.txt "$OUT/noise/" 2>/dev/null
 }

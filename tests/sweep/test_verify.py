@@ -86,7 +86,7 @@ def test_an_inflated_point_is_invalid_on_tps_and_an_honest_one_verified(ray_conn
         sampler="grid",
         # the stub's timing moves well under 1%; at the default floor of 2% one re-run's odds of landing within 5%
         # reach 0.9 only on >= ~4 degrees of freedom, and where a loaded machine makes the configurations' noise
-        # differ (CI: Bartlett apart, 2.3 df) an honest point read UNDECIDED at P 0.87
+        # differ (CI: Bartlett apart, 2.3 df) an honest point read UNDECIDED: at that floor the odds top out at 0.886
         promotion={"candidates": 0, "noise_floor": 0.01},
     )
     url = f"sqlite:///{tmp_path / 's.db'}"
