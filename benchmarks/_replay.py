@@ -1,12 +1,12 @@
 """A study replayed on a recorded surface: the driver's own ask/tell core, no server.
 
-Each trial goes the way the driver sends it, through ``sweep.core.StudyCore`` (the sampler, the
+Each trial goes the way the driver sends it, through ``sweep.search.StudyCore`` (the sampler, the
 baseline first, knob values, the skip, copy, PPL-memo and budget rules, the multi-fidelity plan,
 the judgement and what Optuna is told). Only the measurement is replaced: the recorded
 configuration's TPS times ``1 + N(0, sd)``, sd the recorded relative noise, so a sampler sees
 measurements as noisy as the real ones. On a grid with traces (``benchmarks._surface.Trace``) the
 trial is replayed prompt by prompt: its recorded prompts' seconds go through the plan's own
-checkpoint (``sweep.fidelity.stages_for``), as ``engine.bench.measure`` sends them, and the trial
+checkpoint (``sweep.search.stages_for``), as ``engine.bench.measure`` sends them, and the trial
 costs its recorded phases, with the TPS run cut where the checkpoint stopped it. Their noise is
 drawn per stage (``benchmarks._surface.RunNoise``, measured on the grid's repeated
 configurations): a factor every prompt of the trial shares, and one of each segment between two
@@ -25,11 +25,19 @@ from engine.knobs import KnobValue, parse_knobs
 from engine.measurement import Measurement, TrialOutcome
 from engine.profiles import BenchProfile
 from engine.stages import Partial, Stop
-from sweep.core import MemoryRecords, PlannedTrial, StudyCore
-from sweep.fidelity import FidelityPlan, FidelitySpec, stage_counts, stages_for
 from sweep.judgement import over_gate
-from sweep.record import TrialRecord
-from sweep.spec import KnobSpace, StudySpec
+from sweep.search import (
+    FidelityPlan,
+    FidelitySpec,
+    KnobSpace,
+    MemoryRecords,
+    PlannedTrial,
+    StudyCore,
+    StudySpec,
+    stage_counts,
+    stages_for,
+)
+from sweep.store import TrialRecord
 
 __all__ = ["Replayed", "full_cost_s", "replay", "surface_spec"]
 

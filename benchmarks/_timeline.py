@@ -17,8 +17,7 @@ from typing import Any
 import optuna
 
 from errors import StudyNotFoundError
-from sweep.record import TrialRecord
-from sweep.storage import open_existing
+from sweep.store import TrialRecord, open_existing
 
 __all__ = ["ENGINE_PHASES", "TrialTiming", "load_timeline"]
 

@@ -42,13 +42,10 @@ from scipy import stats
 from benchmarks._report import emit, table
 from benchmarks._sweeps import load_note
 from errors import ConfigError, NoCompletedTrialsError, UsageError
-from sweep.booter import BootRunner, interleave, run_boots
-from sweep.boots import BootRecord
-from sweep.claims import INTERVAL, Between, Claim, load_evidence
-from sweep.cluster import check_capacity, ray_session
+from sweep.claims import INTERVAL, Between, BootRunner, Claim, interleave, load_evidence, run_boots
 from sweep.judgement import verifies
-from sweep.spec import load_study
-from sweep.storage import DEFAULT_STORAGE_URL, open_existing
+from sweep.search import check_capacity, load_study, ray_session
+from sweep.store import DEFAULT_STORAGE_URL, BootRecord, open_existing
 
 __all__ = ["main"]
 

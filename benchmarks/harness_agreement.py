@@ -155,7 +155,7 @@ def _store(args: Args, *, theirs: list[float], ours: list[float], basis: str) ->
     import optuna
 
     from sweep.claims import OFFSET_ATTR, ClientOffset
-    from sweep.storage import open_existing
+    from sweep.store import open_existing
 
     logs = [math.log(t / o) for t, o in zip(theirs, ours)]
     offset = ClientOffset(

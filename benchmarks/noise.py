@@ -44,8 +44,8 @@ from engine.manifest import Manifest, load_manifest
 from engine.profiles import BenchProfile, get_profile
 from engine.trial import run_trial
 from errors import ConfigError, UsageError
-from sweep.boots import BootRecord
 from sweep.claims import decompose
+from sweep.store import BootRecord
 
 __all__ = ["Arm", "main", "parse_arm"]
 

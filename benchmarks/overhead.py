@@ -22,7 +22,7 @@ from benchmarks._report import emit, table
 from benchmarks._sweeps import SweepRun, load_note, run_sweep
 from benchmarks._timeline import TrialTiming, load_timeline
 from errors import ConfigError, NoCompletedTrialsError, SweepRunError
-from sweep.spec import load_study, study_path
+from sweep.search import load_study, study_path
 
 __all__ = ["Share", "main", "shares"]
 

@@ -34,8 +34,7 @@ from benchmarks._surface import COLUMNS
 from benchmarks._sweeps import REPO, load_note, run_sweep
 from benchmarks._timeline import load_timeline
 from errors import ConfigError, StudySpecError, SweepRunError
-from sweep.record import TrialRecord
-from sweep.storage import open_existing
+from sweep.store import TrialRecord, open_existing
 
 __all__ = ["main"]
 

@@ -28,7 +28,7 @@ from benchmarks._report import RESULTS_DIR, emit, table
 from benchmarks._surface import Surface, load_surface
 from benchmarks._sweeps import load_note
 from errors import ConfigError
-from sweep.spec import DEFAULT_SAMPLER, SAMPLERS, StudySpec, load_study
+from sweep.search import DEFAULT_SAMPLER, SAMPLERS, StudySpec, load_study
 
 __all__ = ["SamplerResult", "main", "run_samplers"]
 
@@ -252,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         surface = load_surface(args.grid)
         # The samplers alone, every proposal a trial as the grid was recorded: a copy or a PPL-memo
-        # hit (sweep.core) costs no boot, so it would stretch "trials to reach" without costing anything.
+        # hit (sweep.search) costs no boot, so it would stretch "trials to reach" without costing anything.
         spec = replace(surface_spec(load_study(args.study), surface), repeats="allow", ppl_memo=False)
     except (ConfigError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

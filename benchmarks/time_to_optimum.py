@@ -10,14 +10,14 @@ GPU grid over the ``vllm-h200`` space), twice per seed through the driver's own 
   the no-double-measurement rules;
 - new: the default: the study's fidelity (multi-fidelity where it is safe), a proposal of measured
   knobs a copy and one whose PPL-moving knobs measured over the gate a PPL-memo hit, neither booted
-  (``sweep.core``).
+  (``sweep.search``).
 
 Each trial costs what it cost when recorded (boot, warm-up, TPS run, PPL, stop), its TPS run cut
 where the rule stopped it; a trial closed without a boot costs nothing. Both get the same budget of
 booted trials. Per seed and mode: the seconds spent until a trial measured to the end tried a
 feasible configuration within 1% of the grid's best feasible TPS (the recorded means judge), and
 the configuration the study ends on, as ``sweep.run`` ends one: its promotion's best (``promoted_best``:
-the study's ``[promotion]`` candidates, as ``sweep.promotion.select`` picks them from the search's noisy
+the study's ``[promotion]`` candidates, as ``sweep.claims.select`` picks them from the search's noisy
 figures, each booted afresh with the grid's noise, the highest mean), or the search's own best where
 the study promotes nothing; the search's best is reported beside it. Reported: the
 ratio of the median times (old / new), the per-seed ratios paired by seed (their median and
@@ -50,10 +50,9 @@ from benchmarks._surface import Surface, load_surface
 from benchmarks._sweeps import load_note
 from engine.knobs import KnobValue
 from errors import ConfigError
-from sweep.fidelity import FidelitySpec, front_rule_for, stage_counts
+from sweep.claims import select
 from sweep.judgement import over_gate
-from sweep.promotion import select
-from sweep.spec import DEFAULT_SAMPLER, SAMPLERS, StudySpec, load_study
+from sweep.search import DEFAULT_SAMPLER, SAMPLERS, FidelitySpec, StudySpec, front_rule_for, load_study, stage_counts
 
 __all__ = ["Outcome", "Paired", "main", "paired_ratio", "promoted_best", "slower_seeds", "time_to_best"]
 
@@ -123,7 +122,7 @@ def time_to_best(run: list[Replayed], *, best_tps: float, share: float = SHARE) 
 def promoted_best(
     run: list[Replayed], spec: StudySpec, surface: Surface, *, seed: int
 ) -> tuple[tuple[str, KnobValue], ...] | None:
-    """The configuration the replayed study ends on once promoted: ``sweep.promotion.select``'s candidates
+    """The configuration the replayed study ends on once promoted: ``sweep.claims.select``'s candidates
     from the search's records, each booted ``spec.promotion.boots`` times afresh, a boot's TPS the recorded
     mean times exp(N(0, sd)) with the grid's pooled relative noise, and the highest mean log TPS among them
     (what the claims rank by; their P(VERIFIED) target aside). None where nothing was promoted."""
@@ -303,7 +302,7 @@ def report(r: Replays, *, args: Args) -> str:
         f"new: {spec.fidelity.describe()}; copies and PPL-memo hits closed without a boot",
         (
             f"both end on their promotion's best: the {spec.promotion.candidates} fastest distinct feasible "
-            f"configurations (sweep.promotion.select, from the search's noisy figures), {spec.promotion.boots} fresh "
+            f"configurations (sweep.claims.select, from the search's noisy figures), {spec.promotion.boots} fresh "
             f"boots each drawn with the grid's {surface.tps_rel_sd:.1%} noise, the highest mean"
             if promoted
             else "both end on the search's best: the study promotes nothing"

@@ -2,7 +2,7 @@
 
 Both live in the study's system attrs (optuna-dashboard's own format: ``save_plotly_graph_object``
 and ``save_note``), never in its trials, so attaching never touches what the driver writes (SQLite's WAL and busy
-timeout, set by ``sweep.storage``, let it share the file with a running sweep). The note is
+timeout, set by ``sweep.store``, let it share the file with a running sweep). The note is
 rewritten only when it changed, and keeps whatever a user wrote outside the block between
 ``NOTE_BEGIN`` and ``NOTE_END``.
 """
@@ -18,7 +18,7 @@ from optuna_dashboard import get_note, save_note, save_plotly_graph_object
 from dashboards.data import StudyData, TrialRow, load_study_data
 from dashboards.figures import pareto_figure
 from sweep.claims import Verdict
-from sweep.storage import Storage
+from sweep.store import Storage
 
 __all__ = ["GRAPH_ID", "NOTE_BEGIN", "NOTE_END", "attach_all", "attach_to_study", "study_note"]
 

@@ -21,7 +21,7 @@ from dashboards.data import StudyData, TrialRow
 from engine.knobs import apply_knobs, consumed_knobs, parse_knobs
 from engine.manifest import parse_manifest
 from engine.secrets import REDACTED
-from sweep.storage_url import password_note, shown_url
+from sweep.store import password_note, shown_url
 
 __all__ = ["BestPoint", "best_point", "write_best"]
 

@@ -19,8 +19,7 @@ import optuna
 from errors import NoCompletedTrialsError
 from sweep.claims import Claim, StudyClaims, Verdict, load_evidence
 from sweep.judgement import Noise, front_ties, pareto_front
-from sweep.record import TrialRecord
-from sweep.storage import Storage
+from sweep.store import Storage, TrialRecord
 
 __all__ = ["StudyData", "TrialRow", "load_study_data", "require_measured", "study_data"]
 
@@ -49,7 +48,7 @@ class TrialRow:
 
     @property
     def reused(self) -> bool:
-        """Closed without a boot (``sweep.core``): a copy of an earlier trial, or a PPL-memo hit."""
+        """Closed without a boot (``sweep.search``): a copy of an earlier trial, or a PPL-memo hit."""
         return self.record is not None and self.record.reused
 
     @property

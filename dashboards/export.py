@@ -30,7 +30,7 @@ from dashboards.images import write_images
 from dashboards.importance import importance_figure, knob_importances, slice_figures
 from dashboards.table import trials_frame
 from errors import ConfigError, GemmaSweepError
-from sweep.storage import DEFAULT_STORAGE_URL, open_existing
+from sweep.store import DEFAULT_STORAGE_URL, open_existing
 
 __all__ = ["EXPORTS_DIR", "export_study", "main"]
 

@@ -3,7 +3,7 @@
 Before serving, every study with a measured trial gets the Pareto chart and a study note
 attached (``dashboards.attach``); while serving, they are refreshed every ``--refresh`` seconds
 so a running sweep's chart keeps up. The dashboard only reads trials; the attach writes only
-study system attrs, and SQLite's WAL mode and busy timeout (``sweep.storage``) let both share
+study system attrs, and SQLite's WAL mode and busy timeout (``sweep.store``) let both share
 the file with a running sweep. Binds 127.0.0.1 unless ``--host`` says otherwise.
 
 Exit codes: 0 stopped (Ctrl-C or SIGTERM); 2 bad input (no database, port taken).
@@ -25,8 +25,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from dashboards.attach import attach_all
 from errors import ConfigError
 from sweep.interrupts import raise_interrupt
-from sweep.storage import DEFAULT_STORAGE_URL, Storage, open_existing
-from sweep.storage_url import shown_url
+from sweep.store import DEFAULT_STORAGE_URL, Storage, open_existing, shown_url
 
 __all__ = ["ServeArgs", "main", "parse_args"]
 

@@ -34,7 +34,7 @@ def _row(t: TrialRow) -> dict[str, Any]:
         "number": t.number,
         "state": t.state,
         "stopped": t.stopped,  # multi-fidelity: "gate" (TPS a probe), "front" (PRUNED), empty: measured to the end
-        # sweep.core: "copy", "ppl_memo" (not booted: the figures are trial source_trial's), "repeat"
+        # sweep.search: "copy", "ppl_memo" (not booted: the figures are trial source_trial's), "repeat"
         "reuse": r.reuse if r else None,
         "source_trial": r.source if r else None,
         "is_baseline": t.is_baseline,

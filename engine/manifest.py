@@ -7,7 +7,7 @@ more: ``cwd``, the folder ``serve`` runs in (without it, the manifest's own fold
 challenge runs ``serve`` from the submission folder that holds ``manifest.json``),
 ``prefix_caching`` (default true): false says the stack never serves a request from another's KV
 cache, which lets multi-fidelity run the PPL pass before the rest of the timed run
-(``sweep.fidelity``), and ``stack``: which stack's own knob limits in the registry apply
+(``sweep.search``), and ``stack``: which stack's own knob limits in the registry apply
 (``[<knob>.stacks.<stack>]`` in ``studies/knobs.toml``; ``reference`` for the reference server;
 without it, or for a stack the registry gives no limits, each knob's full range).
 

@@ -46,7 +46,7 @@ class Measurement:
     # Each prompt of the first timed run: seconds and completion tokens (what a replay of the trial needs)
     prompt_latencies_s: list[float] = field(default_factory=list)
     prompt_tokens: list[int] = field(default_factory=list)
-    # Multi-fidelity (sweep.fidelity): the rule the trial ran under and, when it stopped before its
+    # Multi-fidelity (sweep.search): the rule the trial ran under and, when it stopped before its
     # full measurement, how ("gate", "front") and why; a stopped trial's TPS covers only the prompts
     # it timed (prompts_timed), and it has no stream pass and no later runs.
     fidelity: dict[str, Any] = field(default_factory=dict)

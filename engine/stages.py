@@ -1,4 +1,4 @@
-"""What a staged measurement and its checkpoint exchange (multi-fidelity, ``sweep.fidelity``).
+"""What a staged measurement and its checkpoint exchange (multi-fidelity, ``sweep.search``).
 
 ``engine.bench.measure`` times the first run of a trial in stages; after each stage but the last
 it hands the checkpoint a ``Partial`` (what was measured so far) and ends the measurement there

@@ -1,24 +1,17 @@
-"""The orchestrator: study specs, the ask/tell core and driver, Ray workers, storage, the front.
+"""The orchestrator, in floors: each imports only those below it (``tests/test_public.py`` holds it so).
 
-    judgement     the gate, feasibility, early stops, the noise-aware front, the organisers' 5% rule: the rules
-                  every reader judges by
-    spec          studies/<name>.toml -> StudySpec (validated before anything boots)
-    sampling      the study's Optuna sampler and one trial's knob values
-    record        TrialRecord: one trial attempt, its judgement (gate, identity, feasibility)
-    core          the ask/tell core: open/resume, baseline, ask, close (store, re-queue, tell)
-    storage       the database: Optuna's RDB storage + the project's tables (SQLite, WAL)
-    identity      generated token ids, packed, and how many prompts differ
-    worker        the Ray actor running one trial at a time; reaper: its engine watchdog
-    cluster       the Ray session (joined, or a private local one)
-    driver        the core driven over Ray workers; console: what it prints
-    run           ``python -m sweep.run``; dryrun: ``--dry-run``; exports: the dashboards' command after a run
-    boots         BootRecord: one fresh boot of a promotion, verification or calibration; booter: runs them
-    promotion     the best configurations re-booted after the search
-    claims/       the claims wing: the plan, the estimator, the verdict, load_evidence, ``python -m sweep.claims``
+    judgement     the rules every reader judges by: the gate, feasibility, the noise-aware front, the
+                  organisers' 5% rule, the defaults of the odds a claim must reach and the noise floor
+    store/        what every stage writes and reads: TrialRecord, BootRecord, the database
+    search/       the search: a study's trials proposed, booted once each and told (``python -m sweep.run``)
+    claims/       the answers: the best configurations re-booted afresh (promotion, verification,
+                  calibration, through one runner of fresh boots), the claim and its odds, the verdicts
+    submission/   the point to submit, its folder in the organisers' format, that folder booted
+    run           ``python -m sweep.run``: the search, then its promotion
     verify        ``python -m sweep.verify``: fresh boots of the best claims, judged
-    submission    the point to submit; folder: its folder; check: booting it as the organisers do;
-                  submit: ``python -m sweep.submit``
+    submit        ``python -m sweep.submit``: write the submission folder, or check one
+    interrupts    SIGTERM as Ctrl-C, for every command
 
-Modules are imported one by one (``from sweep.spec import load_study``): importing the package
-does not pull in Ray or Optuna. Nothing here imports ``dashboards``: they read what this writes.
+Each package's ``__init__`` is its public face; its modules (``_name``) are its own. Nothing here
+imports ``dashboards``: they read what this writes.
 """

@@ -246,7 +246,7 @@ def front_ties(front: Sequence[FrontPoint]) -> list[list[FrontPoint]]:
 
 
 class Judged(Protocol):
-    """What the front reads of a trial record: ``sweep.record.TrialRecord`` is one."""
+    """What the front reads of a trial record: ``sweep.store.TrialRecord`` is one."""
 
     trial_number: int
     feasible: bool | None

@@ -21,9 +21,8 @@ from rich.markup import escape
 
 from errors import ConfigError, SweepStopped
 from sweep.interrupts import raise_interrupt
-from sweep.spec import StudySpec, load_study
-from sweep.storage import DEFAULT_STORAGE_URL
-from sweep.storage_url import password_note, shown_url
+from sweep.search import StudySpec, load_study
+from sweep.store import DEFAULT_STORAGE_URL, password_note, shown_url
 
 __all__ = ["RunArgs", "main", "parse_args"]
 
@@ -45,7 +44,7 @@ class RunArgs:
 
     def resume_command(self) -> str:
         """The command that resumes this run, as it may be printed: a storage password as ``***``,
-        and then, on a line of its own, the note that says so (``sweep.storage_url``)."""
+        and then, on a line of its own, the note that says so (``sweep.store``)."""
         parts = ["python", "-m", "sweep.run", "--study", self.study]
         for flag, value in (
             ("--storage", None if self.storage == DEFAULT_STORAGE_URL else shown_url(self.storage)),
@@ -111,13 +110,9 @@ def _sweep(spec: StudySpec, args: RunArgs, out: Console) -> int:
     # Imported here: Ray and Optuna take seconds to import, and bad input should fail fast.
     import optuna
 
-    from sweep.claims import print_claims, study_noise
-    from sweep.cluster import ray_session
-    from sweep.console import SweepConsole
-    from sweep.driver import run_study
-    from sweep.exports import export_results
-    from sweep.promotion import promote
-    from sweep.storage import open_storage
+    from sweep.claims import print_claims, promote, study_noise
+    from sweep.search import SweepConsole, export_results, ray_session, run_study
+    from sweep.store import open_storage
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # the console reports every trial itself
     storage = open_storage(args.storage)
@@ -153,7 +148,7 @@ def _sweep(spec: StudySpec, args: RunArgs, out: Console) -> int:
         knobs=list(spec.space),
         noise=noise,
         title=f"Pareto front of {spec.name} ({spec.gate.describe()}), from the search: one boot per trial",
-        claims=None if view is None else {c.trial_number: c for c in view.claims},
+        claims=None if view is None else {c.trial_number: f"{c.claim:.2f} ({c.odds_text()})" for c in view.claims},
     )
     if view is not None:
         print_claims(out, view, knobs=list(spec.space), study=spec.name)
@@ -188,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
             fidelity=args.fidelity,
         )
         if args.dry_run:
-            from sweep.dryrun import print_dry_run
+            from sweep.search import print_dry_run
 
             print_dry_run(spec, out=out)
             return 0

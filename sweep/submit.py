@@ -4,7 +4,7 @@ Writing (``sweep.submission``): the study's VERIFIED point of the highest claim,
 ``runs/exports/<study>/submission/``; with no VERIFIED point it exits 1 naming why, unless
 ``--allow-unverified`` (then the point of the highest P(VERIFIED), labelled so in its README).
 
-Checking (``sweep.check``): ``--check DIR`` copies the folder into an empty temporary folder and boots it
+Checking (``sweep.submission``): ``--check DIR`` copies the folder into an empty temporary folder and boots it
 there as the organisers' harness runs a manifest (its ``serve`` argv, the manifest's env over a clean one, on
 its port, ``--port`` moves it), times it with their own client (``bench_serving``: from ``python -m
 engine.install sglang-bench``, or ``--bench-python`` / ``--bench-script``) on the held-out and the public
@@ -51,7 +51,7 @@ class SubmitArgs:
 
 
 def parse_args(argv: list[str] | None = None) -> SubmitArgs:
-    from sweep.storage import DEFAULT_STORAGE_URL
+    from sweep.store import DEFAULT_STORAGE_URL
 
     parser = argparse.ArgumentParser(prog="python -m sweep.submit", description=__doc__.splitlines()[0])
     parser.add_argument("--study", help="the study (name or .toml path): write its submission folder")
@@ -117,10 +117,9 @@ def _write(args: SubmitArgs, out: Console) -> int:
     from dataclasses import asdict
 
     from sweep.claims import load_evidence
-    from sweep.folder import write_submission
-    from sweep.spec import load_study
-    from sweep.storage import open_existing
-    from sweep.submission import NothingToSubmit, choose
+    from sweep.search import load_study
+    from sweep.store import open_existing
+    from sweep.submission import NothingToSubmit, choose, write_submission
 
     spec = load_study(args.study, manifest=args.manifest)  # type: ignore[arg-type]
     storage = open_existing(args.storage)
@@ -189,7 +188,7 @@ def _commands(args: SubmitArgs, *, study: str, trial: int, verified: bool) -> li
     name where it is one of this project's, a file of this machine by its name only."""
     from engine.manifest import is_plain_name
     from studies import STUDIES_DIR
-    from sweep.storage_url import shown_url
+    from sweep.store import shown_url
 
     given = Path(args.study)  # type: ignore[arg-type]
     named = given.suffix != ".toml" or given.resolve() == (STUDIES_DIR / given.name).resolve()
@@ -209,7 +208,7 @@ def _commands(args: SubmitArgs, *, study: str, trial: int, verified: bool) -> li
 
 
 def _check(args: SubmitArgs, out: Console) -> int:
-    from sweep.check import CheckOptions, check_folder
+    from sweep.submission import CheckOptions, check_folder
 
     source = args.check.expanduser().resolve()  # type: ignore[union-attr]
     options = CheckOptions(

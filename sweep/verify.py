@@ -46,10 +46,9 @@ from errors import ConfigError, NoCompletedTrialsError, StudyMismatchError, Usag
 from sweep.interrupts import raise_interrupt
 
 if TYPE_CHECKING:
-    from sweep.boots import BootRecord
     from sweep.claims import PromotionPlan, Verdict
-    from sweep.record import TrialRecord
-    from sweep.spec import StudySpec
+    from sweep.search import StudySpec
+    from sweep.store import BootRecord, TrialRecord
 
 __all__ = ["VerifyArgs", "main", "parse_args", "print_verdicts", "select_trials"]
 RUN_DIR = Path("runs")
@@ -79,7 +78,7 @@ def _absolute(value: str | None) -> str | None:
 
 
 def parse_args(argv: list[str] | None = None) -> VerifyArgs:
-    from sweep.storage import DEFAULT_STORAGE_URL
+    from sweep.store import DEFAULT_STORAGE_URL
 
     parser = argparse.ArgumentParser(prog="python -m sweep.verify", description=__doc__.splitlines()[0])
     parser.add_argument("--study", required=True, help="the study as sweep.run was given it (name or .toml path)")
@@ -315,8 +314,8 @@ def _dry_run(spec: StudySpec, args: VerifyArgs, plan: _Plan, out: Console) -> in
 def _verify(args: VerifyArgs, out: Console) -> int:
     # Imported here: Ray and Optuna take seconds to import, and bad input should fail fast.
     from sweep.claims import load_evidence
-    from sweep.spec import load_study
-    from sweep.storage import open_existing
+    from sweep.search import load_study
+    from sweep.store import open_existing
 
     spec = load_study(args.study, manifest=args.manifest)
     storage = open_existing(args.storage)
@@ -373,9 +372,8 @@ def _boot_and_judge(
     target: float,
     out: Console,
 ) -> int:
-    from sweep.booter import BootRunner, interleave, run_boots
-    from sweep.claims import judge
-    from sweep.cluster import check_capacity, ray_session
+    from sweep.claims import BootRunner, interleave, judge, run_boots
+    from sweep.search import check_capacity, ray_session
 
     started = time.monotonic()
     deadline = None if args.time_limit is None else started + args.time_limit

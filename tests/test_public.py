@@ -115,6 +115,7 @@ SURFACE = {
     "engine.telemetry": ["INTERVAL_S", "Telemetry", "thread_cpus_allowed"],
     "engine.affinity": ["CLIENT_RULES", "client_cpus", "is_client_rule", "pinned"],
     "engine.trial": ["node_info", "run_trial"],
+    "engine.reaper": ["engine_groups", "owned_groups", "stop_engine_groups"],
     "engine.reference.prepare": ["DEPENDENCIES", "PreparedModel", "default_cache_dir", "prepare_model"],
     "engine.reference.runtime": [
         "Decoder",
@@ -125,24 +126,6 @@ SURFACE = {
         "load_runtime",
         "resolve_device",
     ],
-    "sweep.cluster": ["check_capacity", "ray_session"],
-    "sweep.console": ["Progress", "SweepConsole"],
-    "sweep.core": ["CONVERGED_AFTER", "MemoryRecords", "PlannedTrial", "RecordBook", "StudyCore"],
-    "sweep.driver": ["StudyResult", "run_study"],
-    "sweep.dryrun": ["MAX_SHOWN", "plan_trials", "print_dry_run"],
-    "sweep.exports": ["EXPORT_TIMEOUT_S", "export_results"],
-    "sweep.fidelity": [
-        "FidelityPlan",
-        "FidelitySpec",
-        "build_plan",
-        "decide",
-        "front_rule_for",
-        "full_plan",
-        "gate_first_unsafe",
-        "stage_counts",
-        "stages_for",
-    ],
-    "sweep.identity": ["differing_prompts", "pack_token_ids", "unpack_token_ids"],
     "sweep.judgement": [
         "FRONT_STOP",
         "FrontPoint",
@@ -167,94 +150,99 @@ SURFACE = {
         "verifies",
         "within_tolerance",
     ],
-    "sweep.reaper": ["engine_groups", "owned_groups", "stop_engine_groups"],
-    "sweep.record": [
-        "FailKind",
-        "GATE_CONSTRAINT",
-        "IDENTITY_CONSTRAINT",
-        "Judge",
-        "RecordStatus",
-        "Reuse",
-        "TrialRecord",
-        "failure_record",
-        "identity_comparable",
-        "outcome_record",
-        "reused_record",
-    ],
-    "sweep.run": ["RunArgs", "main", "parse_args"],
-    "sweep.scrub": ["scrub_unfinished_logs"],
-    "sweep.sampling": ["make_sampler", "sampler_exhausted", "suggest_knobs"],
-    "sweep.spec": [
-        "DEFAULT_SAMPLER",
-        "KnobSpace",
-        "PromotionSpec",
-        "REPEATS",
-        "Resources",
-        "SAMPLERS",
-        "StudySpec",
-        "load_study",
-        "study_path",
-    ],
-    "sweep.storage": [
+    "sweep.interrupts": ["raise_interrupt"],
+    "sweep.store": [
+        "BootRecord",
         "DEFAULT_STORAGE_URL",
-        "METADATA",
+        "FailKind",
+        "Judge",
         "Storage",
         "StudyRecords",
-        "as_utc",
-        "calibrations",
-        "measurements",
+        "TrialRecord",
+        "boot_record",
+        "failure_record",
+        "heldout_first",
         "open_existing",
         "open_storage",
-        "promotions",
-        "verifications",
+        "outcome_record",
+        "password_note",
+        "reused_record",
+        "scrub_unfinished_logs",
+        "shown_url",
     ],
-    "sweep.storage_url": ["PASSWORD_ENV", "connect_url", "password_note", "shown_url"],
-    "sweep.booter": ["BootRunner", "PlannedBoot", "interleave", "run_boots"],
-    "sweep.boots": ["BootRecord", "BootStatus", "boot_record", "heldout_first"],
+    "sweep.search": [
+        "DEFAULT_SAMPLER",
+        "FidelityPlan",
+        "FidelitySpec",
+        "KnobSpace",
+        "MemoryRecords",
+        "PlannedTrial",
+        "SAMPLERS",
+        "StudyCore",
+        "StudySpec",
+        "SweepConsole",
+        "TrialWorker",
+        "actor_options",
+        "check_capacity",
+        "collect",
+        "export_results",
+        "front_rule_for",
+        "full_plan",
+        "load_study",
+        "print_dry_run",
+        "ray_session",
+        "run_study",
+        "stage_counts",
+        "stages_for",
+        "study_path",
+    ],
     "sweep.claims": [
         "BETWEEN_PRIOR",
-        "CLAIMS_ATTR",
-        "DEFAULT_TARGET",
-        "HETEROGENEITY",
-        "INTERVAL",
-        "OFFSET_ATTR",
-        "PROMOTION_ATTR",
-        "WINDOW_S",
         "Between",
         "BootKind",
+        "BootRunner",
+        "CLAIMS_ATTR",
         "Claim",
         "ClientOffset",
+        "DEFAULT_TARGET",
         "Fit",
+        "HETEROGENEITY",
+        "INTERVAL",
         "Law",
         "Level",
         "NoiseParts",
+        "OFFSET_ATTR",
+        "PROMOTION_ATTR",
+        "PlannedBoot",
         "PromotionPlan",
         "Spread",
         "StudyClaims",
         "StudyEvidence",
         "Verdict",
         "VerdictName",
+        "WINDOW_S",
         "best_claim",
         "between_runs",
         "claim_for",
+        "claimable",
         "claims_of",
         "decompose",
         "fit",
+        "interleave",
         "judge",
         "load_evidence",
         "print_claims",
         "print_noise",
+        "promote",
+        "run_boots",
+        "select",
         "study_noise",
     ],
     "sweep.claims.cli": ["main"],
-    "sweep.promotion": ["claimable", "promote", "select"],
-    "sweep.interrupts": ["raise_interrupt"],
-    "sweep.check": ["CLEAN_ENV", "CheckOptions", "check_folder"],
-    "sweep.folder": ["CHECK_DATA", "FOLDER_MARK", "STACK", "write_submission"],
-    "sweep.submission": ["Choice", "NothingToSubmit", "choose"],
-    "sweep.submit": ["SubmitArgs", "main", "parse_args"],
+    "sweep.submission": ["CheckOptions", "NothingToSubmit", "check_folder", "choose", "write_submission"],
+    "sweep.run": ["RunArgs", "main", "parse_args"],
     "sweep.verify": ["VerifyArgs", "main", "parse_args", "print_verdicts", "select_trials"],
-    "sweep.worker": ["ACCELERATOR_PREFIX", "TrialWorker", "actor_options", "collect", "error_text"],
+    "sweep.submit": ["SubmitArgs", "main", "parse_args"],
     "dashboards": [
         "StudyData",
         "TrialRow",
@@ -330,7 +318,7 @@ def test_only_the_core_creates_enqueues_constrains_and_tells_a_study():
         for path, tree in _sources("sweep", "benchmarks").items()
         if _calls(tree, policy)
     }
-    assert callers == {"sweep/core.py": sorted(policy)}
+    assert callers == {"sweep/search/_core.py": sorted(policy)}
 
 
 def _names(node: ast.AST) -> str:
@@ -402,21 +390,68 @@ def _imports(tree: ast.Module) -> set[str]:
     return names
 
 
+# The floors of sweep/, bottom up: the rules, what is stored, the search, the claims, the submission, the commands
+_COMMANDS = ("sweep.run", "sweep.verify", "sweep.submit")
+_ABOVE_STORE = ("sweep.search", "sweep.claims", "sweep.submission", *_COMMANDS)
+
+
 @pytest.mark.parametrize(
     ("folder", "never"),
     [
         ("engine", ("sweep", "dashboards", "benchmarks", "datagen", "tests")),
         ("sweep", ("dashboards", "benchmarks", "datagen", "tests")),
         ("sweep/judgement.py", ("sweep", "dashboards", "benchmarks", "datagen", "tests")),
+        ("sweep/store", _ABOVE_STORE),
+        ("sweep/search", _ABOVE_STORE[1:]),
+        ("sweep/claims", _ABOVE_STORE[2:]),
+        ("sweep/submission", _COMMANDS),
         ("dashboards", ("benchmarks", "datagen", "tests")),
     ],
 )
 def test_imports_flow_down_never_back_up(folder, never):
     upward = {
-        path.relative_to(REPO).as_posix(): sorted(i for i in _imports(tree) if i.split(".")[0] in never)
+        path.relative_to(REPO).as_posix(): sorted(
+            i for i in _imports(tree) if any(i == n or i.startswith(f"{n}.") for n in never)
+        )
         for path, tree in _sources(folder).items()
     }
     assert {k: v for k, v in upward.items() if v} == {}
+
+
+def _module(path: Path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def test_no_module_of_the_project_imports_itself_in_a_circle():
+    # every import counts, those made inside a function and for type checking only too: a circle of modules is one
+    # piece of code in several files, whatever order Python happens to load them in
+    sources = _sources("engine", "sweep", "dashboards", "benchmarks", "errors.py")
+    known = {_module(path) for path in sources}
+
+    def imported(name: str) -> str | None:
+        """The module an import names: the name itself, or the package it takes a name from."""
+        return next((n for n in (name, name.rpartition(".")[0]) if n in known), None)
+
+    graph = {
+        _module(path): {m for name in _imports(tree) if (m := imported(name)) not in (None, _module(path))}
+        for path, tree in sources.items()
+    }
+    circles, state = [], {}
+
+    def visit(node: str, trail: list[str]) -> None:
+        state[node] = "open"
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == "open":
+                circles.append(" -> ".join([*trail[trail.index(nxt) :], nxt]))
+            elif nxt not in state:
+                visit(nxt, [*trail, nxt])
+        state[node] = "done"
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    assert circles == []
 
 
 # A path-like name in a docstring or comment: folders and a file with an extension.

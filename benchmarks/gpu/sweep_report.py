@@ -21,7 +21,7 @@ from itertools import combinations
 
 from benchmarks._timeline import TrialTiming, load_timeline
 from sweep.judgement import FrontPoint, pareto_front
-from sweep.storage import open_existing
+from sweep.store import open_existing
 
 
 def _args(argv: list[str]) -> argparse.Namespace:

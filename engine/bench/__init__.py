@@ -25,7 +25,7 @@ figures from its ``/metrics`` (``engine.bench._metrics.stack_figures``). With a 
 (``engine.telemetry.Telemetry``, which ``engine.trial`` runs around the measurement) each timed run is
 one of its windows: the run's entry gets the machine's figures over it, and ``telemetry`` the boot's.
 
-With ``stages`` (multi-fidelity, decided by ``sweep.fidelity``), the first run is timed in
+With ``stages`` (multi-fidelity, decided by ``sweep.search``), the first run is timed in
 consecutive stages; after each stage but the last, ``stages.checkpoint`` sees what was measured so
 far (``engine.stages.Partial``: the PPL too, measured right after the first stage when
 ``ppl_first``) and may stop the measurement there, which the returned ``Measurement`` records

@@ -9,7 +9,7 @@
     cli         ``python -m sweep.claims``
 
 The organisers' rule itself (a re-run within 5%, PPL under the gate) and the gate are
-``sweep.judgement``'s. Nothing here boots anything: ``sweep.promotion`` and ``sweep.verify`` do.
+``sweep.judgement``'s. Nothing here boots anything: ``sweep.claims`` and ``sweep.verify`` do.
 """
 
 from sweep.claims._estimate import (
@@ -33,10 +33,19 @@ from sweep.claims._evidence import OFFSET_ATTR, BootKind, StudyClaims, StudyEvid
 from sweep.claims._noise import WINDOW_S, NoiseParts, decompose
 from sweep.claims._plan import CLAIMS_ATTR, PROMOTION_ATTR, PromotionPlan
 from sweep.claims._print import print_claims, print_noise
+from sweep.claims._promotion import claimable, promote, select
+from sweep.claims._runner import BootRunner, PlannedBoot, interleave, run_boots
 from sweep.claims._verdict import DEFAULT_TARGET, Verdict, VerdictName, judge
 
 __all__ = [
     "BETWEEN_PRIOR",
+    "BootRunner",
+    "PlannedBoot",
+    "claimable",
+    "interleave",
+    "promote",
+    "run_boots",
+    "select",
     "CLAIMS_ATTR",
     "DEFAULT_TARGET",
     "HETEROGENEITY",

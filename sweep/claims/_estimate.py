@@ -1,6 +1,6 @@
 """The TPS to claim and how likely the organisers' private re-run is to verify it, from boots.
 
-Every figure here comes from ``sweep.boots.BootRecord``: fresh boots of a configuration, each timing
+Every figure here comes from ``sweep.store.BootRecord``: fresh boots of a configuration, each timing
 one public run (P) and one held-out run (H) in alternating order, then PPL. The model, for the log
 TPS of one timed run of configuration c in boot b::
 
@@ -63,8 +63,8 @@ from typing import Any, cast
 
 from scipy import special, stats
 
-from sweep.boots import BootRecord
 from sweep.judgement import Noise, Z, chance_under_gate, over_gate, pooled_log_sd, tps_band
+from sweep.store import BootRecord
 
 __all__ = [
     "BETWEEN_PRIOR",

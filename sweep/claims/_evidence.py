@@ -25,7 +25,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from errors import StudyNotFoundError
-from sweep.boots import BootRecord
 from sweep.claims._estimate import (
     Between,
     Claim,
@@ -40,9 +39,7 @@ from sweep.claims._estimate import (
 from sweep.claims._plan import PROMOTION_ATTR, PromotionPlan
 from sweep.claims._verdict import DEFAULT_TARGET, Verdict, judge
 from sweep.judgement import NOISE_FLOOR, Noise
-from sweep.record import TrialRecord
-from sweep.storage import Storage
-from sweep.storage_url import shown_url
+from sweep.store import BootRecord, Storage, TrialRecord, shown_url
 
 __all__ = ["OFFSET_ATTR", "BootKind", "StudyClaims", "StudyEvidence", "claims_of", "load_evidence"]
 

@@ -29,8 +29,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sweep.boots import BootRecord
 from sweep.claims._estimate import fit
+from sweep.store import BootRecord
 
 __all__ = ["WINDOW_S", "NoiseParts", "decompose"]
 

@@ -1,6 +1,6 @@
 """A promotion's plan: ``PromotionPlan``, what its boots are and what they are judged by.
 
-``sweep.promotion`` writes it to the study's user attribute ``promotion`` (``PROMOTION_ATTR``) before
+``sweep.claims`` writes it to the study's user attribute ``promotion`` (``PROMOTION_ATTR``) before
 the first boot, so an interrupted promotion goes on with the same plan; every reader of the claims
 reads it back through ``PromotionPlan.from_attr``, never as a dict. Its gate is the study's ``Gate``
 with what resolves it on the promotion's PPL references: a number (absolute, or the sweep's baseline

@@ -1,9 +1,9 @@
 """The verdict the organisers' private re-run would give, from verification boots, with its interval.
 
-``sweep.verify`` boots each chosen point R times afresh (``sweep.booter``); every boot times the
+``sweep.verify`` boots each chosen point R times afresh (``sweep.claims``); every boot times the
 held-out prompts and, interleaved with them in alternating order, the public ones (a machine that
 reads slower today shows in both), then scores PPL on the held-out references. Each boot is a row
-of ``verifications`` (``sweep.boots.BootRecord``), carrying the claim it was measured against and
+of ``verifications`` (``sweep.store.BootRecord``), carrying the claim it was measured against and
 the gate, so a verdict can be recomputed from the rows alone. The latest run of a trial is its
 verdict. The rule (``judge``), on the held-out level fitted as ``sweep.claims`` fits it (a first
 run's, the second-run effect taken out; its noise pooled with the study's promotion boots and the
@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from engine.bench import coefficient_of_variation
-from sweep.boots import BootRecord
 from sweep.claims._estimate import fit
 from sweep.judgement import NOISE_FLOOR, TPS_TOLERANCE, over_gate, tps_band
+from sweep.store import BootRecord
 
 __all__ = ["DEFAULT_TARGET", "Verdict", "VerdictName", "judge"]
 

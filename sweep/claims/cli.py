@@ -31,7 +31,7 @@ class ClaimsArgs:
 
 def _main(args: ClaimsArgs, out: Console) -> int:
     from sweep.claims import load_evidence, print_claims, print_noise
-    from sweep.storage import open_existing
+    from sweep.store import open_existing
 
     storage = open_existing(args.storage)
     try:
@@ -55,7 +55,7 @@ def _main(args: ClaimsArgs, out: Console) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from sweep.storage import DEFAULT_STORAGE_URL
+    from sweep.store import DEFAULT_STORAGE_URL
 
     parser = argparse.ArgumentParser(prog="python -m sweep.claims", description=__doc__.splitlines()[0])
     parser.add_argument("--study", required=True, help="the study's name")

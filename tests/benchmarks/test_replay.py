@@ -9,8 +9,8 @@ import pytest
 
 from benchmarks._replay import replay, surface_spec
 from benchmarks._surface import load_surface
-from sweep.core import CONVERGED_AFTER
-from sweep.spec import StudySpec, load_study
+from sweep.search import StudySpec, load_study
+from sweep.search._core import CONVERGED_AFTER
 from tests.stacks import stub_profile
 from tests.sweep.kit import write_manifest, write_study
 

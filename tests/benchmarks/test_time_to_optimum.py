@@ -13,7 +13,7 @@ import pytest
 from benchmarks import time_to_optimum
 from benchmarks._replay import Replayed, replay, surface_spec
 from benchmarks._surface import load_surface
-from sweep.spec import load_study
+from sweep.search import load_study
 from tests.stacks import stub_profile
 from tests.sweep.kit import measured_record, write_manifest, write_study
 

@@ -8,8 +8,8 @@ from dashboards.best import best_point, write_best
 from dashboards.data import study_data
 from engine.knobs import baseline_knobs
 from engine.manifest import load_manifest
-from sweep.boots import BootRecord
 from sweep.claims import judge
+from sweep.store import BootRecord
 from tests.dashboards.test_data import GATE, row
 from tests.stacks import stub_manifest
 

@@ -10,7 +10,7 @@ import time
 import httpx
 import optuna
 
-from sweep.storage import open_storage
+from sweep.store import open_storage
 from tests.dashboards.kit import child_env, serving, stub_study
 
 SPACE = {"centroid_top_k": {"choices": [16, 24, 32, 48, 64]}, "sliding_window": {"choices": [256, 512]}}

@@ -7,8 +7,8 @@ import pytest
 from dashboards.data import NoCompletedTrialsError, TrialRow, require_measured, study_data
 from dashboards.figures import PPL_TITLE, TPS_TITLE, history_figure, hover_text, knob_figure, pareto_figure
 from dashboards.table import trials_frame
-from sweep.boots import BootRecord
 from sweep.claims import judge
+from sweep.store import BootRecord
 from tests.sweep.kit import measured_record
 
 GATE = 2.40

@@ -11,7 +11,7 @@ import optuna
 import pandas as pd
 import pytest
 
-from sweep.storage import open_storage
+from sweep.store import open_storage
 from tests.dashboards.browser import offline_chromium
 from tests.dashboards.kit import child_env, python_m
 

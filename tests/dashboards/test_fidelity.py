@@ -16,7 +16,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from dashboards.data import load_study_data
 from dashboards.figures import pareto_figure
-from sweep.storage import open_storage
+from sweep.store import open_storage
 from tests.dashboards.browser import offline_chromium
 from tests.dashboards.kit import StubStudy, python_m, run_sweep, serving
 from tests.stacks import stub_profile

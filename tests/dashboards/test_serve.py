@@ -12,7 +12,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from dashboards.attach import GRAPH_ID
 from dashboards.export import export_study
-from sweep.storage import open_storage
+from sweep.store import open_storage
 from tests.dashboards.browser import offline_chromium
 from tests.dashboards.kit import python_m, serving
 

@@ -17,8 +17,8 @@ from engine.manifest import REPO_ROOT, load_manifest, parse_manifest
 from engine.profiles import get_profile
 from engine.reference._config import parse_config
 from errors import ConfigError, DataError, KnobError, ManifestError, StudySpecError
-from sweep.dryrun import MAX_SHOWN
-from sweep.spec import load_study
+from sweep.search import load_study
+from sweep.search._dryrun import MAX_SHOWN
 from tests.fuzz.values import deep_json
 from tests.stacks import STUB_MANIFEST, stub_manifest, stub_profile
 from tests.sweep.kit import write_study

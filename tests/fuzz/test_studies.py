@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from engine.knobs import KNOBS
 from engine.profiles import BenchProfile
 from errors import ConfigError
-from sweep.spec import SAMPLERS, load_study
+from sweep.search import SAMPLERS, load_study
 from tests.fuzz.tally import record
 from tests.fuzz.values import damaged, fuzz_settings, json_values, nasty_text, numbers, toml_text
 from tests.stacks import stub_manifest, write_ppl_refs, write_prompt_set

@@ -21,7 +21,7 @@ import psutil
 from engine.launch import build_launch
 from engine.manifest import REPO_ROOT
 from engine.process import EngineProcess
-from sweep.storage import open_storage
+from sweep.store import open_storage
 from tests.security.kit import LOOPBACK, listeners, off_loopback
 from tests.stacks import stub_manifest
 
@@ -30,7 +30,7 @@ _RAY_SESSION = """
 import json, os, sys
 from pathlib import Path
 import psutil
-from sweep.cluster import ray_session
+from sweep.search import ray_session
 from tests.security.kit import listeners
 
 temp = Path(sys.argv[1])

@@ -10,9 +10,9 @@ import ray
 
 from errors import StorageError
 from sweep.run import parse_args
-from sweep.storage import open_existing
-from sweep.storage_url import PASSWORD_ENV, connect_url, shown_url
-from sweep.worker import error_text
+from sweep.search._worker import error_text
+from sweep.store import open_existing
+from sweep.store._url import PASSWORD_ENV, connect_url, shown_url
 from tests.stacks import stub_manifest
 
 

@@ -27,7 +27,7 @@ import pytest
 
 from engine.manifest import REPO_ROOT
 from engine.secrets import REDACTED
-from sweep.storage import open_storage
+from sweep.store import open_storage
 from tests.security.kit import Listener, audit_env, listeners, off_loopback, shell_spawns
 from tests.soak.chaos import MARKER_ENV, marked_processes
 from tests.stacks import stub_manifest, stub_profile
@@ -178,7 +178,7 @@ def test_no_process_of_the_sweep_went_through_a_shell(sweep_run):
     spawned = [json.loads(line) for line in sweep_run.audit_log.read_text().splitlines()]
     programs = {Path(r["executable"] or r["argv"][0]).name for r in spawned}
     # The log is only meaningful if it saw the sweep's own spawns: reapers and stacks.
-    assert any("sweep.reaper" in r["argv"] for r in spawned), programs
+    assert any("engine.reaper" in r["argv"] for r in spawned), programs
     assert any(any("stub_server.py" in a for a in r["argv"]) for r in spawned), programs
     assert shell_spawns(sweep_run.audit_log) == []
 

@@ -18,8 +18,7 @@ from optuna.trial import TrialState
 from engine.data import load_ppl_records
 from engine.process import group_members
 from engine.profiles import BenchProfile
-from sweep.record import TrialRecord
-from sweep.storage import open_storage
+from sweep.store import TrialRecord, open_storage
 from tests.soak.chaos import MARKER_ENV, cmdline, marked_processes
 from tests.soak.faults import FAULTS_BY_NAME, Fault
 from tests.stacks.stub_server import token_logprob
@@ -219,7 +218,7 @@ def _check_losses(
 def check_leftovers(views: list[TrialView], *, marker: str) -> list[str]:
     """No stack, child of a stack or reaper alive, no member left in any stack's process group,
     no stack port still listening."""
-    stray = marked_processes(marker, words=("stub", "sweep.reaper"))
+    stray = marked_processes(marker, words=("stub", "engine.reaper"))
     problems = [f"process {p.pid} ({' '.join(cmdline(p)[:4])}) outlived the sweep" for p in stray]
     for view in views:
         for pgid in view.pgids:

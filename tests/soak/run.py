@@ -26,7 +26,7 @@ import psutil
 
 from engine.manifest import REPO_ROOT
 from engine.profiles import BenchProfile
-from sweep.record import TrialRecord
+from sweep.store import TrialRecord
 from tests.soak.chaos import MARKER_ENV, Driver, SoakCluster, marked_processes
 from tests.soak.checks import LOST_TO_DRIVER, LOST_TO_NODE, TrialView, check_leftovers, check_study
 from tests.soak.faults import plan, write_plan
@@ -159,7 +159,7 @@ def run_soak_sweep(spec: SoakSpec, folder: Path) -> SweepReport:
                 _drive(spec, report, driver=driver, cluster=cluster, reader=reader)
             report.reader_polls, report.reader_errors = reader.stats.polls, len(reader.stats.errors)
             report.problems += [f"reader: {error}" for error in reader.stats.errors[:5]]
-            _settle(marker, words=("stub", "sweep.reaper"))
+            _settle(marker, words=("stub", "engine.reaper"))
             check = check_study(
                 storage_url=f"sqlite:///{db}",
                 study=name,

@@ -30,8 +30,8 @@ import json, sys, time
 from pathlib import Path
 import ray
 from engine.knobs import parse_knobs
-from sweep.cluster import ray_session
-from sweep.worker import TrialWorker
+from sweep.search import ray_session
+from sweep.search import TrialWorker
 from tests.stacks import stub_manifest, stub_profile
 
 folder, pause_s = Path(sys.argv[1]), float(sys.argv[2])

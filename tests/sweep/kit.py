@@ -17,15 +17,11 @@ from rich.console import Console
 
 from engine.measurement import Measurement
 from engine.profiles import BenchProfile
-from sweep.booter import BootRunner, PlannedBoot
-from sweep.boots import BootRecord, heldout_first
-from sweep.claims import StudyClaims
-from sweep.console import SweepConsole
-from sweep.driver import StudyResult, run_study
-from sweep.promotion import promote
-from sweep.record import TrialRecord
-from sweep.spec import load_study
-from sweep.storage import open_storage
+from sweep.claims import StudyClaims, promote
+from sweep.claims._runner import BootRunner, PlannedBoot
+from sweep.search import SweepConsole, load_study
+from sweep.search._driver import StudyResult, run_study
+from sweep.store import BootRecord, TrialRecord, heldout_first, open_storage
 from tests.stacks import stub_manifest, stub_profile
 
 SWEEP_TESTS = Path(__file__).resolve().parent

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from sweep.boots import BootRecord
-from sweep.storage import open_storage
+from sweep.store import BootRecord, open_storage
 from tests.sweep.kit import promoted_stub_study, write_manifest
 
 

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from benchmarks.claim_calibration import main
-from sweep.storage import open_storage
+from sweep.store import open_storage
 from tests.sweep.kit import interrupted_at_boot, promoted_stub_study, write_manifest
 
 

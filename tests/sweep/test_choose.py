@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from sweep.claims import claim_for, fit, judge
-from sweep.submission import Choice, NothingToSubmit, choose
+from sweep.submission._choose import Choice, NothingToSubmit, choose
 from tests.sweep.kit import drawn_boots, measured_record
 
 

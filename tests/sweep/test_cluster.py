@@ -6,7 +6,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from sweep.storage import open_storage
+from sweep.store import open_storage
 from tests.stacks import stub_profile
 from tests.sweep.kit import run_in_process, write_manifest, write_study
 

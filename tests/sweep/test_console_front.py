@@ -7,7 +7,7 @@ import io
 from rich.console import Console
 
 from sweep.claims import claim_for, fit
-from sweep.console import SweepConsole
+from sweep.search import SweepConsole
 from tests.sweep.kit import drawn_boots, measured_record
 
 
@@ -18,7 +18,9 @@ def test_a_promoted_point_shows_the_claim_a_re_run_reproduces():
     fitted = fit(drawn_boots({1: (110.0, 110.0)}, rounds=4, boot_sd=0.01, run_sd=0.005, seed=2), floor=0.02)
     claim = claim_for(fitted, 1, gate=2.42, target=0.9)
     buffer = io.StringIO()
-    SweepConsole(Console(file=buffer, width=200)).front(records, knobs=[], title="front", claims={1: claim})
+    SweepConsole(Console(file=buffer, width=200)).front(
+        records, knobs=[], title="front", claims={1: f"{claim.claim:.2f} ({claim.odds_text()})"}
+    )
     lines = {line.split()[1]: line for line in buffer.getvalue().splitlines() if line.split()[1:2] in (["1"], ["2"])}
     # the search read 130 in one boot; four boots say 110 is what to claim, and how likely it verifies
     assert f"{claim.claim:.2f} ({claim.odds_text()})" in lines["1"] and "130.00" in lines["1"]

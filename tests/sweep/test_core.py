@@ -10,11 +10,10 @@ from rich.console import Console
 from dashboards import load_study_data, pareto_figure, trials_frame
 from engine.measurement import Measurement, TrialOutcome
 from errors import BaselineFailed, StudyMismatchError
-from sweep.console import SweepConsole
-from sweep.core import CONVERGED_AFTER, MemoryRecords, StudyCore
 from sweep.judgement import front_records
-from sweep.spec import load_study
-from sweep.storage import StudyRecords, open_storage
+from sweep.search import SweepConsole, load_study
+from sweep.search._core import CONVERGED_AFTER, MemoryRecords, StudyCore
+from sweep.store import StudyRecords, open_storage
 from tests.stacks import stub_profile
 from tests.sweep.kit import write_manifest, write_study
 

@@ -9,7 +9,6 @@ from dataclasses import replace
 import pytest
 
 from engine.profiles import get_profile
-from sweep.boots import BootRecord
 from sweep.claims import (
     BETWEEN_PRIOR,
     Claim,
@@ -23,6 +22,7 @@ from sweep.claims import (
     study_noise,
 )
 from sweep.judgement import Gate
+from sweep.store import BootRecord
 from tests.sweep.kit import drawn_boots, measured_record
 
 

@@ -9,7 +9,7 @@ import subprocess
 
 from rich.console import Console
 
-from sweep import exports
+from sweep.search import _exports as exports
 
 
 def _console() -> tuple[Console, io.StringIO]:

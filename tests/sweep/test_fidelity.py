@@ -1,4 +1,4 @@
-"""Multi-fidelity's rule (sweep.fidelity) on hand-made records, and its study setting (sweep.spec)."""
+"""Multi-fidelity's rule (sweep.search) on hand-made records, and its study setting (sweep.search)."""
 
 import math
 import tempfile
@@ -9,10 +9,10 @@ import pytest
 from engine.measurement import Measurement
 from engine.stages import Partial
 from errors import StudySpecError
-from sweep.fidelity import FidelitySpec, build_plan, decide, gate_first_unsafe, stage_counts
-from sweep.record import TrialRecord
 from sweep.run import parse_args
-from sweep.spec import load_study
+from sweep.search import load_study
+from sweep.search._fidelity import FidelitySpec, build_plan, decide, gate_first_unsafe, stage_counts
+from sweep.store import TrialRecord
 from tests.stacks import stub_profile, write_ppl_refs
 from tests.sweep.kit import write_manifest, write_study
 

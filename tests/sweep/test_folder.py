@@ -31,8 +31,8 @@ from engine.reference.prepare import default_cache_dir, prepare_model
 from engine.secrets import redact_manifest
 from errors import ConfigError
 from studies import STUDIES_DIR
-from sweep.folder import STACK, write_submission
-from sweep.submission import Choice
+from sweep.submission._choose import Choice
+from sweep.submission._folder import STACK, write_submission
 from sweep.submit import main
 from tests.stacks import STACKS_DIR, stub_manifest, stub_profile
 from tests.sweep.kit import measured_record

@@ -2,8 +2,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from engine.knobs import KNOBS
-from sweep.identity import differing_prompts, pack_token_ids, unpack_token_ids
-from sweep.record import identity_comparable
+from sweep.store._identity import differing_prompts, pack_token_ids, unpack_token_ids
+from sweep.store._trial import identity_comparable
 
 token_lists = st.lists(st.lists(st.integers(0, 2**31 - 1), max_size=40), max_size=12)
 

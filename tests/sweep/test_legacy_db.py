@@ -4,7 +4,7 @@ import shutil
 from pathlib import Path
 
 from sweep.claims import load_evidence
-from sweep.storage import open_existing
+from sweep.store import open_existing
 
 LEGACY = Path(__file__).resolve().parents[1] / "data" / "legacy-a560d4a.db"
 

@@ -8,8 +8,8 @@ import random
 
 import pytest
 
-from sweep.boots import BootRecord, heldout_first
 from sweep.claims import decompose
+from sweep.store import BootRecord, heldout_first
 
 PROMPTS = 24
 

@@ -12,11 +12,19 @@ import pytest
 from rich.console import Console
 
 from engine.provenance import KEYS
-from sweep.claims import CLAIMS_ATTR, PROMOTION_ATTR, PromotionPlan, claims_of, decompose, load_evidence
+from sweep.claims import (
+    CLAIMS_ATTR,
+    PROMOTION_ATTR,
+    PromotionPlan,
+    claims_of,
+    decompose,
+    load_evidence,
+    promote,
+    select,
+)
 from sweep.claims.cli import main as claims_main
-from sweep.promotion import promote, select
-from sweep.spec import load_study
-from sweep.storage import open_storage
+from sweep.search import load_study
+from sweep.store import open_storage
 from sweep.submit import main as submit_main
 from sweep.verify import main as verify_main
 from tests.stacks import stub_profile

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from sweep.claims import load_evidence
-from sweep.promotion import promote
-from sweep.spec import load_study
-from sweep.storage import open_storage
+from sweep.claims import load_evidence, promote
+from sweep.search import load_study
+from sweep.store import open_storage
 from tests.stacks import stub_profile
 from tests.stacks.stub_server import StubKnobs, token_time
 from tests.sweep.kit import run_in_process, write_manifest, write_study

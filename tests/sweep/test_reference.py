@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sweep.dryrun import plan_trials
-from sweep.spec import load_study
+from sweep.search import load_study
+from sweep.search._dryrun import plan_trials
 from tests.sweep.kit import run_in_process
 
 # Tiny on purpose: three boots of the real model, a few tokens each.

@@ -18,7 +18,7 @@ import ray
 import sqlalchemy as sa
 from optuna.trial import TrialState
 
-from sweep.storage import open_storage
+from sweep.store import open_storage
 from tests.stacks import stub_profile
 from tests.sweep.conftest import start_cluster
 from tests.sweep.kit import run_in_process, stub_processes, write_manifest, write_study

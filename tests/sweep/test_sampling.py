@@ -1,9 +1,9 @@
 import optuna
 import pytest
 
-from sweep.dryrun import plan_trials
-from sweep.sampling import make_sampler, sampler_exhausted, suggest_knobs
-from sweep.spec import SAMPLERS, load_study
+from sweep.search import SAMPLERS, load_study
+from sweep.search._dryrun import plan_trials
+from sweep.search._sampling import make_sampler, sampler_exhausted, suggest_knobs
 from tests.stacks import stub_profile
 from tests.sweep.kit import write_manifest, write_study
 

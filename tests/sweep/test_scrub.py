@@ -8,12 +8,9 @@ from rich.console import Console
 
 from engine.secrets import Scrubber
 from errors import ClusterError
-from sweep.boots import BootRecord
-from sweep.console import SweepConsole
-from sweep.driver import run_study
-from sweep.scrub import scrub_unfinished_logs
-from sweep.spec import load_study
-from sweep.storage import BOOT_TABLES, open_storage
+from sweep.search import SweepConsole, load_study, run_study
+from sweep.store import BootRecord, scrub_unfinished_logs
+from sweep.store._database import BOOT_TABLES, open_storage
 from tests.stacks import stub_profile
 from tests.sweep.kit import measured_record, write_manifest, write_study
 

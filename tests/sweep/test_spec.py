@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from errors import StudySpecError
-from sweep.spec import SAMPLERS, KnobSpace, load_study
+from sweep.search import SAMPLERS, KnobSpace, load_study
 from tests.stacks import stub_profile
 from tests.sweep.kit import write_manifest, write_study
 

@@ -6,8 +6,8 @@ import sqlalchemy as sa
 
 from engine.measurement import Measurement
 from errors import StorageError
-from sweep.record import TrialRecord
-from sweep.storage import METADATA, measurements, open_existing, open_storage
+from sweep.store import TrialRecord
+from sweep.store._database import METADATA, measurements, open_existing, open_storage
 
 
 def measurement(**fields):

@@ -12,7 +12,7 @@ import pytest
 
 from engine.manifest import REPO_ROOT
 from engine.reference.prepare import default_cache_dir, prepare_model
-from sweep.storage import open_storage
+from sweep.store import open_storage
 from sweep.submit import main
 from sweep.verify import main as verify_main
 from tests.sweep.kit import promoted_stub_study, write_manifest

@@ -16,7 +16,7 @@ from engine.knobs import parse_knobs
 from engine.manifest import load_manifest
 from engine.trial import run_trial
 from sweep.claims import load_evidence
-from sweep.storage import measurements, open_storage
+from sweep.store._database import measurements, open_storage
 from sweep.verify import main, parse_args
 from tests.stacks import stub_profile, write_ppl_refs
 from tests.sweep.kit import run_in_process, write_manifest, write_study

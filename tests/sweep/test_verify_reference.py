@@ -10,10 +10,9 @@ from rich.console import Console
 
 from engine.profiles import STUDIES_DIR, get_profile
 from engine.reference.prepare import prepare_model
-from sweep.claims import load_evidence
-from sweep.promotion import promote
-from sweep.spec import load_study
-from sweep.storage import open_storage
+from sweep.claims import load_evidence, promote
+from sweep.search import load_study
+from sweep.store import open_storage
 from sweep.submit import main as submit
 from sweep.verify import main
 from tests.sweep.kit import run_in_process, write_study

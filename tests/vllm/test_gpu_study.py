@@ -12,7 +12,7 @@ import pytest
 
 from engine.knobs import KNOBS, baseline_knobs, consumed_knobs
 from engine.manifest import REPO_ROOT, load_manifest
-from sweep.spec import load_study
+from sweep.search import load_study
 
 FLAGS = {  # each swept knob, and where it must show in a trial's argv
     "sliding_window": ("--hf-overrides", "sliding_window"),

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from engine.manifest import REPO_ROOT
-from sweep.storage import open_storage
+from sweep.store import open_storage
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 

@@ -2,7 +2,7 @@
 
 ``interleave`` lays the boots out as A B C A B C ... (never A A A B B B), so that drift and machine
 state hit every configuration alike; each configuration's boots alternate which timed run comes
-first (``sweep.boots.heldout_first``). ``run_boots`` runs such a plan on one Ray worker pinned like
+first (``sweep.store.heldout_first``). ``run_boots`` runs such a plan on one Ray worker pinned like
 the sweep's own (``BootRunner``), one boot at a time, storing each ``BootRecord`` as soon as it ends
 (an interrupted run keeps every boot it finished, and the same command goes on from the next) and
 printing a line per boot. It starts no boot that the boots so far say would end after a deadline.
@@ -24,13 +24,8 @@ from engine.knobs import parse_knobs
 from engine.measurement import TrialOutcome
 from engine.profiles import BenchProfile
 from engine.secrets import Scrubber
-from sweep.boots import BootRecord, boot_record, heldout_first
-from sweep.fidelity import full_plan
-from sweep.record import TrialRecord
-from sweep.scrub import scrub_unfinished_logs
-from sweep.spec import StudySpec
-from sweep.storage import Storage
-from sweep.worker import TrialWorker, actor_options, collect
+from sweep.search import StudySpec, TrialWorker, actor_options, collect, full_plan
+from sweep.store import BootRecord, Storage, TrialRecord, boot_record, heldout_first, scrub_unfinished_logs
 
 __all__ = ["BootRunner", "PlannedBoot", "interleave", "run_boots"]
 
@@ -169,7 +164,7 @@ def run_boots(
         outcome = runner.boot(planned, folder=folder)
         gate = planned.gate
         if gate is None and planned.record.is_baseline:
-            # the baseline of a relative gate is held to its own PPL's, as the sweep holds it (sweep.record.Judge)
+            # the baseline of a relative gate is held to its own PPL's, as the sweep holds it (sweep.store.Judge)
             m = outcome.measurement
             gate = runner.spec.gate.resolve(m.ppl if m else None) or planned.record.gate
         assert planned.record.ppl is not None  # its configuration was measured (interleave's records)

@@ -16,8 +16,8 @@ from typing import Any, Literal
 
 from engine.knobs import KNOBS, KnobValues
 from engine.measurement import Measurement, TrialOutcome
-from sweep.identity import differing_prompts
 from sweep.judgement import FRONT_STOP, Gate, is_feasible
+from sweep.store._identity import differing_prompts
 
 __all__ = [
     "GATE_CONSTRAINT",
@@ -37,17 +37,17 @@ GATE_CONSTRAINT = "ppl_gate"  # ppl - gate: feasible when <= 0
 IDENTITY_CONSTRAINT = "greedy_identity"  # differing prompts: feasible when 0
 
 # complete: measured (to the end, or stopped by the PPL gate with its TPS probe: measurement.stopped)
-# pruned:   stopped by the front rule of multi-fidelity (sweep.fidelity); its partial figures kept
+# pruned:   stopped by the front rule of multi-fidelity (sweep.search); its partial figures kept
 # failed:   no measurement (fail_kind says why)
 RecordStatus = Literal["complete", "pruned", "failed"]
-# Why a trial failed, as the retry rules of ``sweep.core`` see it:
+# Why a trial failed, as the retry rules of ``sweep.search`` see it:
 #   engine       the stack misbehaved (boot, crash, timeout, bad answers): a result, not retried
 #   lost         the worker or its node died mid-trial, or the driver died with the trial
 #                RUNNING (found so at the next start): re-run once
 #   interrupted  the user stopped the driver (Ctrl-C, SIGTERM): always re-run
 #   skipped      not booted: the same knobs already failed because of the stack
 FailKind = Literal["engine", "lost", "interrupted", "skipped"]
-# How a trial stands to an earlier one (``source``), by the no-double-measurement rules of ``sweep.core``:
+# How a trial stands to an earlier one (``source``), by the no-double-measurement rules of ``sweep.search``:
 #   copy      not booted: the same effective knobs as ``source``, told what it was told
 #   ppl_memo  not booted: the same PPL-moving (non-lossless) knobs as ``source``, whose PPL measured
 #             over the gate; told infeasible with ``source``'s figures (its TPS is not this trial's own)

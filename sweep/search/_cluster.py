@@ -21,8 +21,8 @@ import ray
 from ray._private import ray_constants
 
 from errors import ClusterError
-from sweep.spec import Resources
-from sweep.worker import ACCELERATOR_PREFIX
+from sweep.search._spec import Resources
+from sweep.search._worker import ACCELERATOR_PREFIX
 
 __all__ = ["check_capacity", "ray_session"]
 

@@ -1,7 +1,7 @@
 """The ask/tell loop: the only writer of the study, keeping one trial in flight per worker.
 
 Call order of ``run_study``: scrub the logs of the trials an earlier driver did not see finish
-(``sweep.scrub``), open (or resume) the study through the ask/tell core (``sweep.core``),
+(``sweep.store``), open (or resume) the study through the ask/tell core (``sweep.search``),
 reconcile what a dead driver left RUNNING, enqueue the baseline unless
 measured, start the workers, then loop: fill idle workers with trials the core hands out,
 ``ray.wait`` for the next outcome, close it (store, re-queue, tell: the core's rules). The
@@ -21,16 +21,13 @@ import ray
 
 from engine.secrets import Scrubber
 from errors import SweepStopped, WorkerSetupFailed
-from sweep.cluster import check_capacity
-from sweep.console import Progress, SweepConsole
-from sweep.core import PlannedTrial, StudyCore
 from sweep.judgement import front_records
-from sweep.record import TrialRecord
-from sweep.scrub import scrub_unfinished_logs
-from sweep.spec import StudySpec
-from sweep.storage import Storage, StudyRecords
-from sweep.storage_url import shown_url
-from sweep.worker import TrialWorker, actor_options, collect, error_text
+from sweep.search._cluster import check_capacity
+from sweep.search._console import Progress, SweepConsole
+from sweep.search._core import PlannedTrial, StudyCore
+from sweep.search._spec import StudySpec
+from sweep.search._worker import TrialWorker, actor_options, collect, error_text
+from sweep.store import Storage, StudyRecords, TrialRecord, scrub_unfinished_logs, shown_url
 
 __all__ = ["StudyResult", "run_study"]
 

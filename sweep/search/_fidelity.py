@@ -1,6 +1,6 @@
 """Multi-fidelity trials: spend TPS time only where the front can move.
 
-A study's ``[fidelity]`` table (``sweep.spec``)::
+A study's ``[fidelity]`` table (``sweep.search``)::
 
     mode = "multi"     # or "full": every trial measured to the end. Default: multi where it is safe
     stages = [0.25]    # fractions of the first timed run after which the rule may stop a trial
@@ -49,7 +49,7 @@ from engine.stages import Partial, Stages, Stop
 from sweep.judgement import FRONT_STOP, GATE_STOP, FrontPoint, over_gate, pareto_front
 
 if TYPE_CHECKING:
-    from sweep.record import TrialRecord
+    from sweep.store import TrialRecord
 
 __all__ = [
     "FidelityPlan",

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.live import Live
@@ -19,10 +18,7 @@ from rich.text import Text
 
 from engine.knobs import KnobValues
 from sweep.judgement import Noise, Z, front_records, front_ties
-from sweep.record import TrialRecord
-
-if TYPE_CHECKING:
-    from sweep.claims import Claim
+from sweep.store import TrialRecord
 
 __all__ = ["Progress", "SweepConsole"]
 
@@ -40,7 +36,7 @@ class Progress:
     eta_s: float | None
     pruned: int = 0  # stopped by multi-fidelity's front rule
     gate_stopped: int = 0  # stopped by the PPL gate after a TPS probe
-    unbooted: int = 0  # closed without a boot (sweep.core: a known failure, a copy, a PPL-memo hit); not in done
+    unbooted: int = 0  # closed without a boot (sweep.search: a known failure, a copy, a PPL-memo hit); not in done
 
 
 def _duration(seconds: float | None) -> str:
@@ -157,11 +153,12 @@ class SweepConsole:
         knobs: Sequence[str],
         title: str,
         noise: Noise | None = None,
-        claims: Mapping[int, Claim] | None = None,
+        claims: Mapping[int, str] | None = None,
     ) -> None:
         """The front, fastest first; with ``noise``, its points that cannot be told apart are marked as
-        one tie group each (``sweep.judgement.front_ties``), not as trade-offs; with ``claims``, a promoted
-        point shows its claim and P(VERIFIED): the figure a re-run reproduces, beside the search's one boot."""
+        one tie group each (``sweep.judgement.front_ties``), not as trade-offs; with ``claims`` (a trial's claim
+        and its odds as the claims' side words them), a promoted point shows the figure a re-run reproduces,
+        beside the search's one boot."""
         front = front_records(records, noise)
         groups: dict[int, int] = {}
         if noise is not None:
@@ -199,8 +196,7 @@ class SweepConsole:
             cells = [str(r.knobs.get(k, "")) for k in knobs]
             cv = [] if not spread else ["-" if r.metric("tps_cv") is None else f"{r.metric('tps_cv'):.1%}"]
             tie = [f"{groups[r.trial_number]}" if r.trial_number in groups else ""] if groups else []
-            c = claims.get(r.trial_number)
-            claim = ([f"{c.claim:.2f} ({c.odds_text()})" if c else "-"]) if claims else []
+            claim = [claims.get(r.trial_number, "-")] if claims else []
             table.add_row(
                 str(r.trial_number), *tie, *cells, f"{r.tps:.2f}", *cv, *claim, f"{r.ppl:.4f}", margin, identity
             )

@@ -48,7 +48,7 @@ from engine.reference.prepare import default_cache_dir
 from engine.secrets import REDACTED, redact_manifest
 from errors import ConfigError
 from sweep.claims import Between
-from sweep.submission import Choice
+from sweep.submission._choose import Choice
 
 __all__ = ["CHECK_DATA", "FOLDER_MARK", "STACK", "write_submission"]
 

@@ -4,7 +4,7 @@ A knob that only changes how fast tokens are produced (one marked ``lossless`` i
 registry: the drafter's ``centroid_top_k``, the number of speculative tokens) must not change
 greedy output. Every trial keeps the token ids of its TPS run; a trial whose knobs differ from
 the baseline's only in such knobs is compared prompt by prompt with the baseline trial
-(``sweep.record.Judge``), and the number of prompts whose output differs is the trial's
+(``sweep.store.Judge``), and the number of prompts whose output differs is the trial's
 ``identity_diff_prompts``. A stack that returns no token ids is compared by the sha256 of each
 answer's text, which the benchmark records for every prompt.
 

@@ -1,7 +1,7 @@
 """The ask/tell core: one study policy for the live driver, the dry run and the replay benchmark.
 
 No Ray and no database of its own: an Optuna study on the caller's Optuna storage (in memory by
-default) and a record book (``RecordBook``: the driver's ``sweep.storage.StudyRecords``, or
+default) and a record book (``RecordBook``: the driver's ``sweep.store.StudyRecords``, or
 ``MemoryRecords``). This module is the only one that creates, enqueues into and tells the study.
 
 Call order::
@@ -41,7 +41,7 @@ Rules:
   proposals in a row closed without a boot, it has nothing new to try and the study ends
   (``converged`` says so).
 - The baseline is judged first: a ``ppl_max_ratio`` gate and the identity check need it.
-- Multi-fidelity (``sweep.fidelity``): ``plan`` gives a trial its stopping rule, from the records
+- Multi-fidelity (``sweep.search``): ``plan`` gives a trial its stopping rule, from the records
   so far (none for the baseline, or at full fidelity). A trial the front rule stopped is told
   PRUNED; one the PPL gate stopped is told its probe's values, infeasible. Both count against the
   budget; neither is ever a front point.
@@ -59,11 +59,11 @@ from engine.knobs import KNOBS, KnobValues
 from engine.measurement import TrialOutcome
 from engine.secrets import redact_manifest
 from errors import BaselineFailed, StudyMismatchError
-from sweep.fidelity import FidelityPlan, build_plan, full_plan
 from sweep.judgement import over_gate
-from sweep.record import FailKind, Judge, TrialRecord, failure_record, outcome_record, reused_record
-from sweep.sampling import make_sampler, sampler_exhausted, suggest_knobs
-from sweep.spec import StudySpec
+from sweep.search._fidelity import FidelityPlan, build_plan, full_plan
+from sweep.search._sampling import make_sampler, sampler_exhausted, suggest_knobs
+from sweep.search._spec import StudySpec
+from sweep.store import FailKind, Judge, TrialRecord, failure_record, outcome_record, reused_record
 
 __all__ = ["CONVERGED_AFTER", "MemoryRecords", "PlannedTrial", "RecordBook", "StudyCore"]
 
@@ -281,7 +281,7 @@ class StudyCore:
         return None if source is None else (source, gate)
 
     def plan(self, planned: PlannedTrial) -> FidelityPlan:
-        """The multi-fidelity rule the trial runs under (``sweep.fidelity``), from the records so far."""
+        """The multi-fidelity rule the trial runs under (``sweep.search``), from the records so far."""
         fidelity = self.spec.fidelity
         if fidelity.mode == "full":
             return full_plan(fidelity.why_full or "the study's choice")

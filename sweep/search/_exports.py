@@ -17,7 +17,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from sweep.storage_url import shown_url
+from sweep.store import shown_url
 
 __all__ = ["EXPORT_TIMEOUT_S", "export_results"]
 

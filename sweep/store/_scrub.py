@@ -9,7 +9,7 @@ environment: ``engine.secrets.Scrubber.for_stack``):
 
     <run dir>/<study>/trial-NNNN/engine.log                                a trial of the sweep
     <run dir>/<kind>/<study>/<run id>/boot-NNN-trial-NNNN/engine.log       a boot of a run of that kind
-                                                                           (``sweep.storage.BOOT_TABLES``)
+                                                                           (``sweep.store.BOOT_TABLES``)
 
 A measured trial's or boot's log came back through its worker, already scrubbed, and is not read again.
 """
@@ -20,12 +20,12 @@ import re
 from pathlib import Path
 
 from engine.secrets import Scrubber
-from sweep.storage import BOOT_TABLES, Storage
+from sweep.store._database import BOOT_TABLES, Storage
 
 __all__ = ["scrub_unfinished_logs"]
 
 _TRIAL_FOLDER = re.compile(r"trial-(\d+)")  # the driver's folder for trial N: trial-NNNN
-_BOOT_FOLDER = re.compile(r"boot-(\d+)-trial-\d+")  # sweep.booter's folder for the run's boot N
+_BOOT_FOLDER = re.compile(r"boot-(\d+)-trial-\d+")  # sweep.claims's folder for the run's boot N
 
 
 def scrub_unfinished_logs(run_dir: Path, study: str, storage: Storage, scrub: Scrubber) -> list[Path]:

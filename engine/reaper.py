@@ -3,7 +3,7 @@
 A trial's engine runs as a child of its Ray worker, in its own session (``engine.process``),
 so a worker killed by Ray (``ray.kill``, a lost node, a driver that died) would leave the stack
 running, holding memory, a port and maybe a GPU. Each worker starts one watchdog process
-(``python -m sweep.reaper PID``) in a session of its own, detached from the worker's process
+(``python -m engine.reaper PID``) in a session of its own, detached from the worker's process
 tree (it forks and its first process exits): it remembers the worker's
 session-leader children (the engines) and, once the worker is gone, stops their process groups.
 ``stop_engine_groups`` is the same stop, called by a live worker when the driver asks.

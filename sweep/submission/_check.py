@@ -48,9 +48,9 @@ from engine.organisers import audit, bench_serving
 from engine.process import EngineProcess
 from engine.profiles import BenchProfile
 from errors import EngineError, InstallError, UsageError
-from sweep.folder import FOLDER_MARK
 from sweep.interrupts import raise_interrupt
 from sweep.judgement import TPS_TOLERANCE, over_gate, within_tolerance
+from sweep.submission._folder import FOLDER_MARK
 
 __all__ = ["CLEAN_ENV", "CheckOptions", "check_folder"]
 

@@ -7,7 +7,7 @@ figures could claim most (``claimable``: the TPS less what the spread of its own
 the target; a configuration measured twice counts once, by its best trial) and boots each ``boots`` times at
 the promotion profile (for challenge studies the organisers' own: 128 prompts x 512 tokens and
 their 128 PPL records), interleaved A B C A B C ..., each boot timing the public prompts and the
-held-out ones (``sweep.booter``). Where the gate is a ratio of the baseline's PPL and the promotion
+held-out ones (``sweep.claims``). Where the gate is a ratio of the baseline's PPL and the promotion
 scores other references than the sweep did, the baseline is promoted with them: its boots resolve
 the gate on those references.
 
@@ -31,12 +31,12 @@ import optuna
 from rich.console import Console
 
 from engine.profiles import BenchProfile
-from sweep.booter import BootRunner, interleave, run_boots
-from sweep.claims import CLAIMS_ATTR, PROMOTION_ATTR, PromotionPlan, StudyClaims, load_evidence
+from sweep.claims._evidence import StudyClaims, load_evidence
+from sweep.claims._plan import CLAIMS_ATTR, PROMOTION_ATTR, PromotionPlan
+from sweep.claims._runner import BootRunner, interleave, run_boots
 from sweep.judgement import Gate
-from sweep.record import TrialRecord
-from sweep.spec import StudySpec
-from sweep.storage import Storage
+from sweep.search import StudySpec
+from sweep.store import Storage, TrialRecord
 
 __all__ = ["claimable", "promote", "select"]
 

@@ -1,11 +1,11 @@
 """A boot of one configuration measured as the organisers would measure it: ``BootRecord``.
 
-Promotion (``sweep.promotion``) and verification (``sweep.verify``) judge a configuration over
+Promotion (``sweep.claims``) and verification (``sweep.verify``) judge a configuration over
 several fresh boots, never one: on a GPU one configuration's TPS moves about 10% from boot to boot
 and 3-4% from run to run. Each boot times one run of the public prompts and one of the held-out
 prompts (a set the sweep never timed, standing in for the organisers' private one), in an order
 that alternates from boot to boot, then scores PPL; it is one ``BootRecord``, one row of the
-``promotions`` or ``verifications`` table (``sweep.storage``). Rows of one invocation share a
+``promotions`` or ``verifications`` table (``sweep.store``). Rows of one invocation share a
 ``run_id``; ``order`` is a boot's place in the run's interleave (A B C A B C ...: drift and
 machine state hit every configuration alike), ``repeat`` its place among its configuration's boots.
 """

@@ -14,7 +14,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from engine.knobs import KnobValues, parse_knobs
-from sweep.spec import KnobSpace, StudySpec
+from sweep.search._spec import KnobSpace, StudySpec
 
 __all__ = ["make_sampler", "sampler_exhausted", "suggest_knobs"]
 

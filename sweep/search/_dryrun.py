@@ -14,8 +14,8 @@ from rich.console import Console
 
 from engine.launch import build_launch
 from engine.secrets import redact_argv, redact_env
-from sweep.core import MemoryRecords, PlannedTrial, StudyCore
-from sweep.spec import StudySpec
+from sweep.search._core import MemoryRecords, PlannedTrial, StudyCore
+from sweep.search._spec import StudySpec
 
 __all__ = ["MAX_SHOWN", "plan_trials", "print_dry_run"]
 

@@ -6,7 +6,7 @@
 ``NothingToSubmit`` naming why, unless unverified points are allowed: then the point of the highest
 P(VERIFIED) (or, never promoted, the fastest), labelled as such everywhere.
 
-The folder that submits it is ``sweep.folder``'s.
+The folder that submits it is ``sweep.submission``'s.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from errors import GemmaSweepError
 from sweep.claims import Claim, Verdict
-from sweep.record import TrialRecord
+from sweep.store import TrialRecord
 
 __all__ = ["Choice", "NothingToSubmit", "choose"]
 

@@ -6,11 +6,11 @@ block the writer, and every connection waits on a lock (busy timeout) instead of
 "database is locked".
 
 The project's tables are defined here, the whole schema in one place:
-- ``measurements``: one row per trial attempt (a ``sweep.record.TrialRecord``), keyed by (study,
+- ``measurements``: one row per trial attempt (a ``sweep.store.TrialRecord``), keyed by (study,
   trial number). The driver writes the row before it tells Optuna, so a crash between the two
   is healed at the next start (the row is told again) and never produces a second row.
 - ``promotions``, ``verifications`` and ``calibrations``: one row per boot of a promotion, a
-  verification or a calibration run (``sweep.boots.BootRecord``), the same columns in each.
+  verification or a calibration run (``sweep.store.BootRecord``), the same columns in each.
 
 ``open_storage`` creates the file and tables as needed, and adds to a database written by an older
 version the columns it lacks (each nullable, so old rows read as "not recorded"); ``open_existing``
@@ -32,10 +32,10 @@ from sqlalchemy.engine import make_url
 
 from engine.measurement import Measurement
 from errors import StorageError
-from sweep.boots import BootRecord
-from sweep.identity import pack_token_ids, unpack_token_ids
-from sweep.record import TrialRecord
-from sweep.storage_url import connect_url, shown_url
+from sweep.store._boot import BootRecord
+from sweep.store._identity import pack_token_ids, unpack_token_ids
+from sweep.store._trial import TrialRecord
+from sweep.store._url import connect_url, shown_url
 
 __all__ = [
     "DEFAULT_STORAGE_URL",
@@ -62,7 +62,7 @@ measurements = sa.Table(
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column("study_name", sa.String(512), nullable=False),
     sa.Column("trial_number", sa.Integer, nullable=False),
-    sa.Column("status", sa.String(16), nullable=False),  # sweep.record.RecordStatus
+    sa.Column("status", sa.String(16), nullable=False),  # sweep.store.RecordStatus
     sa.Column("fail_kind", sa.String(16)),
     sa.Column("reason", sa.Text),
     sa.Column("is_baseline", sa.Boolean, nullable=False, default=False),
@@ -79,12 +79,12 @@ measurements = sa.Table(
     sa.Column("ppl_mean_record", sa.Float),
     sa.Column("acceptance_rate", sa.Float),
     sa.Column("measurement", sa.JSON),  # engine.measurement.Measurement, all but the token ids
-    sa.Column("token_ids", sa.LargeBinary),  # the measurement's output_token_ids, sweep.identity.pack_token_ids
+    sa.Column("token_ids", sa.LargeBinary),  # the measurement's output_token_ids, sweep.store.pack_token_ids
     sa.Column("gate", sa.Float),
     sa.Column("feasible", sa.Boolean),
     sa.Column("identity_diff_prompts", sa.Integer),
     sa.Column("provenance", sa.JSON),  # engine.provenance: stack, versions, GPU, driver
-    sa.Column("reuse", sa.String(16)),  # sweep.record.Reuse: a copy or PPL-memo hit (no boot), or a repeat
+    sa.Column("reuse", sa.String(16)),  # sweep.store.Reuse: a copy or PPL-memo hit (no boot), or a repeat
     sa.Column("source", sa.Integer),  # the trial it copies or repeats
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
     sa.UniqueConstraint("study_name", "trial_number", name="uq_measurement_trial"),
@@ -92,7 +92,7 @@ measurements = sa.Table(
 
 
 def _boot_columns() -> list[sa.Column]:
-    """The columns of a boot's row (``sweep.boots.BootRecord``), fresh for each table."""
+    """The columns of a boot's row (``sweep.store.BootRecord``), fresh for each table."""
     return [
         sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
         sa.Column("study_name", sa.String(512), nullable=False),
@@ -248,7 +248,7 @@ class Storage:
 
 @dataclass
 class StudyRecords:
-    """One study's records in the database, as the ask/tell core's record book (``sweep.core``)."""
+    """One study's records in the database, as the ask/tell core's record book (``sweep.search``)."""
 
     storage: Storage
     study_name: str

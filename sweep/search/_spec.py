@@ -15,7 +15,7 @@ is a fixed set, lists the valid choices. The layout::
     repeats = "copy"              # a proposal of knobs already measured: "copy" (default) tells it that
                                   #   measurement, no boot; "allow" boots it again, recorded as a repeat
     ppl_memo = true               # a proposal whose PPL-moving knobs measured over the gate: told
-                                  #   infeasible, no boot (sweep.core); false boots it
+                                  #   infeasible, no boot (sweep.search); false boots it
     objectives = { tps = "maximize", ppl = "minimize" }   # the only pair; may be left out
 
     [gate]                        # exactly one of:
@@ -34,14 +34,14 @@ is a fixed set, lists the valid choices. The layout::
     [fixed]                       # knob values every trial but the baseline gets
     num_speculative_tokens = 4
 
-    [fidelity]                    # multi-fidelity (sweep.fidelity); left out: "multi" where safe
+    [fidelity]                    # multi-fidelity (sweep.search); left out: "multi" where safe
     mode = "multi"                #   or "full": every trial measured to the end
     stages = [0.25]               #   fractions of the first timed run where a trial may be stopped
     z = 2.0                       #   optimism, in deviations of the noise
     floor = 0.03                  #   the least relative noise assumed
     min_trials = 2                #   full trials needed before the front rule prunes
 
-    [promotion]                   # after the search: the best re-measured over fresh boots (sweep.promotion)
+    [promotion]                   # after the search: the best re-measured over fresh boots (sweep.claims)
     candidates = 3                #   the N fastest feasible configurations (0: no promotion)
     boots = 3                     #   fresh boots each, interleaved A B C A B C ...
     profile = "challenge"         #   what a boot measures (default: the study's profile, one run a boot)
@@ -68,8 +68,8 @@ from engine.knobs import KNOBS, KnobValue, KnobValues, baseline_knobs, consumed_
 from engine.manifest import NAME_RULE, Manifest, is_plain_name, load_manifest
 from engine.profiles import STUDIES_DIR, BenchProfile, get_profile
 from errors import ConfigError, StudySpecError
-from sweep.fidelity import FidelitySpec, front_rule_for, gate_first_unsafe, stage_counts
 from sweep.judgement import NOISE_FLOOR, Gate
+from sweep.search._fidelity import FidelitySpec, front_rule_for, gate_first_unsafe, stage_counts
 
 __all__ = [
     "DEFAULT_SAMPLER",
@@ -162,7 +162,7 @@ class StudySpec:
     seed: int | None = None
     workers: int = 1
     identity_required: bool = False
-    repeats: str = "copy"  # REPEATS: what a proposal of already measured knobs gets (sweep.core)
+    repeats: str = "copy"  # REPEATS: what a proposal of already measured knobs gets (sweep.search)
     ppl_memo: bool = True  # a proposal whose PPL-moving knobs measured over the gate is told infeasible, unbooted
     fidelity: FidelitySpec = field(default_factory=lambda: FidelitySpec(mode="full"))
     promotion: PromotionSpec = field(default_factory=PromotionSpec)

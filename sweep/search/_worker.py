@@ -25,10 +25,10 @@ from engine.knobs import KnobValues
 from engine.manifest import Manifest
 from engine.measurement import TrialOutcome
 from engine.profiles import BenchProfile
+from engine.reaper import engine_groups, stop_engine_groups
 from engine.secrets import Scrubber
-from sweep.fidelity import FidelityPlan, stages_for
-from sweep.reaper import engine_groups, stop_engine_groups
-from sweep.spec import Resources
+from sweep.search._fidelity import FidelityPlan, stages_for
+from sweep.search._spec import Resources
 
 __all__ = ["ACCELERATOR_PREFIX", "TrialWorker", "actor_options", "collect", "error_text"]
 
@@ -86,9 +86,9 @@ def actor_options(resources: Resources) -> dict[str, Any]:
 class TrialWorker:
     def __init__(self) -> None:
         # Ray SIGKILLs a worker that is killed or whose node goes; its watchdog stops the
-        # engine it was running (see sweep.reaper).
+        # engine it was running (see engine.reaper).
         self._reaper = subprocess.Popen(
-            [sys.executable, "-m", "sweep.reaper", str(os.getpid())],
+            [sys.executable, "-m", "engine.reaper", str(os.getpid())],
             start_new_session=True,
             stdin=subprocess.DEVNULL,
         )

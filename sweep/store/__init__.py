@@ -1,0 +1,38 @@
+"""What every stage writes and reads: the trial and boot records, and the database that keeps them.
+
+    _trial      TrialRecord: one trial attempt, and its judgement (gate, identity, feasibility)
+    _identity   generated token ids, packed, and how many prompts differ
+    _boot       BootRecord: one fresh boot of a promotion, confirmation, verification or calibration
+    _database   the database: Optuna's RDB storage and the project's tables (SQLite, WAL)
+    _url        a storage URL as it may be shown, and the password kept out of it
+    _scrub      the boot logs an earlier run did not see finish, scrubbed before a run goes on
+
+The search (``sweep.search``) stores trials, the claims (``sweep.claims``) boots; the submission and the
+dashboards read both. Nothing here imports the stages above it.
+"""
+
+from sweep.store._boot import BootRecord, boot_record, heldout_first
+from sweep.store._database import DEFAULT_STORAGE_URL, Storage, StudyRecords, open_existing, open_storage
+from sweep.store._scrub import scrub_unfinished_logs
+from sweep.store._trial import FailKind, Judge, TrialRecord, failure_record, outcome_record, reused_record
+from sweep.store._url import password_note, shown_url
+
+__all__ = [
+    "DEFAULT_STORAGE_URL",
+    "BootRecord",
+    "FailKind",
+    "Judge",
+    "Storage",
+    "StudyRecords",
+    "TrialRecord",
+    "boot_record",
+    "failure_record",
+    "heldout_first",
+    "open_existing",
+    "open_storage",
+    "outcome_record",
+    "password_note",
+    "reused_record",
+    "scrub_unfinished_logs",
+    "shown_url",
+]
