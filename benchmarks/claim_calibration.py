@@ -30,63 +30,48 @@ import argparse
 import statistics
 import sys
 import time
-import uuid
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 from scipy import stats
 
 from benchmarks._report import emit, table
 from benchmarks._sweeps import load_note
-from errors import ConfigError, NoCompletedTrialsError, UsageError
-from sweep.claims import INTERVAL, Between, BootRunner, Claim, interleave, load_evidence, run_boots
+from errors import ConfigError, NoCompletedTrialsError
+from sweep.claims import (
+    INTERVAL,
+    Between,
+    Claim,
+    FreshBoots,
+    StudyClaims,
+    StudyEvidence,
+    interleave,
+    load_evidence,
+)
 from sweep.judgement import verifies
-from sweep.search import check_capacity, load_study, ray_session
-from sweep.store import DEFAULT_STORAGE_URL, BootRecord, open_existing
+from sweep.search import load_study
+from sweep.store import DEFAULT_STORAGE_URL, BootRecord, TrialRecord, open_existing
 
 __all__ = ["main"]
 
 RUN_DIR = Path("runs")
 
 
-def _calibrate(args: argparse.Namespace, out: Console) -> tuple[str, bool]:
-    """The report, and whether the prediction lies inside the observed rate's interval."""
+def _calibrate(args: argparse.Namespace, out: Console) -> tuple[str, bool] | None:
+    """The report, and whether the prediction lies inside the observed rate's interval; None when the time limit
+    left re-runs unrun (the run said how to go on)."""
     spec = load_study(args.study, manifest=args.manifest)
     storage = open_existing(args.storage)
+    began = time.monotonic()
     try:
         # the study's earlier runs (not this calibration's own) say how far a later run moves: the re-runs here are one
-        evidence = load_evidence(storage, spec.name, floor=spec.promotion.noise_floor, leave_out_run=args.resume)
-        # the re-runs are timed by this project's client, as the promotion's boots were: like with like, the claims
-        # carry no client offset here (a claim's odds for the organisers' re-run do)
-        view = evidence.claims_as_timed()
-        if view is None:
-            raise NoCompletedTrialsError(
-                f"study {spec.name!r} has no promotion: run `python -m sweep.run --study {args.study}`"
-            )
-        if view.unfinished():
-            raise NoCompletedTrialsError(
-                f"study {spec.name!r}: {view.unfinished()}; `python -m sweep.run --study {args.study}` goes on with it"
-            )
-        if not view.claims:
-            raise NoCompletedTrialsError(f"study {spec.name!r}: its promotion measured no boot")
-        if args.trial is not None:
-            claim = next((c for c in view.claims if c.trial_number == args.trial), None)
-            if claim is None:
-                raise NoCompletedTrialsError(
-                    f"--trial {args.trial} was not promoted; promoted: {[c.trial_number for c in view.claims]}"
-                )
-        else:
-            claim = view.recommended or max(view.claims, key=lambda c: c.p_verified or 0.0)
-        if claim.p_verified is None:
-            raise NoCompletedTrialsError(f"study {spec.name!r}, trial {claim.trial_number}: {claim.unmeasured}")
+        evidence = load_evidence(storage, spec.name, leave_out_run=args.resume)
+        view, claim = _claim(evidence, args)
         record = evidence.record(claim.trial_number)
         assert record is not None  # a promoted trial was measured: it has its row
         profile = view.plan.profile
-        stored = _stored_run(args, storage, spec.name, claim.trial_number)
-        run_id = args.resume or uuid.uuid4().hex[:12]
         laid = [
             replace(b, heldout_first=True)
             for b in interleave(
@@ -98,40 +83,87 @@ def _calibrate(args: argparse.Namespace, out: Console) -> tuple[str, bool]:
             )
         ]
         predicted, basis = _prediction(claim, view.between)
+        run = FreshBoots(
+            spec,
+            storage,
+            kind="calibration",
+            out=out,
+            run_dir=RUN_DIR,
+            resume=args.resume,
+            expected=[claim.trial_number] * args.reruns,
+            go_on="the same command with --resume {run} goes on",
+            ray_address=args.ray_address,
+            deadline=None if args.time_limit is None else began + args.time_limit,
+        )
+        stored = run.stored
         out.print(
             f"calibrating trial {claim.trial_number} of {spec.name}: claim {claim.claim:.2f} tok/s, predicted "
-            f"P(VERIFIED) {predicted:.3f} ({basis}); {args.reruns} fresh boots, the held-out run first; run {run_id}"
-            + (f", going on after {len(stored)} stored re-run(s)" if stored else ""),
+            f"P(VERIFIED) {predicted:.3f} ({basis}); {args.reruns} fresh boots, the held-out run first; run {run.run_id}"
+            + (f", going on after {stored} stored re-run(s)" if stored else ""),
             markup=False,
             soft_wrap=True,  # one line, whatever the width: a script reads the run's id from it
         )
-        began = time.monotonic()
-        deadline = None if args.time_limit is None else began + args.time_limit
-        with ray_session(address=args.ray_address, temp_dir=RUN_DIR / "ray"):
-            check_capacity(spec.resources)
-            runner = BootRunner(spec, run_dir=RUN_DIR)
-            try:
-                ran, stopped = run_boots(
-                    laid,
-                    runner=runner,
-                    storage=storage,
-                    kind="calibration",
-                    run_id=run_id,
-                    out=out,
-                    done=len(stored),
-                    deadline=deadline,
-                    earlier=[b.timings["total"] for b in stored if "total" in b.timings],
-                )
-            finally:
-                runner.stop()
+        with run:
+            if not run.boot(laid):
+                return None
     finally:
         storage.close()
-    reruns = [*stored, *ran]
-    if stopped:
-        raise _Stopped(
-            f"time limit: {len(reruns)} of {args.reruns} re-run(s) stored (run {run_id}), no calibration yet; "
-            + (f"the same command with --resume {run_id} goes on" if reruns else "nothing to resume: give it more time")
+    took = time.monotonic() - began
+    return _report(
+        spec.name,
+        view,
+        claim,
+        record,
+        run.boots,
+        predicted=predicted,
+        basis=basis,
+        took=took,
+        ran=len(run.boots) - stored,
+    )
+
+
+def _claim(evidence: StudyEvidence, args: argparse.Namespace) -> tuple[StudyClaims, Claim]:
+    """The promotion's claims (as this project's client timed its boots) and the claim to calibrate; raises
+    ConfigError where there is none."""
+    # the re-runs are timed by this project's client, as the promotion's boots were: like with like, the claims
+    # carry no client offset here (a claim's odds for the organisers' re-run do)
+    view = evidence.claims_as_timed()
+    study = evidence.study
+    if view is None:
+        raise NoCompletedTrialsError(
+            f"study {study!r} has no promotion: run `python -m sweep.run --study {args.study}`"
         )
+    if view.unfinished():
+        raise NoCompletedTrialsError(
+            f"study {study!r}: {view.unfinished()}; `python -m sweep.run --study {args.study}` goes on with it"
+        )
+    if not view.claims:
+        raise NoCompletedTrialsError(f"study {study!r}: its promotion measured no boot")
+    if args.trial is not None:
+        claim = next((c for c in view.claims if c.trial_number == args.trial), None)
+        if claim is None:
+            raise NoCompletedTrialsError(
+                f"--trial {args.trial} was not promoted; promoted: {[c.trial_number for c in view.claims]}"
+            )
+    else:
+        claim = view.recommended or max(view.claims, key=lambda c: c.p_verified or 0.0)
+    if claim.p_verified is None:
+        raise NoCompletedTrialsError(f"study {study!r}, trial {claim.trial_number}: {claim.unmeasured}")
+    return view, claim
+
+
+def _report(
+    study: str,
+    view: StudyClaims,
+    claim: Claim,
+    record: TrialRecord,
+    reruns: Sequence[BootRecord],
+    *,
+    predicted: float,
+    basis: str,
+    took: float,
+    ran: int,
+) -> tuple[str, bool]:
     rows, hits, outcomes = [], 0, []
     for b in reruns:
         ok = b.measured and verifies(tps=b.tps, ppl=b.ppl, claim=claim.claim, gate=view.gate)
@@ -151,9 +183,10 @@ def _calibrate(args: argparse.Namespace, out: Console) -> tuple[str, bool]:
     low, high = clopper_pearson(hits, len(reruns))
     agree = low <= predicted <= high
     brier = statistics.fmean((predicted - ok) ** 2 for ok in outcomes)
+    knobs = " ".join(f"{k}={v}" for k, v in sorted(record.knobs.items()))
     report = "\n".join(
         [
-            f"study {spec.name}, trial {claim.trial_number} ({' '.join(f'{k}={v}' for k, v in sorted(record.knobs.items()))})",
+            f"study {study}, trial {claim.trial_number} ({knobs})",
             f"claim {claim.claim:.2f} tok/s from promotion {view.run_id} ({claim.boots} boots of each of {len(view.claims)} "
             f"candidates, profile {view.profile}); gate {view.gate:.4f}",
             "",
@@ -167,11 +200,7 @@ def _calibrate(args: argparse.Namespace, out: Console) -> tuple[str, bool]:
             f"predicted P(VERIFIED) {predicted:.2f}, observed {observed:.2f} over {len(reruns)} re-runs",
             f"the prediction lies {'inside' if agree else 'OUTSIDE'} the observed rate's {INTERVAL:.0%} interval "
             f"{low:.2f}..{high:.2f} (Clopper-Pearson); Brier score {brier:.3f}; "
-            + (
-                f"{len(ran)} re-run(s) took {time.monotonic() - began:.0f} s here"
-                if stored
-                else f"re-runs took {time.monotonic() - began:.0f} s"
-            )
+            + (f"{ran} re-run(s) took {took:.0f} s here" if ran < len(reruns) else f"re-runs took {took:.0f} s")
             + f"; {load_note()}",
         ]
     )
@@ -203,25 +232,6 @@ def _steal(boots: Sequence[BootRecord]) -> str:
     return f"median {statistics.median(shares):.0%}, at most {shares[-1]:.0%} over {len(shares)} boot(s)"
 
 
-class _Stopped(Exception):
-    """The time limit left re-runs unrun: the message says how to go on."""
-
-
-def _stored_run(args: argparse.Namespace, storage: Any, study_name: str, trial_number: int) -> list[BootRecord]:
-    """``--resume``'s stored re-runs, checked to be this calibration's (else bad input, nothing booted)."""
-    if args.resume is None:
-        return []
-    stored = [b for b in storage.boots("calibration", study_name) if b.run_id == args.resume]
-    if not stored:
-        raise UsageError(f"--resume {args.resume}: no run of that id in study {study_name!r}")
-    if {b.trial_number for b in stored} != {trial_number} or len(stored) > args.reruns:
-        raise UsageError(
-            f"--resume {args.resume}: its {len(stored)} stored boot(s) (trials {sorted({b.trial_number for b in stored})}) "
-            f"are not re-runs of trial {trial_number} within --reruns {args.reruns}: give the run's own --trial and --reruns"
-        )
-    return stored
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.claim_calibration", description=__doc__.splitlines()[0])
     parser.add_argument("--study", required=True, help="a promoted study (name or .toml path)")
@@ -242,13 +252,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--time-limit must be a positive number of seconds, got {args.time_limit}")
     out = Console(highlight=False, width=160)
     try:
-        report, agree = _calibrate(args, out)
+        calibrated = _calibrate(args, out)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except _Stopped as stop:
-        out.print(str(stop), markup=False, soft_wrap=True)
+    if calibrated is None:
         return 3
+    report, agree = calibrated
     emit(report, out=args.out)
     return 0 if agree else 1
 

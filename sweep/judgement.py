@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol, TypeVar
 
 __all__ = [
+    "DEFAULT_TARGET",
     "FRONT_STOP",
     "GATE_STOP",
     "NOISE_FLOOR",
@@ -66,6 +67,8 @@ StopKind = Literal["gate", "front"]
 # The least relative spread one boot's TPS is given: a few boots that happen to agree closely say
 # little about the next, and one boot's TPS moved 2-9% on the 2-core CPU, about 10% on the H200.
 NOISE_FLOOR = 0.02
+# The odds a claim must reach for the point to be recommended, where a study's [promotion] names none.
+DEFAULT_TARGET = 0.9
 
 # The organisers' rule: a re-run within 5% of the reported TPS (and under the gate) verifies it.
 TPS_TOLERANCE = 0.05

@@ -125,7 +125,7 @@ def _write(args: SubmitArgs, out: Console) -> int:
     storage = open_existing(args.storage)
     try:
         # the study's verifications and calibrations are later runs: they measure how far a level moves (p_later)
-        evidence = load_evidence(storage, spec.name, floor=spec.promotion.noise_floor)
+        evidence = load_evidence(storage, spec.name)
     finally:
         storage.close()
     stored = evidence.user_attrs.get("manifest_json")

@@ -29,32 +29,37 @@ from sweep.claims._estimate import (
     fit,
     study_noise,
 )
-from sweep.claims._evidence import OFFSET_ATTR, BootKind, StudyClaims, StudyEvidence, claims_of, load_evidence
+from sweep.claims._evidence import OFFSET_ATTR, StudyClaims, StudyEvidence, claims_of, load_evidence
 from sweep.claims._noise import WINDOW_S, NoiseParts, decompose
 from sweep.claims._plan import CLAIMS_ATTR, PROMOTION_ATTR, PromotionPlan
-from sweep.claims._print import print_claims, print_noise
+from sweep.claims._print import print_claims, print_noise, print_verdicts
 from sweep.claims._promotion import claimable, promote, select
-from sweep.claims._runner import BootRunner, PlannedBoot, interleave, run_boots
-from sweep.claims._verdict import DEFAULT_TARGET, Verdict, VerdictName, judge
+from sweep.claims._runner import FreshBoots, PlannedBoot, heldout_first, interleave
+from sweep.claims._verdict import Verdict, VerdictName, judge
+from sweep.claims._verification import VerificationPlan, plan_verification, print_plan, select_trials, verify
 
 __all__ = [
     "BETWEEN_PRIOR",
-    "BootRunner",
+    "FreshBoots",
+    "VerificationPlan",
     "PlannedBoot",
     "claimable",
+    "heldout_first",
     "interleave",
     "promote",
-    "run_boots",
+    "plan_verification",
+    "print_plan",
+    "print_verdicts",
+    "select_trials",
+    "verify",
     "select",
     "CLAIMS_ATTR",
-    "DEFAULT_TARGET",
     "HETEROGENEITY",
     "INTERVAL",
     "OFFSET_ATTR",
     "PROMOTION_ATTR",
     "WINDOW_S",
     "Between",
-    "BootKind",
     "Claim",
     "ClientOffset",
     "Fit",

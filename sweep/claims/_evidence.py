@@ -14,15 +14,16 @@ so all of them see the same boots, the same noise floor and the same errors:
   with the study's noise floor and target;
 - the noise one boot carries, for the front.
 
-The noise floor is the study's: the plan's, else the ``noise_floor`` the study stored when it opened,
-else ``sweep.judgement.NOISE_FLOOR``.
+The noise floor and the target are the promotion's, as its plan stored them (editing the study file later
+changes no claim made before); a study never promoted judges its verdicts by the ``noise_floor`` it stored
+when it opened, else ``sweep.judgement.NOISE_FLOOR``, and the default target.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import Any
 
 from errors import StudyNotFoundError
 from sweep.claims._estimate import (
@@ -37,13 +38,12 @@ from sweep.claims._estimate import (
     study_noise,
 )
 from sweep.claims._plan import PROMOTION_ATTR, PromotionPlan
-from sweep.claims._verdict import DEFAULT_TARGET, Verdict, judge
-from sweep.judgement import NOISE_FLOOR, Noise
-from sweep.store import BootRecord, Storage, TrialRecord, shown_url
+from sweep.claims._verdict import Verdict, judge
+from sweep.judgement import DEFAULT_TARGET, NOISE_FLOOR, Noise
+from sweep.store import BootKind, BootRecord, Storage, TrialRecord, shown_url
 
-__all__ = ["OFFSET_ATTR", "BootKind", "StudyClaims", "StudyEvidence", "claims_of", "load_evidence"]
+__all__ = ["OFFSET_ATTR", "StudyClaims", "StudyEvidence", "claims_of", "load_evidence"]
 
-BootKind = Literal["promotion", "verification", "calibration"]
 FLOOR_ATTR = "noise_floor"  # the study's user attribute: its [promotion] noise_floor
 OFFSET_ATTR = "client_offset"  # the study's user attribute: ClientOffset, where it was measured
 
@@ -205,12 +205,10 @@ def _verdicts(
     return verdicts
 
 
-def load_evidence(
-    storage: Storage, study_name: str, *, floor: float | None = None, leave_out_run: str | None = None
-) -> StudyEvidence:
+def load_evidence(storage: Storage, study_name: str, *, leave_out_run: str | None = None) -> StudyEvidence:
     """Read one study (raises ``StudyNotFoundError`` naming the studies there when it has none of that
-    name). ``floor``: the noise floor, where the caller's study spec gives it; ``leave_out_run``: a run of
-    boots that is not yet evidence (a calibration going on, whose own re-runs must not count as a later run)."""
+    name). ``leave_out_run``: a run of boots that is not yet evidence (a calibration going on, whose own
+    re-runs must not count as a later run)."""
     import optuna
 
     try:
@@ -223,7 +221,7 @@ def load_evidence(
         ) from None
     attrs = dict(study.user_attrs)
     plan = PromotionPlan.from_attr(attrs[PROMOTION_ATTR]) if PROMOTION_ATTR in attrs else None
-    floor = floor if floor is not None else plan.noise_floor if plan else attrs.get(FLOOR_ATTR, NOISE_FLOOR)
+    floor = plan.noise_floor if plan else attrs.get(FLOOR_ATTR, NOISE_FLOOR)
     records = tuple(storage.records(study_name, token_ids=False))
     promotion = storage.boots("promotion", study_name)
     verifications, old_calibrations = _split_calibrations(storage.boots("verification", study_name))
@@ -233,7 +231,6 @@ def load_evidence(
     later = [*verifications, *calibrations]
     claims = None
     if plan is not None:
-        plan = plan if floor == plan.noise_floor else replace(plan, noise_floor=floor)
         offset = ClientOffset.from_attr(attrs[OFFSET_ATTR]) if OFFSET_ATTR in attrs else None
         claims = claims_of(plan, promotion, later, offset=offset)
     target = plan.target if plan else DEFAULT_TARGET

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -11,8 +12,9 @@ from rich.table import Table
 from sweep.claims._estimate import Claim
 from sweep.claims._evidence import StudyClaims
 from sweep.claims._noise import decompose
+from sweep.claims._verdict import Verdict
 
-__all__ = ["print_claims", "print_noise"]
+__all__ = ["print_claims", "print_noise", "print_verdicts"]
 
 
 def _spread(values: Sequence[float]) -> str:
@@ -178,3 +180,48 @@ def print_noise(out: Console, view: StudyClaims) -> None:
             _pct(n.steal),
         )
     out.print(table)
+
+
+def print_verdicts(
+    out: Console, verdicts: list[Verdict], *, knobs: dict[int, dict[str, Any]], swept: list[str], title: str
+) -> None:
+    """One row per trial, then each INVALID verdict's reasons in full (they are long)."""
+    table = Table(title=title, title_justify="left")
+    columns = [
+        "trial",
+        *swept,
+        "claimed TPS",
+        "held-out TPS min/med/max",
+        "gap (90% interval)",
+        "P(a re-run within 5%)",
+        "public gap",
+        "PPL",
+        "gate",
+        "verdict",
+    ]
+    for column in columns:
+        table.add_column(column, justify="left" if column == "verdict" else "right")
+    colour = {"VERIFIED": "green", "INVALID": "red", "UNDECIDED": "yellow"}
+    for v in verdicts:
+        spread = "-" if v.tps_median is None else f"{v.tps_min:.2f}/{v.tps_median:.2f}/{v.tps_max:.2f}"
+        gap = "-" if v.tps_gap_pct is None else f"{v.tps_gap_pct:+.1f}%"
+        if v.gap_low_pct is not None:
+            gap += f" ({v.gap_low_pct:+.1f}..{v.gap_high_pct:+.1f})"
+        table.add_row(
+            str(v.trial_number),
+            *(str(knobs[v.trial_number].get(k, "")) for k in swept),
+            f"{v.claimed_tps:.2f}",
+            spread,
+            gap,
+            "-" if v.p_rerun is None else f"{v.p_rerun:.2f}",
+            "-" if v.public_gap_pct is None else f"{v.public_gap_pct:+.1f}%",
+            "-" if v.ppl_median is None else f"{v.ppl_median:.4f}",
+            "-" if v.gate is None else f"{v.gate:.4f}",
+            f"[{colour[v.verdict]}]{v.verdict}[/]",
+        )
+    out.print(table)
+    for v in verdicts:
+        if v.reasons:
+            out.print(f"  trial {v.trial_number} [red]INVALID[/]: {escape(v.reason)}")
+        elif v.undecided:
+            out.print(f"  trial {v.trial_number} [yellow]UNDECIDED[/]: {escape(v.undecided)}")

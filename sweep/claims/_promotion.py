@@ -22,7 +22,6 @@ attribute ``claims``, which optuna-dashboard lists.
 from __future__ import annotations
 
 import math
-import uuid
 from pathlib import Path
 from statistics import NormalDist
 from typing import Any
@@ -33,7 +32,7 @@ from rich.console import Console
 from engine.profiles import BenchProfile
 from sweep.claims._evidence import StudyClaims, load_evidence
 from sweep.claims._plan import CLAIMS_ATTR, PROMOTION_ATTR, PromotionPlan
-from sweep.claims._runner import BootRunner, interleave, run_boots
+from sweep.claims._runner import FreshBoots, interleave, new_run_id
 from sweep.judgement import Gate
 from sweep.search import StudySpec
 from sweep.store import Storage, TrialRecord
@@ -125,7 +124,7 @@ def promote(
         return None
     study = optuna.load_study(study_name=spec.name, storage=storage.optuna)
     wanted = PromotionPlan(
-        run_id=uuid.uuid4().hex[:12],
+        run_id=new_run_id(),
         trials=tuple(r.trial_number for r in chosen),
         boots=promotion.boots,
         profile=profile,
@@ -139,35 +138,29 @@ def promote(
         plan = wanted
         study.set_user_attr(PROMOTION_ATTR, plan.to_attr())
     gate = plan.gate.resolve()
-    boots = interleave(chosen, boots=promotion.boots, profile=lambda _: profile, gate=lambda _: gate)
-    stored = [b for b in storage.boots("promotion", spec.name) if b.run_id == plan.run_id]
-    done = len(stored)
-    if done < len(boots):
-        began = "starts" if done == 0 else f"goes on after {done} boot(s)"
+    laid = interleave(chosen, boots=promotion.boots, profile=lambda _: profile, gate=lambda _: gate)
+    run = FreshBoots(
+        spec,
+        storage,
+        kind="promotion",
+        out=out,
+        run_dir=run_dir,
+        run_id=plan.run_id,
+        expected=[b.record.trial_number for b in laid],
+        go_on="the same command goes on with them",
+        deadline=deadline,
+    )
+    if not run.done:
+        began = "starts" if not run.stored else f"goes on after {run.stored} boot(s)"
         out.print(
             f"promotion {plan.run_id} {began}: trials {list(plan.trials)} x {promotion.boots} fresh boots, interleaved, "
             f"profile {profile.name} ({profile.num_prompts} public + {profile.num_prompts} held-out prompts x "
             f"{profile.output_len} tokens a boot, PPL over {profile.ppl_records} records)",
             markup=False,
         )
-        runner = BootRunner(spec, run_dir=run_dir)
-        try:
-            _, stopped = run_boots(
-                boots,
-                runner=runner,
-                storage=storage,
-                kind="promotion",
-                run_id=plan.run_id,
-                out=out,
-                done=done,
-                deadline=deadline,
-                earlier=[b.timings["total"] for b in stored if "total" in b.timings],
-            )
-        finally:
-            runner.stop()
-        if stopped:
-            out.print("promotion: the time limit left boots unrun; the same command goes on with them", markup=False)
-    view = load_evidence(storage, spec.name, floor=promotion.noise_floor).claims
+        with run:
+            run.boot(laid)
+    view = load_evidence(storage, spec.name).claims
     assert view is not None  # the plan was stored above
     if view.complete:
         study.set_user_attr(CLAIMS_ATTR, _summary(view))

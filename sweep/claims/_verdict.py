@@ -32,13 +32,12 @@ from typing import Literal
 
 from engine.bench import coefficient_of_variation
 from sweep.claims._estimate import fit
-from sweep.judgement import NOISE_FLOOR, TPS_TOLERANCE, over_gate, tps_band
+from sweep.judgement import DEFAULT_TARGET, NOISE_FLOOR, TPS_TOLERANCE, over_gate, tps_band
 from sweep.store import BootRecord
 
-__all__ = ["DEFAULT_TARGET", "Verdict", "VerdictName", "judge"]
+__all__ = ["Verdict", "VerdictName", "judge"]
 
 VerdictName = Literal["VERIFIED", "INVALID", "UNDECIDED"]
-DEFAULT_TARGET = 0.9  # a study's [promotion] target, where no promotion says otherwise
 MIN_TPS_BOOTS = 2  # fewer measured boots than this: no TPS verdict either way (PPL and failures still count)
 _VERIFYING = "verification"  # the fit's key for the boots under judgement, apart from any promotion's
 

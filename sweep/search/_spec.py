@@ -68,7 +68,7 @@ from engine.knobs import KNOBS, KnobValue, KnobValues, baseline_knobs, consumed_
 from engine.manifest import NAME_RULE, Manifest, is_plain_name, load_manifest
 from engine.profiles import STUDIES_DIR, BenchProfile, get_profile
 from errors import ConfigError, StudySpecError
-from sweep.judgement import NOISE_FLOOR, Gate
+from sweep.judgement import DEFAULT_TARGET, NOISE_FLOOR, Gate
 from sweep.search._fidelity import FidelitySpec, front_rule_for, gate_first_unsafe, stage_counts
 
 __all__ = [
@@ -144,7 +144,7 @@ class PromotionSpec:
     candidates: int = 3
     boots: int = 3
     profile: BenchProfile | None = None  # None: no promotion
-    target: float = 0.9
+    target: float = DEFAULT_TARGET
     noise_floor: float = NOISE_FLOOR
 
 

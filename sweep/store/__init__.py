@@ -11,7 +11,7 @@ The search (``sweep.search``) stores trials, the claims (``sweep.claims``) boots
 dashboards read both. Nothing here imports the stages above it.
 """
 
-from sweep.store._boot import BootRecord, boot_record, heldout_first
+from sweep.store._boot import BootKind, BootRecord, boot_record
 from sweep.store._database import DEFAULT_STORAGE_URL, Storage, StudyRecords, open_existing, open_storage
 from sweep.store._scrub import scrub_unfinished_logs
 from sweep.store._trial import FailKind, Judge, TrialRecord, failure_record, outcome_record, reused_record
@@ -19,6 +19,7 @@ from sweep.store._url import password_note, shown_url
 
 __all__ = [
     "DEFAULT_STORAGE_URL",
+    "BootKind",
     "BootRecord",
     "FailKind",
     "Judge",
@@ -27,7 +28,6 @@ __all__ = [
     "TrialRecord",
     "boot_record",
     "failure_record",
-    "heldout_first",
     "open_existing",
     "open_storage",
     "outcome_record",

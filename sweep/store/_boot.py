@@ -19,9 +19,11 @@ from typing import Any, Literal
 from engine.measurement import TrialOutcome
 from engine.profiles import BenchProfile
 
-__all__ = ["BootRecord", "BootStatus", "boot_record", "heldout_first"]
+__all__ = ["BootKind", "BootRecord", "BootStatus", "boot_record"]
 
 BootStatus = Literal["complete", "failed"]
+# the runs of fresh boots a study stores, each in its table (sweep.store._database.BOOT_TABLES)
+BootKind = Literal["promotion", "verification", "calibration"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,15 +60,6 @@ class BootRecord:
     def measured(self) -> bool:
         """Both runs and the PPL measured: what the claims and the verdicts are made of."""
         return self.status == "complete" and None not in (self.public_tps, self.tps, self.ppl)
-
-
-def heldout_first(repeat: int) -> bool:
-    """Which run a configuration's ``repeat``-th boot times first: public, held-out, public, ...
-
-    A server's later runs read a little faster (seen on the H200: four successive runs 1,713 ->
-    1,903 tok/s), so neither set may always go second; alternating lets the claim's estimator
-    measure that effect and take it out (``sweep.claims``)."""
-    return repeat % 2 == 1
 
 
 def boot_record(

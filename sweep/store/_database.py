@@ -32,7 +32,7 @@ from sqlalchemy.engine import make_url
 
 from engine.measurement import Measurement
 from errors import StorageError
-from sweep.store._boot import BootRecord
+from sweep.store._boot import BootKind, BootRecord
 from sweep.store._identity import pack_token_ids, unpack_token_ids
 from sweep.store._trial import TrialRecord
 from sweep.store._url import connect_url, shown_url
@@ -134,7 +134,11 @@ verifications = sa.Table(
 calibrations = sa.Table(
     "calibrations", METADATA, *_boot_columns(), sa.Index("ix_calibrations_trial", "study_name", "trial_number")
 )
-BOOT_TABLES = {"promotion": promotions, "verification": verifications, "calibration": calibrations}
+BOOT_TABLES: dict[BootKind, sa.Table] = {
+    "promotion": promotions,
+    "verification": verifications,
+    "calibration": calibrations,
+}
 
 _MEASUREMENT_FIELDS = {f.name for f in fields(Measurement)}
 _RECORD_COLUMNS = {f.name for f in fields(TrialRecord)} - {"measurement"}
@@ -211,7 +215,7 @@ class Storage:
         with self.engine.connect() as conn:
             return [_record(row) for row in conn.execute(query)]
 
-    def insert_boots(self, kind: str, boots: list[BootRecord]) -> None:
+    def insert_boots(self, kind: BootKind, boots: list[BootRecord]) -> None:
         """Rows of a run of boots (``kind``: "promotion", "verification" or "calibration")."""
         if not boots:
             return
@@ -221,7 +225,7 @@ class Storage:
         with self.engine.begin() as conn:
             conn.execute(BOOT_TABLES[kind].insert(), rows)
 
-    def boots(self, kind: str, study_name: str) -> list[BootRecord]:
+    def boots(self, kind: BootKind, study_name: str) -> list[BootRecord]:
         """A study's boots of that kind, in the order they were stored."""
         table = BOOT_TABLES[kind]
         query = table.select().where(table.c.study_name == study_name).order_by(table.c.id)

@@ -18,10 +18,10 @@ from rich.console import Console
 from engine.measurement import Measurement
 from engine.profiles import BenchProfile
 from sweep.claims import StudyClaims, promote
-from sweep.claims._runner import BootRunner, PlannedBoot
+from sweep.claims._runner import PlannedBoot, _Worker, heldout_first
 from sweep.search import SweepConsole, load_study
 from sweep.search._driver import StudyResult, run_study
-from sweep.store import BootRecord, TrialRecord, heldout_first, open_storage
+from sweep.store import BootRecord, TrialRecord, open_storage
 from tests.stacks import stub_manifest, stub_profile
 
 SWEEP_TESTS = Path(__file__).resolve().parent
@@ -117,21 +117,21 @@ def promoted_stub_study(
 
 @contextmanager
 def interrupted_at_boot(nth: int) -> Iterator[None]:
-    """While the block runs, ``BootRunner.boot`` raises KeyboardInterrupt (a Ctrl-C) on its ``nth`` call instead of
-    booting; the real boot is back afterwards."""
-    real, calls = BootRunner.boot, []
+    """While the block runs, a run of fresh boots raises KeyboardInterrupt (a Ctrl-C) on its ``nth`` boot instead of
+    booting it; the real boot is back afterwards."""
+    real, calls = _Worker.boot, []
 
-    def interrupting(self: BootRunner, planned: PlannedBoot, *, folder: Path) -> Any:
+    def interrupting(self: _Worker, planned: PlannedBoot, *, folder: Path) -> Any:
         calls.append(planned.order)
         if len(calls) == nth:
             raise KeyboardInterrupt
         return real(self, planned, folder=folder)
 
-    setattr(BootRunner, "boot", interrupting)  # noqa: B010 - a method replaced on the class for the block
+    setattr(_Worker, "boot", interrupting)  # noqa: B010 - a method replaced on the class for the block
     try:
         yield
     finally:
-        setattr(BootRunner, "boot", real)  # noqa: B010
+        setattr(_Worker, "boot", real)  # noqa: B010
 
 
 def stub_processes(marker: str) -> list[psutil.Process]:

@@ -8,8 +8,8 @@ import random
 
 import pytest
 
-from sweep.claims import decompose
-from sweep.store import BootRecord, heldout_first
+from sweep.claims import decompose, heldout_first
+from sweep.store import BootRecord
 
 PROMPTS = 24
 

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sweep.claims import judge
+from sweep.claims import heldout_first, judge
 from sweep.judgement import TPS_TOLERANCE
-from sweep.store import BootRecord, heldout_first
+from sweep.store import BootRecord
 
 
 def boot(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from errors import ConfigError
-from sweep.verify import select_trials
+from sweep.claims import select_trials
 from tests.sweep.kit import measured_record
 
 
