@@ -1,46 +1,34 @@
-"""What a user came for: the point to submit, VERIFIED or nothing (``best/``).
+"""What a user came for: the point to submit, VERIFIED or nothing (``best/README.md``).
 
-``best_point`` picks, among the feasible trials whose latest verification is VERIFIED, the one of the
-highest claim (its promotion's, ``sweep.claims``; a trial never promoted, its sweep TPS). A point
-found INVALID or UNDECIDED is never offered. ``write_best`` writes ``best/README.md`` always: the
-front (ties marked), the promotion's claims and every verdict, and the commands that verify and
-submit; and ``best/manifest.json`` only for a VERIFIED point (the study's manifest as the sweep stored
-it, its knobs set to that trial's, and a ``gemma_sweep`` field saying where the values came from).
-The stored manifest's secret-looking env values were redacted when the sweep stored it: fill them in
-before submitting. ``python -m sweep.submit`` writes the folder in the organisers' own format.
+``best_point`` is the submission's own choice (``sweep.submission.choose``): among the feasible trials
+measured to the end, the one VERIFIED against the highest claim; a point found INVALID or UNDECIDED is never
+offered. ``write_best`` writes ``best/README.md``: that point's claim as its submission folder's README shows
+it (``sweep.submission.ClaimFile``), or that there is none yet; the front (ties marked), the promotion's claims
+and every verdict; and the commands that verify it and write its folder. The folder itself, in the organisers'
+format, is ``python -m sweep.submit``'s to write: nothing here writes a manifest.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from dashboards.data import StudyData, TrialRow
-from engine.knobs import apply_knobs, consumed_knobs, parse_knobs
-from engine.manifest import parse_manifest
-from engine.secrets import REDACTED
 from sweep.store import password_note, shown_url
+from sweep.submission import ClaimFile, NothingToSubmit, choose
+from sweep.submission._choose import Choice
 
-__all__ = ["BestPoint", "best_point", "write_best"]
-
-
-@dataclass(frozen=True)
-class BestPoint:
-    trial: TrialRow
-    claim: float  # the TPS to report: its promotion's claim, or its sweep TPS
+__all__ = ["best_point", "write_best"]
 
 
-def _claim(t: TrialRow) -> float:
-    return t.claim.claim if t.claim is not None else t.tps  # type: ignore[return-value]
-
-
-def best_point(data: StudyData) -> BestPoint | None:
-    """The feasible trial VERIFIED against the highest claim (``Verdict.verifies``); None when none is."""
-    verified = [t for t in data.measured if t.full and t.feasible and t.verdict and t.verdict.verifies(_claim(t))]
-    best = max(verified, key=lambda t: (_claim(t), -t.number), default=None)
-    return None if best is None else BestPoint(best, _claim(best))
+def best_point(data: StudyData) -> Choice | None:
+    """The submission's choice of a VERIFIED point (``sweep.submission.choose``); None when none is."""
+    records = [t.record for t in data.trials if t.record is not None]
+    verdicts = {t.number: t.verdict for t in data.trials if t.verdict is not None}
+    claims = {t.number: t.claim for t in data.trials if t.claim is not None}
+    try:
+        return choose(records, verdicts=verdicts, claims=claims)
+    except NothingToSubmit:
+        return None
 
 
 def _state(t: TrialRow) -> str:
@@ -53,49 +41,28 @@ def _state(t: TrialRow) -> str:
     return f"{v.verdict}{gap}"
 
 
-def _manifest(stored: dict[str, Any], best: BestPoint, study: str) -> dict[str, Any]:
-    manifest = parse_manifest(stored)
-    consumed = consumed_knobs(manifest)
-    knobs = parse_knobs(manifest, {k: v for k, v in best.trial.knobs.items() if k in consumed})
-    out = apply_knobs(manifest, knobs).to_json_dict()
-    t = best.trial
-    out["gemma_sweep"] = {
-        "study": study,
-        "trial": t.number,
-        "knobs": dict(knobs),
-        "claim_tps": best.claim,
-        "p_verified": t.claim.p_verified if t.claim else None,
-        "ppl": t.ppl,
-        "gate": t.record.gate if t.record else None,
-        "verification": _state(t),
-    }
-    return out
-
-
-def _readme(data: StudyData, best: BestPoint | None, *, storage: str, redacted: list[str]) -> str:
+def _readme(data: StudyData, best: Choice | None, *, storage: str) -> str:
     knobs = list(data.knob_names)
     store = shown_url(storage)
     if best is not None:
-        t = best.trial
+        claim = ClaimFile.of(best, study=data.study_name, view=data.claims)
         lines = [
-            f"# {data.study_name}: the manifest to submit",
+            f"# {data.study_name}: the point to submit",
             "",
-            f"`manifest.json` is the study's manifest with trial {t.number}'s knobs applied: claim {best.claim:.2f} "
-            f"tok/s, PPL {t.ppl:.4f}" + (f" (gate {data.gate:.4f})" if data.gate is not None else "") + ".",
+            f"Trial {claim.trial} is VERIFIED against its claim: `python -m sweep.submit` (below) writes its folder in "
+            "the organisers' format, whose README and `claim.json` say what this table says.",
             "",
-            f"Verification: **VERIFIED** ({_state(t)}).",
+            *claim.rows(),
             "",
         ]
     else:
         lines = [
             f"# {data.study_name}: no point to submit yet",
             "",
-            "No point of this study is VERIFIED, so no `manifest.json` is written: a point found INVALID or "
-            "UNDECIDED is never offered. Verify the recommended point (or the best claims) with the command below.",
+            "No point of this study is VERIFIED: a point found INVALID or UNDECIDED is never offered. Verify the "
+            "recommended point (or the best claims) with the command below.",
             "",
         ]
-    if redacted:
-        lines += [f"Fill in the env values stored as `{REDACTED}` before submitting: {', '.join(redacted)}.", ""]
     lines += [
         "## The feasible front (one boot per trial; ties: points the noise cannot tell apart)",
         "",
@@ -123,14 +90,14 @@ def _readme(data: StudyData, best: BestPoint | None, *, storage: str, redacted: 
             "|---|---|---|---|---|---|---|",
         ]
         rows = {t.number: t for t in data.trials}
-        for claim in c.claims:
-            mark = " (recommended)" if c.recommended is claim else ""
+        for each in c.claims:
+            mark = " (recommended)" if c.recommended is each else ""
             lines.append(
-                f"| {claim.trial_number}{mark} | {claim.boots} | {claim.claim:.2f} | {claim.rerun_text()} "
-                f"| {claim.odds_text()} | {claim.ppl:.4f} ± {claim.ppl_tol:.4f} | {_state(rows[claim.trial_number])} |"
+                f"| {each.trial_number}{mark} | {each.boots} | {each.claim:.2f} | {each.rerun_text()} "
+                f"| {each.odds_text()} | {each.ppl:.4f} ± {each.ppl_tol:.4f} | {_state(rows[each.trial_number])} |"
             )
     target = (
-        best.trial.number
+        best.record.trial_number
         if best is not None
         else (data.claims.recommended.trial_number if data.claims and data.claims.recommended else None)
     )
@@ -150,23 +117,13 @@ def _readme(data: StudyData, best: BestPoint | None, *, storage: str, redacted: 
 
 
 def write_best(data: StudyData, out_dir: Path, *, storage: str) -> list[Path]:
-    """``best/README.md`` and, for a VERIFIED point, ``best/manifest.json``; nothing when the study
-    has no feasible trial or stored no manifest (a study of an older version of this tool)."""
-    stored = data.user_attrs.get("manifest_json")
-    if not any(t.full and t.feasible for t in data.measured) or not isinstance(stored, dict):
+    """``best/README.md``; nothing when the study has no feasible trial measured to the end."""
+    if not any(t.full and t.feasible for t in data.measured):
         return []
     folder = out_dir / "best"
     folder.mkdir(parents=True, exist_ok=True)
-    best = best_point(data)
-    paths = [folder / "README.md"]
-    stale = folder / "manifest.json"
-    redacted: list[str] = []
-    if best is not None:
-        manifest = _manifest(stored, best, data.study_name)
-        redacted = sorted(k for k, v in manifest.get("env", {}).items() if v == REDACTED)
-        stale.write_text(json.dumps(manifest, indent=2) + "\n")
-        paths.insert(0, stale)
-    elif stale.exists():
-        stale.unlink()  # an earlier export's point is no longer the one to submit
-    paths[-1].write_text(_readme(data, best, storage=storage, redacted=redacted))
-    return paths
+    # an export of an earlier version wrote a manifest here: the folder to submit is sweep.submit's now
+    (folder / "manifest.json").unlink(missing_ok=True)
+    readme = folder / "README.md"
+    readme.write_text(_readme(data, best_point(data), storage=storage))
+    return [readme]

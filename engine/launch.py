@@ -22,22 +22,17 @@ calls it before anything starts; a dry run plans without it).
 from __future__ import annotations
 
 import os
-import socket
 import sys
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine import stackwrap
 from engine.knobs import KnobValue, KnobValues, apply_knobs, baseline_knobs
 from engine.manifest import REPO_ROOT, Manifest
+from engine.startup import StartError, bridged, fill, free_port, start
 from errors import EngineBootError, ManifestError
 
-__all__ = ["LaunchConfig", "build_launch", "check_machine", "free_port"]
-
-# Ports handed out by this process and not yet seen in use: the kernel may offer one again
-# between our probe and the engine's bind, so we never hand the same one out twice.
-_handed_out: set[int] = set()
+__all__ = ["LaunchConfig", "build_launch", "check_machine"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,19 +69,6 @@ class LaunchConfig:
         return {**inherited, **self.env}
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A port nothing listens on now, and that this process has not handed out before."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    for _ in range(100):
-        with socket.socket(family, socket.SOCK_STREAM) as sock:
-            sock.bind((host, 0))
-            port = sock.getsockname()[1]
-        if port not in _handed_out:
-            _handed_out.add(port)
-            return port
-    raise EngineBootError(f"no free port found on {host}")
-
-
 def _reference_checkpoint() -> str:
     # Imported here: preparing the reference model pulls in torch and can take a minute, and
     # only manifests that name {reference_checkpoint} need it.
@@ -96,36 +78,6 @@ def _reference_checkpoint() -> str:
         return str(prepare_model().checkpoint_dir)
     except Exception as exc:  # any failure of the preparation is a boot failure of this trial
         raise EngineBootError(f"preparing the reference checkpoint failed: {exc}") from exc
-
-
-def _fill(text: str, values: Mapping[str, str]) -> str:
-    for name, value in values.items():
-        text = text.replace("{" + name + "}", value)
-    return text
-
-
-def _env_int(env: Mapping[str, str], name: str, default: int, *, manifest: str) -> int:
-    text = env.get(name, str(default)).strip()
-    if not text.isdigit():
-        raise ManifestError(f"manifest {manifest!r}: {name}={text!r} is not a whole number")
-    return int(text)
-
-
-def _wrapped(
-    argv: list[str], env: Mapping[str, str], *, manifest: Manifest, listen: str, upstream: int | None
-) -> list[str]:
-    """``argv`` started through engine/stackwrap.py with the manifest's affinity and bridge settings."""
-    wrapper = [sys.executable, "-I", str(Path(stackwrap.__file__).resolve()), "--listen", listen]
-    wrapper += ["--cpus", env.get("CPU_AFFINITY", "none").strip()]
-    if upstream is not None:
-        wrapper += ["--upstream-port", str(upstream), "--model", manifest.served_model_name]
-        for flag, name, default in (
-            ("--warmup-prompts", "WARMUP_NUM_PROMPTS", 0),
-            ("--warmup-max-tokens", "WARMUP_MAX_TOKENS", 1),
-            ("--warmup-seed", "WARMUP_SEED", 42),
-        ):
-            wrapper += [flag, str(_env_int(env, name, default, manifest=manifest.name))]
-    return [*wrapper, "--", *argv]
 
 
 def check_machine(launch: LaunchConfig) -> None:
@@ -149,49 +101,45 @@ def build_launch(
     cache: Path | None = None,
 ) -> LaunchConfig:
     """Apply knobs, choose the port, fill placeholders; wrap the stack where the manifest asks for CPU
-    affinity or the warm-up bridge."""
+    affinity or the warm-up bridge (``engine.startup``, the rule a submission's serve.py starts it by too)."""
     baseline = baseline_knobs(manifest)
     knobs = baseline if knobs is None else knobs
     patched = apply_knobs(manifest, knobs)
     wants_free = patched.uses_placeholder("port") or "PORT" in patched.env
     if port is None:
         port = free_port(host) if wants_free else patched.port
-    affinity = patched.env.get("CPU_AFFINITY", "none").strip()
-    bridge = (
-        _env_int(patched.env, "WARMUP_NUM_PROMPTS", 0, manifest=patched.name) > 0
-        and patched.env.get("WARMUP_BRIDGE") != "1"
-    )
-    if bridge and not wants_free:
-        raise ManifestError(
-            f"manifest {patched.name!r}: the warm-up bridge (WARMUP_NUM_PROMPTS > 0) moves the stack to a port of "
-            "its own, but the manifest says nowhere where its port goes (a {port} placeholder or a PORT env entry)"
+    try:
+        if bridged(patched.env) and not wants_free:
+            raise ManifestError(
+                f"manifest {patched.name!r}: the warm-up bridge (WARMUP_NUM_PROMPTS > 0) moves the stack to a port of "
+                "its own, but the manifest says nowhere where its port goes (a {port} placeholder or a PORT env entry)"
+            )
+        values = {"python": sys.executable, "repo": str(REPO_ROOT)}
+        if patched.uses_placeholder("reference_checkpoint"):
+            values["reference_checkpoint"] = _reference_checkpoint()
+        for name, folder in (("workdir", workdir), ("tmpdir", tmpdir), ("cache", cache)):
+            if folder is not None:
+                values[name] = str(Path(folder).resolve()) if name != "tmpdir" else str(folder)
+        plan = start(
+            patched.serve,
+            patched.env,
+            host=host,
+            port=port,
+            model=patched.served_model_name,
+            values=values,
+            python=sys.executable,
+            stackwrap=str(Path(stackwrap.__file__).resolve()),
         )
-    # With the bridge, the stack listens on a port of its own on the loopback, the wrapper on ``port``.
-    inner_host, inner_port = ("127.0.0.1", free_port("127.0.0.1")) if bridge else (host, port)
-    values = {"port": str(inner_port), "host": inner_host, "python": sys.executable, "repo": str(REPO_ROOT)}
-    if patched.uses_placeholder("reference_checkpoint"):
-        values["reference_checkpoint"] = _reference_checkpoint()
-    if workdir is not None:
-        values["workdir"] = str(Path(workdir).resolve())
-    if tmpdir is not None:
-        values["tmpdir"] = str(tmpdir)
-    if cache is not None:
-        values["cache"] = str(Path(cache).resolve())
-    env = {key: _fill(value, values) for key, value in patched.env.items()}
-    env["PORT"] = str(inner_port)
-    env["HF_HUB_OFFLINE"] = "1"
+    except StartError as exc:
+        raise ManifestError(f"manifest {patched.name!r}: {exc}") from None
+    except OSError as exc:
+        raise EngineBootError(str(exc)) from None
+    env = {**plan.env, "HF_HUB_OFFLINE": "1"}
     home = manifest.source.parent if manifest.source else REPO_ROOT
-    cwd = home / _fill(patched.cwd, values) if patched.cwd else home
-    stack_argv = [_fill(item, values) for item in patched.serve]
-    argv = stack_argv
-    if bridge or affinity != "none":
-        listen = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-        argv = _wrapped(
-            stack_argv, patched.env, manifest=patched, listen=listen, upstream=inner_port if bridge else None
-        )
+    cwd = home / fill(patched.cwd, plan.values) if patched.cwd else home
     return LaunchConfig(
-        argv=argv,
-        stack_argv=stack_argv,
+        argv=plan.argv,
+        stack_argv=plan.stack_argv,
         env=env,
         cwd=cwd,
         host=host,

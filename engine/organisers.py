@@ -22,8 +22,8 @@ from pathlib import Path
 
 import httpx
 
-from engine.bench._http import first_choice, post_json
 from engine.data import PplRecord
+from engine.http import first_choice, post_json
 from engine.profiles import BenchProfile
 from errors import BenchmarkError, EngineError
 

@@ -3,8 +3,8 @@
 A figure is only comparable with another taken on the same software and hardware, so every trial
 and every promotion or verification boot records ``provenance(...)`` next to its numbers:
 
-    stack          what the stack's ``GET /version`` calls itself (vLLM answers {"version": ...};
-                   the reference stack adds "stack": "gemma-sweep reference")
+    stack          what the stack's ``GET /version`` calls itself (the reference stack answers "stack":
+                   "gemma-sweep reference"), else its adapter's name (``engine.stacks``: vLLM says only its version)
     stack_version  its version, as the stack reports it
     torch          torch's version where the stack runs: from its ``/version`` when it says, else read
                    from the stack's own interpreter's installed distributions
@@ -188,10 +188,10 @@ def _threads(env: dict[str, str], notes: list[str]) -> int | None:
 
 
 def provenance(
-    base_url: str, *, argv: list[str], env: dict[str, str], dependencies: Sequence[str] = ()
+    base_url: str, *, argv: list[str], env: dict[str, str], stack: str, dependencies: Sequence[str] = ()
 ) -> dict[str, Any]:
     """The provenance of a running stack started as ``argv`` with ``env``, whose manifest names ``dependencies``
-    (see the module's table)."""
+    and whose adapter calls it ``stack`` where its ``GET /version`` says nothing of it (see the module's table)."""
     notes: list[str] = []
     reported, note = _stack_version(base_url)
     if note:
@@ -216,7 +216,7 @@ def provenance(
     if note:
         notes.append(note)
     return {
-        "stack": reported.get("stack", "vllm" if "vllm" in " ".join(argv) else None),
+        "stack": reported.get("stack", stack),
         "stack_version": reported.get("version"),
         "torch": torch,
         "gpu": gpus,

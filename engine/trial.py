@@ -37,6 +37,7 @@ from engine.profiles import BenchProfile
 from engine.provenance import KEYS as PROVENANCE_KEYS
 from engine.provenance import provenance
 from engine.secrets import Scrubber, redact_argv, redact_env
+from engine.stacks import StackAdapter, adapter_for
 from engine.telemetry import Telemetry
 from errors import BenchmarkError, EngineError
 
@@ -57,6 +58,7 @@ def _boot_and_measure(
     engine: EngineProcess,
     launch: LaunchConfig,
     *,
+    stack: StackAdapter,
     profile: BenchProfile,
     prompts: list[Prompt],
     records: list[PplRecord],
@@ -78,15 +80,22 @@ def _boot_and_measure(
         started = datetime.now()
         engine.start()
         timings["boot"] = engine.wait_ready()
-        timings.update(boot_phases(engine.log_path.read_text(errors="replace"), started=started))
+        timings.update(boot_phases(engine.log_path.read_text(errors="replace"), stack, started=started))
         about.update(
-            provenance(launch.base_url, argv=launch.stack_command, env=launch.process_env(), dependencies=dependencies)
+            provenance(
+                launch.base_url,
+                argv=launch.stack_command,
+                env=launch.process_env(),
+                stack=stack.name,
+                dependencies=dependencies,
+            )
         )
         cpus, why = client_cpus(profile.client_cpus, stack_pgid=engine.pid)
         with pinned(cpus), Telemetry(engine.pid) as probe:
             measurement = measure(
                 launch.base_url,
                 model=launch.served_model_name,
+                stack=stack,
                 profile=profile,
                 prompts=prompts,
                 records=records,
@@ -190,6 +199,7 @@ def run_trial(
         measurement, error = _boot_and_measure(
             engine,
             launch,
+            stack=adapter_for(manifest),
             profile=profile,
             prompts=prompts,
             records=records,

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from errors import ConfigError, EngineError, GemmaSweepError, InstallError, UsageError
+from errors import ConfigError, EngineError, GemmaSweepError, InstallError
 
 __all__ = ["SubmitArgs", "main", "parse_args"]
 
@@ -114,71 +114,45 @@ def parse_args(argv: list[str] | None = None) -> SubmitArgs:
 
 
 def _write(args: SubmitArgs, out: Console) -> int:
-    from dataclasses import asdict
-
     from sweep.claims import load_evidence
     from sweep.search import load_study
     from sweep.store import open_existing
-    from sweep.submission import NothingToSubmit, choose, write_submission
+    from sweep.submission import NothingToSubmit, submit_study
 
-    spec = load_study(args.study, manifest=args.manifest)  # type: ignore[arg-type]
+    assert args.study is not None  # parse_args: writing names the study
+    spec = load_study(args.study, manifest=args.manifest)
     storage = open_existing(args.storage)
     try:
         # the study's verifications and calibrations are later runs: they measure how far a level moves (p_later)
         evidence = load_evidence(storage, spec.name)
     finally:
         storage.close()
-    stored = evidence.user_attrs.get("manifest_json")
-    if not isinstance(stored, dict):
-        raise UsageError(f"study {spec.name!r} stored no manifest (a study of an older version of this tool)")
-    view = evidence.claims
-    unfinished = view.unfinished() if view else None
-    if unfinished is not None:
-        out.print(
-            f"nothing to submit: {unfinished}; `python -m sweep.run --study {args.study}` goes on with it", markup=False
-        )
-        return 1
-    claims = {c.trial_number: c for c in view.claims} if view else {}
+    folder = args.out or RUN_DIR / "exports" / spec.name / "submission"
     try:
-        choice = choose(
-            list(evidence.records), verdicts=evidence.verdicts, claims=claims, allow_unverified=args.allow_unverified
+        done = submit_study(
+            spec,
+            evidence,
+            folder,
+            allow_unverified=args.allow_unverified,
+            commands=lambda choice: _commands(
+                args, study=spec.name, trial=choice.record.trial_number, verified=choice.verified
+            ),
         )
     except NothingToSubmit as exc:
         out.print(f"nothing to submit: {exc}", markup=False)
         return 1
-    promoted = choice.claim is not None and view is not None
-    profile = asdict(view.plan.profile) if promoted else choice.record.profile  # type: ignore[union-attr]
-    gate = view.gate if promoted else choice.record.gate  # type: ignore[union-attr]
-    folder = args.out or RUN_DIR / "exports" / spec.name / "submission"
-    measured = [b.provenance for b in (view.boots if view else []) if b.trial_number == choice.record.trial_number]
-    written = write_submission(
-        folder,
-        choice,
-        stored=stored,
-        source=spec.manifest.source,
-        model_id=spec.manifest.model_id,
-        study=spec.name,
-        profile=dict(profile),
-        gate=gate,
-        commands=_commands(args, study=spec.name, trial=choice.record.trial_number, verified=choice.verified),
-        provenance=next((p for p in measured if p), choice.record.provenance),
-        between=view.between if view else None,
-    )
+    claim = done.claim
     out.print(
-        f"submission of trial {choice.record.trial_number} ({choice.label}): TPS to report {choice.tps:.2f}"
-        + (
-            f", P(VERIFIED) {choice.claim.p_verified:.2f}"
-            if choice.claim and choice.claim.p_verified is not None
-            else ""
-        ),
+        f"submission of trial {claim.trial} ({claim.label}): TPS to report {claim.claim_tps:.2f}"
+        + ("" if claim.p_verified is None else f", P(VERIFIED) {claim.p_verified:.2f}"),
         markup=False,
     )
-    top = [path for path in written if path.parent == folder]
+    top = [path for path in done.written if path.parent == folder]
     for path in top:
         out.print(f"  {path}", markup=False)
-    if len(written) > len(top):
+    if len(done.written) > len(top):
         out.print(
-            f"  and {len(written) - len(top)} file(s) in its folders: the stack's, the check's data", markup=False
+            f"  and {len(done.written) - len(top)} file(s) in its folders: the stack's, the check's data", markup=False
         )
     return 0
 
@@ -190,7 +164,8 @@ def _commands(args: SubmitArgs, *, study: str, trial: int, verified: bool) -> li
     from studies import STUDIES_DIR
     from sweep.store import shown_url
 
-    given = Path(args.study)  # type: ignore[arg-type]
+    assert args.study is not None  # parse_args: writing names the study
+    given = Path(args.study)
     named = given.suffix != ".toml" or given.resolve() == (STUDIES_DIR / given.name).resolve()
     spec = study if named and is_plain_name(study) else f"<your copy of {given.name}>"
     store = shown_url(args.storage)

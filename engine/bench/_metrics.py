@@ -1,4 +1,4 @@
-"""A stack's own counters from its Prometheus ``/metrics`` (vLLM's names), read around each timed run.
+"""A stack's own counters from its Prometheus ``/metrics`` (the names its adapter gives), read around each timed run.
 
 Read before the run's first request and after its last, never while it runs: a scrape costs the API
 server's time, which is the request path. Counters and histograms' ``_sum``/``_count`` only (their
@@ -12,25 +12,7 @@ from typing import Any
 
 import httpx
 
-DRAFTED = "vllm:spec_decode_num_draft_tokens_total"
-ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
-DRAFTS = "vllm:spec_decode_num_drafts_total"  # one per request per step that drafted
-STEPS = "vllm:iteration_tokens_total_count"  # vLLM observes its tokens-per-step histogram once a step
-COUNTERS = (
-    DRAFTS,
-    DRAFTED,
-    ACCEPTED,
-    STEPS,
-    "vllm:iteration_tokens_total_sum",
-    "vllm:generation_tokens_total",
-    "vllm:inter_token_latency_seconds_count",
-    "vllm:inter_token_latency_seconds_sum",
-    "vllm:time_per_output_token_seconds_count",
-    "vllm:time_per_output_token_seconds_sum",
-    "vllm:request_decode_time_seconds_count",
-    "vllm:request_decode_time_seconds_sum",
-    "vllm:request_prefill_time_seconds_sum",
-)
+from engine.stacks import MetricNames
 
 
 def parse_counters(text: str, names: tuple[str, ...]) -> dict[str, float]:
@@ -51,29 +33,48 @@ def parse_counters(text: str, names: tuple[str, ...]) -> dict[str, float]:
     return totals
 
 
-def read_counters(client: httpx.Client) -> dict[str, float] | None:
-    """The stack's ``COUNTERS`` so far, or None when it has no ``/metrics``."""
+def read_counters(client: httpx.Client, metrics: MetricNames | None) -> dict[str, float] | None:
+    """The stack's counters (``metrics``) so far; None when it has no ``/metrics`` or none this project reads."""
+    if metrics is None:
+        return None
     try:
         response = client.get("/metrics")
     except httpx.HTTPError:
         return None
     if response.status_code != 200:
         return None
-    return parse_counters(response.text, COUNTERS)
+    return parse_counters(response.text, metrics.counters)
 
 
 def counter_deltas(before: dict[str, float] | None, after: dict[str, float] | None) -> dict[str, float]:
     """What each counter read both times moved by (empty without both readings)."""
     if before is None or after is None:
         return {}
-    return {name: after[name] - before[name] for name in COUNTERS if name in before and name in after}
+    return {name: after[name] - before[name] for name in before if name in after}
 
 
-def stack_figures(deltas: dict[str, float], *, wall_s: float, tokens: int) -> dict[str, Any]:
+def stack_figures(
+    deltas: dict[str, float], metrics: MetricNames | None, *, wall_s: float, tokens: int
+) -> dict[str, Any]:
     """One run's step figures from its counters: steps (vLLM's per-step histogram's count, else the number of
     drafts, one a step at concurrency 1), ms a step, tokens a step, acceptance; plus every delta read."""
-    steps, source = (deltas.get(STEPS), STEPS) if deltas.get(STEPS) else (deltas.get(DRAFTS), DRAFTS)
-    drafted, accepted, drafts = deltas.get(DRAFTED), deltas.get(ACCEPTED), deltas.get(DRAFTS)
+    if metrics is None:
+        return {
+            "counters": {},
+            "steps": None,
+            "steps_from": None,
+            "step_ms": None,
+            "tokens_per_step": None,
+            "acceptance": None,
+            "accepted_per_draft": None,
+        }
+    step_counter, draft_counter = metrics.steps, metrics.drafts
+    steps, source = (
+        (deltas.get(step_counter), step_counter)
+        if deltas.get(step_counter)
+        else (deltas.get(draft_counter), draft_counter)
+    )
+    drafted, accepted, drafts = deltas.get(metrics.drafted), deltas.get(metrics.accepted), deltas.get(draft_counter)
     return {
         "counters": {name: round(value, 6) for name, value in deltas.items()},
         "steps": int(steps) if steps else None,

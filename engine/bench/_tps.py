@@ -21,10 +21,11 @@ from typing import Any
 
 import httpx
 
-from engine.bench._http import first_choice, post_json
-from engine.bench._metrics import ACCEPTED, DRAFTED, counter_deltas, read_counters
+from engine.bench._metrics import counter_deltas, read_counters
 from engine.bench._stats import coefficient_of_variation
 from engine.data import Prompt
+from engine.http import first_choice, post_json
+from engine.stacks import MetricNames
 from errors import BenchmarkError
 
 CHAT = "/v1/chat/completions"
@@ -42,7 +43,7 @@ class TpsResult:
     drafted_tokens: int | None = None
     accepted_tokens: int | None = None
     # When each request started (time.perf_counter(), as ``latencies_s``), and what the stack's own
-    # counters moved by over the run (engine.bench._metrics.COUNTERS it exposes)
+    # counters moved by over the run (those its adapter names: engine.stacks)
     request_starts: list[float] = field(default_factory=list)
     counters: dict[str, float] = field(default_factory=dict)
 
@@ -174,8 +175,11 @@ def warm_up(
     time.sleep(pause_s)
 
 
-def measure_tps(client: httpx.Client, *, model: str, prompts: list[Prompt], output_len: int) -> TpsResult:
-    before = read_counters(client)
+def measure_tps(
+    client: httpx.Client, *, model: str, prompts: list[Prompt], output_len: int, metrics: MetricNames | None = None
+) -> TpsResult:
+    """One timed run of ``prompts``, one at a time; ``metrics``: the stack's counters, read before and after."""
+    before = read_counters(client, metrics)
     answers, latencies, starts = [], [], []
     first_start = last_end = 0.0
     for i, prompt in enumerate(prompts):
@@ -187,13 +191,13 @@ def measure_tps(client: httpx.Client, *, model: str, prompts: list[Prompt], outp
         last_end = end
         latencies.append(end - start)
         starts.append(start)
-    counters = counter_deltas(before, read_counters(client))
+    counters = counter_deltas(before, read_counters(client, metrics))
     wall = last_end - first_start
     tokens = sum(a.completion_tokens for a in answers)
     have_ids = all(a.token_ids is not None for a in answers)
     spec = (
-        (int(counters[DRAFTED]), int(counters[ACCEPTED]))
-        if DRAFTED in counters and ACCEPTED in counters
+        (int(counters[metrics.drafted]), int(counters[metrics.accepted]))
+        if metrics is not None and metrics.drafted in counters and metrics.accepted in counters
         else (None, None)
     )
     return TpsResult(

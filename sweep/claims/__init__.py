@@ -1,39 +1,31 @@
 """The claims wing: from boots to the TPS to report, its odds, and the verdicts of later re-runs.
 
     _plan       PromotionPlan: a promotion's boots and what they are judged by (the study's ``promotion``)
-    _estimate   the model of a boot's two runs: levels, noise, the claim and P(VERIFIED) (``fit``, ``claim_for``)
+    _fit        the model of a boot's two runs: levels and the noise each configuration is judged by (``fit``)
+    _between    how far a level moves from one run of boots to the next (``between_runs``)
+    _claim      the claim and P(VERIFIED) (``claim_for``); ``screening_claim``: a search trial's worth by the
+                same law of a re-run, which ranks the candidates for promotion
     _verdict    a verification run's verdict: VERIFIED, INVALID or UNDECIDED (``judge``)
     _noise      where a configuration's noise is: boot, run, prompt, request, streaks, steps (``decompose``)
     _evidence   ``load_evidence``: one study's records, boots, plan, claims, verdicts and noise, read once
-    _print      the claims table
+    _runner     ``FreshBoots``: one run of fresh boots, whatever asks for it (``interleave`` lays it out)
+    _promotion  the search's best configurations re-booted afresh (``promote``)
+    _verification  fresh boots of chosen points on held-out prompts, judged (``verify``)
+    _print      the claims, noise and verdict tables
     cli         ``python -m sweep.claims``
 
 The organisers' rule itself (a re-run within 5%, PPL under the gate) and the gate are
-``sweep.judgement``'s. Nothing here boots anything: ``sweep.claims`` and ``sweep.verify`` do.
+``sweep.judgement``'s. Only ``_runner`` boots anything.
 """
 
-from sweep.claims._estimate import (
-    BETWEEN_PRIOR,
-    HETEROGENEITY,
-    INTERVAL,
-    Between,
-    Claim,
-    ClientOffset,
-    Fit,
-    Law,
-    Level,
-    Spread,
-    best_claim,
-    between_runs,
-    claim_for,
-    fit,
-    study_noise,
-)
+from sweep.claims._between import BETWEEN_PRIOR, Between, between_runs
+from sweep.claims._claim import Claim, best_claim, claim_for, screening_claim
 from sweep.claims._evidence import OFFSET_ATTR, StudyClaims, StudyEvidence, claims_of, load_evidence
-from sweep.claims._noise import WINDOW_S, NoiseParts, decompose
+from sweep.claims._fit import HETEROGENEITY, INTERVAL, ClientOffset, Fit, Law, Level, Spread, fit
+from sweep.claims._noise import WINDOW_S, NoiseParts, decompose, study_noise
 from sweep.claims._plan import CLAIMS_ATTR, PROMOTION_ATTR, PromotionPlan
 from sweep.claims._print import print_claims, print_noise, print_verdicts
-from sweep.claims._promotion import claimable, promote, select
+from sweep.claims._promotion import promote, select
 from sweep.claims._runner import FreshBoots, PlannedBoot, heldout_first, interleave
 from sweep.claims._verdict import Verdict, VerdictName, judge
 from sweep.claims._verification import VerificationPlan, plan_verification, print_plan, select_trials, verify
@@ -43,7 +35,6 @@ __all__ = [
     "FreshBoots",
     "VerificationPlan",
     "PlannedBoot",
-    "claimable",
     "heldout_first",
     "interleave",
     "promote",
@@ -75,6 +66,7 @@ __all__ = [
     "best_claim",
     "between_runs",
     "claim_for",
+    "screening_claim",
     "claims_of",
     "decompose",
     "fit",

@@ -26,17 +26,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from errors import StudyNotFoundError
-from sweep.claims._estimate import (
-    Between,
-    Claim,
-    ClientOffset,
-    Fit,
-    best_claim,
-    between_runs,
-    claim_for,
-    fit,
-    study_noise,
-)
+from sweep.claims._between import Between, between_runs
+from sweep.claims._claim import Claim, best_claim, claim_for
+from sweep.claims._fit import ClientOffset, Fit, fit
+from sweep.claims._noise import study_noise
 from sweep.claims._plan import PROMOTION_ATTR, PromotionPlan
 from sweep.claims._verdict import Verdict, judge
 from sweep.judgement import DEFAULT_TARGET, NOISE_FLOOR, Noise

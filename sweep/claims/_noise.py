@@ -29,10 +29,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sweep.claims._estimate import fit
+from sweep.claims._fit import fit
+from sweep.judgement import Noise, pooled_log_sd
 from sweep.store import BootRecord
 
-__all__ = ["WINDOW_S", "NoiseParts", "decompose"]
+__all__ = ["WINDOW_S", "NoiseParts", "decompose", "study_noise"]
 
 WINDOW_S = 10.0  # the windows a run's rate is read over, for what drifts inside a run
 
@@ -152,3 +153,33 @@ def decompose(boots: Iterable[BootRecord]) -> list[NoiseParts]:
             )
         )
     return parts
+
+
+def study_noise(records: Iterable[Any], boots: Iterable[BootRecord], *, floor: float) -> Noise:
+    """How much one boot of one configuration moves, from what the study measured more than once:
+    trials of the same knobs (``records``, measured to the end), and promoted candidates' boots
+    (their public runs). The TPS's is never below ``floor``; with nothing measured twice the floor
+    stands in alone, and the PPL is taken as exact."""
+    tps: dict[str, list[float]] = {}
+    ppl: dict[str, list[float]] = {}
+    for r in records:
+        if r.full:
+            key = repr(sorted(r.knobs.items()))
+            tps.setdefault(key, []).append(r.tps)
+            ppl.setdefault(key, []).append(r.ppl)
+    repeated = sum(1 for v in tps.values() if len(v) > 1)
+    promoted: dict[tuple[str, int], list[BootRecord]] = {}
+    for b in boots:
+        if b.measured:
+            promoted.setdefault((b.run_id, b.trial_number), []).append(b)
+    # the boots are measured: the filters keep every one, and tell the type checker so
+    public = [[b.public_tps for b in bs if b.public_tps is not None] for bs in promoted.values()]
+    tps_sd, df = pooled_log_sd([*tps.values(), *public])
+    ppl_sd, _ = pooled_log_sd([*ppl.values(), *([b.ppl for b in bs if b.ppl is not None] for bs in promoted.values())])
+    if not df:
+        return Noise(tps_sd=floor, ppl_sd=0.0, basis=f"no configuration measured twice: the noise floor {floor:.0%}")
+    basis = (
+        f"pooled over {repeated} configuration(s) measured twice and {len(promoted)} promoted candidate(s)' boots "
+        f"({df} degrees of freedom)" + (f", floored at {floor:.0%}" if tps_sd < floor else "")
+    )
+    return Noise(tps_sd=max(tps_sd, floor), ppl_sd=ppl_sd, basis=basis)

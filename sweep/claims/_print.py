@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from sweep.claims._estimate import Claim
+from sweep.claims._claim import Claim
 from sweep.claims._evidence import StudyClaims
 from sweep.claims._noise import decompose
 from sweep.claims._verdict import Verdict

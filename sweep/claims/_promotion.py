@@ -3,8 +3,9 @@
 A sweep ranks trials by one run of one boot, which on a GPU is noise (one configuration's TPS
 moves about 10% from boot to boot). So when a study's search ends, ``promote`` takes its
 ``[promotion] candidates`` distinct feasible configurations measured to the end whose search
-figures could claim most (``claimable``: the TPS less what the spread of its own runs would cost at
-the target; a configuration measured twice counts once, by its best trial) and boots each ``boots`` times at
+figures are worth most by the claims' own law of a re-run (``screening_claim``: what one re-run reaches with
+the target's probability, which a spread of runs costs; a configuration measured twice counts once, by its
+best trial) and boots each ``boots`` times at
 the promotion profile (for challenge studies the organisers' own: 128 prompts x 512 tokens and
 their 128 PPL records), interleaved A B C A B C ..., each boot timing the public prompts and the
 held-out ones (``sweep.claims``). Where the gate is a ratio of the baseline's PPL and the promotion
@@ -21,15 +22,14 @@ attribute ``claims``, which optuna-dashboard lists.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
-from statistics import NormalDist
 from typing import Any
 
 import optuna
 from rich.console import Console
 
 from engine.profiles import BenchProfile
+from sweep.claims._claim import screening_claim
 from sweep.claims._evidence import StudyClaims, load_evidence
 from sweep.claims._plan import CLAIMS_ATTR, PROMOTION_ATTR, PromotionPlan
 from sweep.claims._runner import FreshBoots, interleave, new_run_id
@@ -37,29 +37,27 @@ from sweep.judgement import Gate
 from sweep.search import StudySpec
 from sweep.store import Storage, TrialRecord
 
-__all__ = ["claimable", "promote", "select"]
+__all__ = ["promote", "select"]
 
 
-def claimable(record: TrialRecord, *, target: float) -> float:
-    """What the search's figure of a trial could keep as a claim: its TPS less ``z`` spreads of its own timed
-    runs (``z`` the normal quantile of the target: a noisy configuration's fast run is worth less than a steady
-    one's). A trial timed once has no spread of its own; the promotion's boots then tell."""
-    cv = record.metric("tps_cv") or 0.0
-    return record.tps * math.exp(-NormalDist().inv_cdf(target) * cv)  # type: ignore[operator]
+def _screening(record: TrialRecord, spec: StudySpec) -> float:
+    """A trial's search figures by the claims' own law of a re-run (``screening_claim``): a noisy configuration's
+    fast runs are worth less than a steady one's."""
+    runs = record.metric("tps_runs") or [record.tps]
+    return screening_claim(record.tps or 0.0, runs, floor=spec.promotion.noise_floor, target=spec.promotion.target)
 
 
 def select(spec: StudySpec, records: list[TrialRecord]) -> list[TrialRecord]:
     """The candidates: the best trial of each of the N distinct feasible configurations measured to the end
-    whose search figures could claim most (``claimable``), then the baseline if the gate must be re-resolved
+    whose search figures could claim most (``screening_claim``), then the baseline if the gate must be re-resolved
     from it. The promotion's boots then recommend by what verifies: the highest claim reaching the target."""
-    target = spec.promotion.target
     best: dict[str, TrialRecord] = {}
     for r in records:
         if r.full and r.feasible:
             key = repr(sorted(r.knobs.items()))
-            if key not in best or claimable(r, target=target) > claimable(best[key], target=target):
+            if key not in best or _screening(r, spec) > _screening(best[key], spec):
                 best[key] = r
-    ranked = sorted(best.values(), key=lambda r: (-claimable(r, target=target), r.trial_number))
+    ranked = sorted(best.values(), key=lambda r: (-_screening(r, spec), r.trial_number))
     chosen = ranked[: spec.promotion.candidates]
     resolver = _gate(spec, records).baseline_trial
     if resolver is not None:

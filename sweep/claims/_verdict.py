@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from engine.bench import coefficient_of_variation
-from sweep.claims._estimate import fit
+from sweep.claims._fit import fit
 from sweep.judgement import DEFAULT_TARGET, NOISE_FLOOR, TPS_TOLERANCE, over_gate, tps_band
 from sweep.store import BootRecord
 

@@ -67,6 +67,7 @@ from engine.files import load_toml
 from engine.knobs import KNOBS, KnobValue, KnobValues, baseline_knobs, consumed_knobs, parse_knobs
 from engine.manifest import NAME_RULE, Manifest, is_plain_name, load_manifest
 from engine.profiles import STUDIES_DIR, BenchProfile, get_profile
+from engine.stacks import adapter_for
 from errors import ConfigError, StudySpecError
 from sweep.judgement import DEFAULT_TARGET, NOISE_FLOOR, Gate
 from sweep.search._fidelity import FidelitySpec, front_rule_for, gate_first_unsafe, stage_counts
@@ -333,7 +334,9 @@ def _manifest(ref: Any, study: Path, *, from_cli: bool) -> Manifest:
     if not from_cli and not path.is_absolute() and (path.suffix == ".json" or len(path.parts) > 1):
         ref = study.parent / path
     try:
-        return load_manifest(ref)
+        loaded = load_manifest(ref)
+        adapter_for(loaded)  # a stack this project cannot read is refused here, before anything boots
+        return loaded
     except ConfigError as exc:
         where = "--manifest" if from_cli else f"{study}: field 'manifest'"
         raise StudySpecError(f"{where}: {exc}") from None

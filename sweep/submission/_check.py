@@ -50,6 +50,7 @@ from engine.profiles import BenchProfile
 from errors import EngineError, InstallError, UsageError
 from sweep.interrupts import raise_interrupt
 from sweep.judgement import TPS_TOLERANCE, over_gate, within_tolerance
+from sweep.submission._claimfile import CLAIM_FILE, ClaimFile, read_claim
 from sweep.submission._folder import FOLDER_MARK
 
 __all__ = ["CLEAN_ENV", "CheckOptions", "check_folder"]
@@ -194,11 +195,11 @@ def check_folder(source: Path, options: CheckOptions, out: Console) -> bool:
     that does not install, boot or answer."""
     try:
         data = json.loads((source / "manifest.json").read_text())
-        claim = json.loads((source / "claim.json").read_text())
     except (OSError, ValueError) as exc:
         raise UsageError(f"--check {source}: not a submission folder of this tool ({exc})") from None
     manifest = parse_manifest(data, source=source / "manifest.json")
-    profile = _profile(claim["profile"], source)
+    claim = read_claim(source / CLAIM_FILE)
+    profile = _profile(claim.profile, source)
     _, records = profile.load_data()
     if options.bench_python:
         assert options.bench_script is not None  # parse_args: the two go together
@@ -231,7 +232,7 @@ def _run(
     root: Path,
     *,
     manifest: Manifest,
-    claim: dict[str, Any],
+    claim: ClaimFile,
     profile: BenchProfile,
     records: list[PplRecord],
     bench: tuple[Path, str],
@@ -305,7 +306,7 @@ def _run(
 
 
 def _report(
-    claim: dict[str, Any],
+    claim: ClaimFile,
     *,
     timed: dict[str, float],
     ppl: PplResult,
@@ -313,7 +314,7 @@ def _report(
     profile: BenchProfile,
     out: Console,
 ) -> bool:
-    target, gate = claim["claim_tps"], claim["gate"]
+    target, gate = claim.claim_tps, claim.gate
     for name, tps in timed.items():
         out.print(
             f"  TPS, {name} prompts (the organisers' bench_serving, {profile.num_prompts} x {profile.output_len} "
@@ -328,17 +329,11 @@ def _report(
     )
     out.print(f"  audit (/v1/completions, return_token_ids): {len(ids)} token ids back", markup=False)
     gap = timed["held-out"] / target - 1
-    odds = (
-        "the claim has no P(VERIFIED) (never promoted)"
-        if claim["p_verified"] is None
-        else f"the claim's P(VERIFIED) is {claim['p_verified']:.2f}"
-        + ("" if claim.get("p_later") is None else f", for a later run {claim['p_later']:.2f}")
-    )
     lands = within_tolerance(timed["held-out"], target)  # the organisers' rule, on one draw
     out.print(
         f"this draw {'lands' if lands else 'misses'}: its held-out run (one private re-run's "
         f"stand-in) reads {gap:+.1%} of the claim, {'within' if lands else 'outside'} "
-        f"{TPS_TOLERANCE:.0%}; {odds}. One boot is one draw, no verdict; {claim['label']} submission",
+        f"{TPS_TOLERANCE:.0%}; {claim.odds_text()}. One boot is one draw, no verdict; {claim.label} submission",
         markup=False,
     )
     return under

@@ -9,13 +9,15 @@
                     model_id, served_model_name, port, serve ["python", "serve.py"], env (the knobs and
                     the rest of the stack's env, values resolved, every string redacted by
                     ``engine.secrets``'s one rule)
-    serve.py        standard library only: fills in what depends on the machine (the interpreter, the
-                    port, HOST, the folder's own paths), prepares the reference model at first boot where
-                    the stack serves it (from the PyPI package, into the cache under HOME), applies the
-                    warm-up bridge and CPU affinity the env asks for (``WARMUP_NUM_PROMPTS``,
-                    ``CPU_AFFINITY``: the launcher's rule, through the copy of ``engine/stackwrap.py``
-                    beside it), and execs the stack from ``stack/``
-    stackwrap.py    that copy
+    serve.py        ``engine/folder/serve.py``, copied: reads launch.json, fills in what depends on the machine
+                    (the interpreter, the port, HOST, the folder's own paths), prepares the reference model at
+                    first boot where the stack serves it (from the PyPI package, into the cache under HOME),
+                    and starts the stack from ``stack/`` by ``startup.py``'s rule, the launcher's: the warm-up
+                    bridge and CPU affinity as the env asks (``WARMUP_NUM_PROMPTS``, ``CPU_AFFINITY``, through
+                    ``stackwrap.py``). Standard library only, as are the two files it runs
+    launch.json     the stack's argv and placeholder-holding env, its folder, port and model name
+    startup.py      a copy of ``engine/startup.py``
+    stackwrap.py    a copy of ``engine/stackwrap.py``
     stack/          the stack's own files: for a manifest that runs its own files (the organisers'
                     convention: ``serve`` ["python", "serve.py"], patches beside it), its folder; for
                     this project's stacks (the reference server, or a {repo} script), the code they run
@@ -47,12 +49,19 @@ from engine.reference.prepare import DEPENDENCIES as PREPARE_DEPENDENCIES
 from engine.reference.prepare import default_cache_dir
 from engine.secrets import REDACTED, redact_manifest
 from errors import ConfigError
-from sweep.claims import Between
 from sweep.submission._choose import Choice
+from sweep.submission._claimfile import CLAIM_FILE, ClaimFile
 
-__all__ = ["CHECK_DATA", "FOLDER_MARK", "STACK", "write_submission"]
+__all__ = ["CHECK_DATA", "FOLDER_MARK", "LAUNCH", "STACK", "write_submission"]
 
 STACK = "stack"  # the folder's own copy of what the stack runs
+LAUNCH = "launch.json"  # what serve.py starts: Stack.launch()
+# What starts the stack, copied as it is: serve.py, and the two files it runs (engine/startup.py's rule, the launcher's)
+_STARTER = {
+    "serve.py": REPO_ROOT / "engine" / "folder" / "serve.py",
+    "startup.py": REPO_ROOT / "engine" / "startup.py",
+    "stackwrap.py": REPO_ROOT / "engine" / "stackwrap.py",
+}
 CHECK_DATA = "check-data"
 FOLDER_MARK = "{folder}"  # in claim.json's profile: the submission folder, wherever it is copied
 _PLACEHOLDER = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
@@ -245,30 +254,51 @@ def _check_data(profile: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Path
 def write_submission(
     folder: Path,
     choice: Choice,
+    claim: ClaimFile,
     *,
     stored: dict[str, Any],
     source: Path | None,
     model_id: str,
-    study: str,
-    profile: dict[str, Any],
-    gate: float | None,
     commands: list[str],
     provenance: dict[str, Any],
-    between: Between | None = None,
 ) -> list[Path]:
-    """Write the submission folder (see the module's docstring); returns the files written. ``stored``: the
-    study's manifest as it stored it; ``source``: its file, beside which a manifest that runs its own files
-    keeps them; ``provenance``: what the claim's measurements ran on (its promotion's boots, or the trial's
-    own); ``between``: how far a level moved from one run of boots to the next, where later runs measured it
-    (``Claim.p_later``). Raises ConfigError for a stack the folder cannot carry (a file it names that is not
+    """Write the submission folder of ``choice`` and its ``claim`` (see the module's docstring); returns the files
+    written. ``stored``: the study's manifest as it stored it; ``source``: its file, beside which a manifest that
+    runs its own files keeps them; ``provenance``: what the claim's measurements ran on (``measured_on``), whose
+    packages the folder pins. Raises ConfigError for a stack the folder cannot carry (a file it names that is not
     there, a folder of this machine)."""
     base = parse_manifest(stored)
-    consumed = consumed_knobs(base)
-    knobs = parse_knobs(base, {k: v for k, v in choice.record.knobs.items() if k in consumed})
+    knobs = parse_knobs(base, {k: v for k, v in choice.record.knobs.items() if k in consumed_knobs(base)})
     manifest = apply_knobs(base, knobs)
     stack = _stack(manifest, source)
-    r = choice.record
-    knob_text = " ".join(f"{k}={v}" for k, v in sorted(knobs.items()))
+    submission, pinned_from, dropped = _organisers_manifest(manifest, claim, stack, model_id, provenance)
+    roots = _machine_roots(source)
+    launch = stack.launch()
+    for text in [json.dumps(submission), json.dumps(launch)]:
+        root = _machine_path(text, roots)
+        if root is not None:
+            raise ConfigError(
+                f"manifest {manifest.name!r} names {root}, a folder of this machine, which the organisers' machine "
+                "does not have: name its weights by model_id, or by a path its own serve.py creates"
+            )
+    profile, data = _check_data(claim.profile)
+    claim = claim.model_copy(update={"profile": profile, "knobs": dict(knobs)})
+    readme = _readme(submission, claim, stack=stack, pinned_from=pinned_from, dropped=dropped, commands=commands)
+    files = {
+        "manifest.json": json.dumps(submission, indent=2) + "\n",
+        LAUNCH: json.dumps(launch, indent=2) + "\n",
+        CLAIM_FILE: _portable(claim.to_json(), roots),
+        "README.md": _portable(readme, roots),
+    }
+    copies = {f"{STACK}/{rel}": path for rel, path in stack.files.items()} | data | _STARTER
+    return _lay_out(folder, files, copies)
+
+
+def _organisers_manifest(
+    manifest: Manifest, claim: ClaimFile, stack: Stack, model_id: str, provenance: dict[str, Any]
+) -> tuple[dict[str, Any], str, list[str]]:
+    """The folder's ``manifest.json`` in the organisers' format, where its pins came from, and the env entries left
+    out."""
     # a reference manifest stored before the reference manifests named what the stack imports: the one that does
     names = manifest.dependencies or (load_manifest("reference").dependencies if manifest.stack == "reference" else [])
     dependencies, pinned_from = _pinned(list(names), provenance, prepare=stack.prepare)
@@ -279,11 +309,12 @@ def write_submission(
     if isinstance(threads, int) and "OMP_NUM_THREADS" not in env:
         env["OMP_NUM_THREADS"] = str(threads)
     dropped = [] if stack.prepare else [k for k in _OFFLINE if k in env]
+    knob_text = " ".join(f"{k}={v}" for k, v in sorted(claim.knobs.items()) if k in consumed_knobs(manifest))
     submission = redact_manifest(
         {
-            "name": f"{manifest.name}-{study}-trial{r.trial_number}",
-            "description": f"gemma-sweep: study {study}, trial {r.trial_number} ({knob_text}); claim "
-            f"{choice.tps:.2f} tok/s, {choice.label}",
+            "name": f"{manifest.name}-{claim.study}-trial{claim.trial}",
+            "description": f"gemma-sweep: study {claim.study}, trial {claim.trial} ({knob_text}); claim "
+            f"{claim.claim_tps:.2f} tok/s, {claim.label}",
             "dependencies": dependencies,
             "model_id": model_id,
             "served_model_name": manifest.served_model_name,
@@ -292,59 +323,16 @@ def write_submission(
             "env": {k: v for k, v in env.items() if k not in dropped},
         }
     )
-    roots = _machine_roots(source)
-    launch = stack.launch()
-    for text in [json.dumps(submission), json.dumps(launch)]:
-        root = _machine_path(text, roots)
-        if root is not None:
-            raise ConfigError(
-                f"manifest {manifest.name!r} names {root}, a folder of this machine, which the organisers' machine "
-                "does not have: name its weights by model_id, or by a path its own serve.py creates"
-            )
-    checked_profile, data = _check_data(profile)
-    c = choice.claim
-    claim = {
-        "study": study,
-        "trial": r.trial_number,
-        "knobs": dict(knobs),
-        "claim_tps": choice.tps,
-        "verified": choice.verified,
-        "label": choice.label,
-        "p_verified": c.p_verified if c else None,
-        "p_later": c.p_later if c else None,
-        "between_runs": between.describe() if between and c and c.p_later is not None else None,
-        "boots": c.boots if c else 1,
-        "rerun_90": [c.rerun_low, c.rerun_high] if c and c.rerun_low is not None else None,
-        "ppl": c.ppl if c else r.ppl,
-        "ppl_tol": c.ppl_tol if c else None,
-        "gate": gate,
-        "profile": checked_profile,
-        "verdict": asdict(choice.verdict) if choice.verdict else None,
-        "provenance": {k: v for k, v in provenance.items() if k != "packages"},  # the pins are the manifest's
-    }
-    serve = (
-        _SERVE.replace("__WHAT__", f"{manifest.name} with {knob_text}")
-        .replace("__PORT__", str(manifest.port))
-        .replace("__LAUNCH__", repr(json.dumps(launch)))
-    )
-    files = {
-        "manifest.json": json.dumps(submission, indent=2) + "\n",
-        "serve.py": serve,
-        "claim.json": _portable(json.dumps(claim, indent=2, default=str), roots) + "\n",
-        "README.md": _portable(
-            _readme(
-                submission, claim, choice, stack=stack, pinned_from=pinned_from, dropped=dropped, commands=commands
-            ),
-            roots,
-        ),
-    }
+    return submission, pinned_from, dropped
+
+
+def _lay_out(folder: Path, files: dict[str, str], copies: dict[str, Path]) -> list[Path]:
+    """Write ``files`` and copy ``copies`` into ``folder``, clearing what an earlier folder there held."""
     if folder.exists():  # a folder written before: its stack's files go with it, not beside the new ones
-        for old in (STACK, CHECK_DATA, "stackwrap.py", *files):
+        for old in (STACK, CHECK_DATA, *_STARTER, *files):
             path = folder / old
             shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
     folder.mkdir(parents=True, exist_ok=True)
-    copies = {f"{STACK}/{rel}": path for rel, path in stack.files.items()} | data
-    copies["stackwrap.py"] = REPO_ROOT / "engine" / "stackwrap.py"
     for rel, path in copies.items():
         (folder / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(path, folder / rel)
@@ -356,84 +344,57 @@ def write_submission(
 
 def _readme(
     manifest: dict[str, Any],
-    claim: dict[str, Any],
-    choice: Choice,
+    claim: ClaimFile,
     *,
     stack: Stack,
     pinned_from: str,
     dropped: list[str],
     commands: list[str],
 ) -> str:
-    c, v = choice.claim, choice.verdict
     redacted = sorted(
         {k for k, value in manifest["env"].items() if REDACTED in value}
         | {d.split()[0] for d in manifest["dependencies"] if REDACTED in d}
     )
-    lines = [f"# {manifest['name']}: a submission, {choice.label}", ""]
-    if not choice.verified:
+    lines = [f"# {manifest['name']}: a submission, {claim.label}", ""]
+    if not claim.verified:
         lines += [
             "**UNVERIFIED.** No point of this study passed a verification; this folder holds the point of the highest "
             "P(VERIFIED) because it was asked for (`--allow-unverified`). Verify it before you submit it.",
             "",
         ]
+    lines += [*claim.rows(), "", "## What the folder needs", "", *_needs(manifest, stack, pinned_from), ""]
+    if dropped:
+        lines += [f"Left out of the env: {', '.join(f'`{k}`' for k in dropped)} (the weights come from the hub).", ""]
+    if redacted:
+        lines += [f"Fill in the values stored as `{REDACTED}` before submitting: {', '.join(redacted)}.", ""]
     lines += [
-        "| | |",
-        "|---|---|",
-        f"| trial | {claim['trial']} of study {claim['study']} |",
-        f"| knobs | {' '.join(f'`{k}={val}`' for k, val in sorted(claim['knobs'].items()))} |",
-        f"| TPS to report | **{choice.tps:.2f}** tok/s"
-        + (
-            f" (claim over {c.boots} fresh boots at profile {claim['profile'].get('name')})"
-            if c
-            else " (one boot of the sweep)"
-        )
-        + " |",
-        "| a private re-run, 90% | "
-        + (
-            f"{c.rerun_low:.1f} .. {c.rerun_high:.1f} tok/s"
-            if c and c.rerun_low is not None and c.rerun_high is not None
-            else (c.unmeasured if c else None) or "not estimated (never promoted)"
-        )
-        + " |",
-        "| P(VERIFIED) | "
-        + (
-            f"{c.p_verified:.2f} (a re-run within the promotion's run of boots)"
-            if c and c.p_verified is not None
-            else "not estimated"
-        )
-        + " |",
-        "| P(VERIFIED), a later run | "
-        + (
-            f"{c.p_later:.2f} (between runs, {claim['between_runs']})"
-            if c and c.p_later is not None
-            else "not measured: no later run of these boots is stored (`python -m sweep.verify` makes one); a re-run "
-            "on another day or machine, as the organisers' is, can move further than the promotion's boots did"
-        )
-        + " |",
-        f"| PPL | {claim['ppl']:.4f}"
-        + (f" ± {c.ppl_tol:.4f} (boot to boot)" if c else "")
-        + (f", gate {claim['gate']:.4f}" if claim["gate"] else "")
-        + " |",
-        "| verification | "
-        + (
-            f"{v.verdict}: held-out TPS {v.tps_gap_pct:+.1f}% of the claim (90% interval {v.gap_low_pct:+.1f}.."
-            f"{v.gap_high_pct:+.1f}%), {v.repeats} boot(s)"
-            if v and v.tps_gap_pct is not None and v.gap_low_pct is not None and v.gap_high_pct is not None
-            else "none"
-        )
-        + " |",
-        f"| measured on | {claim['provenance'].get('stack')} {claim['provenance'].get('stack_version')}, torch "
-        f"{claim['provenance'].get('torch')}, GPU {', '.join(claim['provenance'].get('gpu') or []) or 'none'} |",
+        "Check it as the organisers' harness would run it, in a new environment built from its dependencies alone:",
         "",
-        "## What the folder needs",
+        "```",
+        "python -m sweep.submit --check <this folder> --fresh",
+        "```",
         "",
+        "## Reproduce every figure",
+        "",
+        "```",
+        *commands,
+        "```",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _needs(manifest: dict[str, Any], stack: Stack, pinned_from: str) -> list[str]:
+    """The README's list of what the folder needs on the organisers' machine."""
+    deps = manifest["dependencies"]
+    lines = [
         (
             f"- its `dependencies` (`pip install` them; nothing else of this project), pinned {pinned_from}: "
-            + ", ".join(f"`{d}`" for d in manifest["dependencies"])
-            if manifest["dependencies"]
+            + ", ".join(f"`{d}`" for d in deps)
+            if deps
             else "- no `dependencies`: the stack runs on the standard library"
         )
-        + ";",
+        + ";"
     ]
     if stack.files:
         lines.append(
@@ -459,116 +420,4 @@ def _readme(
             f"- `OMP_NUM_THREADS={manifest['env']['OMP_NUM_THREADS']}` in the env: the threads the claim was measured "
             "with, whatever cores the machine has (a CPU stack's speed hangs on them)."
         )
-    if dropped:
-        lines += ["", f"Left out of the env: {', '.join(f'`{k}`' for k in dropped)} (the weights come from the hub)."]
-    lines.append("")
-    if redacted:
-        lines += [f"Fill in the values stored as `{REDACTED}` before submitting: {', '.join(redacted)}.", ""]
-    lines += [
-        "Check it as the organisers' harness would run it, in a new environment built from its dependencies alone:",
-        "",
-        "```",
-        "python -m sweep.submit --check <this folder> --fresh",
-        "```",
-        "",
-        "## Reproduce every figure",
-        "",
-        "```",
-        *commands,
-        "```",
-        "",
-    ]
-    return "\n".join(lines)
-
-
-_SERVE = r'''#!/usr/bin/env python3
-"""Starts the submitted stack: __WHAT__.
-
-Written by gemma-sweep (python -m sweep.submit). The organisers' harness runs `python serve.py` from this
-folder with the manifest's env. This fills in what depends on the machine (the interpreter, PORT, default
-__PORT__, on HOST, default 127.0.0.1, and this folder's own paths), prepares the reference model at first boot
-where the stack serves it, applies the warm-up bridge (WARMUP_NUM_PROMPTS above 0) and CPU_AFFINITY through
-stackwrap.py as the trials' launcher did, and execs the stack in stack/. Standard library only.
-"""
-
-import json
-import os
-import socket
-import subprocess
-import sys
-import tempfile
-from pathlib import Path
-
-HERE = Path(__file__).resolve().parent
-LAUNCH = json.loads(__LAUNCH__)
-
-
-def fail(message, status=2):
-    print(f"serve.py: {message}", file=sys.stderr, flush=True)
-    sys.exit(status)
-
-
-def whole(name, default):
-    text = os.environ.get(name, str(default)).strip()
-    if not text.isdigit():
-        fail(f"{name}={text!r} is not a whole number")
-    return int(text)
-
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def main():
-    env = dict(os.environ)
-    host, port = env.get("HOST", "127.0.0.1"), env.get("PORT", str(LAUNCH["port"]))
-    affinity = env.get("CPU_AFFINITY", "none").strip()
-    # the launcher's rule: a manifest with WARMUP_BRIDGE=1 runs a bridge of its own
-    bridge = whole("WARMUP_NUM_PROMPTS", 0) > 0 and env.get("WARMUP_BRIDGE") != "1"
-    # with the bridge the stack listens on a port of its own on the loopback, stackwrap.py on PORT
-    inner_host, inner_port = ("127.0.0.1", str(free_port())) if bridge else (host, port)
-    values = {"python": sys.executable, "host": inner_host, "port": inner_port, "stack": str(HERE / "stack"),
-              "workdir": str(HERE / "work"), "cache": str(HERE / "cache"), "tmpdir": tempfile.mkdtemp(prefix="serve-")}
-    for folder in ("workdir", "cache"):
-        Path(values[folder]).mkdir(exist_ok=True)
-    if LAUNCH["code"]:
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [values["stack"], env.get("PYTHONPATH")]))
-    if LAUNCH["prepare"]:
-        print("serve.py: preparing the reference model (at first boot only: a minute or two on a CPU)", file=sys.stderr,
-              flush=True)
-        env["HF_HUB_OFFLINE"] = "1"  # it is built from a pip package: nothing to download
-        done = subprocess.run([sys.executable, "-m", "engine.reference.prepare"], env=env, cwd=values["stack"],
-                              stdout=subprocess.PIPE, text=True)
-        if done.returncode != 0:
-            fail(f"preparing the reference model failed (exit {done.returncode}): see the lines above", 1)
-        values["reference_checkpoint"] = done.stdout.strip().splitlines()[-1]
-
-    def fill(text):
-        for name, value in values.items():
-            text = text.replace("{" + name + "}", value)
-        return text
-
-    argv = [fill(item) for item in LAUNCH["argv"]]
-    env.update({k: fill(v) for k, v in LAUNCH["env"].items()})
-    env["PORT"] = inner_port
-    if bridge or affinity != "none":
-        listen = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-        wrapper = [sys.executable, "-I", str(HERE / "stackwrap.py"), "--listen", listen, "--cpus", affinity]
-        if bridge:
-            wrapper += ["--upstream-port", inner_port, "--model", LAUNCH["model"]]
-            wrapper += ["--warmup-prompts", str(whole("WARMUP_NUM_PROMPTS", 0))]
-            wrapper += ["--warmup-max-tokens", str(whole("WARMUP_MAX_TOKENS", 1))]
-            wrapper += ["--warmup-seed", str(whole("WARMUP_SEED", 42))]
-        argv = [*wrapper, "--", *argv]
-    os.chdir(HERE / LAUNCH["cwd"])
-    try:
-        os.execvpe(argv[0], argv, env)
-    except OSError as exc:
-        fail(f"cannot start {argv[0]}: {exc}", 1)
-
-
-if __name__ == "__main__":
-    main()
-'''
+    return lines

@@ -1,4 +1,5 @@
-"""``best/``: a VERIFIED point's manifest, or none: a point found INVALID or UNDECIDED is never offered."""
+"""``best/``: the submission's own choice of a VERIFIED point, or none: a point found INVALID or UNDECIDED is never
+offered, and nothing here writes a manifest (``sweep.submit`` writes the folder)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,6 @@ import json
 
 from dashboards.best import best_point, write_best
 from dashboards.data import study_data
-from engine.knobs import baseline_knobs
-from engine.manifest import load_manifest
 from sweep.claims import judge
 from sweep.store import BootRecord
 from tests.dashboards.test_data import GATE, row
@@ -49,18 +48,14 @@ def test_the_fastest_point_found_invalid_is_never_offered(tmp_path):
     assert verdicts[1].verdict == "VERIFIED" and verdicts[3].verdict == "INVALID"
     data = _data(verdicts)
     best = best_point(data)
-    assert best is not None and best.trial.number == 1 and best.claim == 120.0  # not trial 3, faster but INVALID
+    assert best is not None and best.record.trial_number == 1 and best.tps == 120.0  # not trial 3: faster, INVALID
     written = write_best(data, tmp_path, storage="sqlite:///runs/sweeps.db")
-    assert [p.name for p in written] == ["manifest.json", "README.md"]
-    manifest = load_manifest(tmp_path / "best" / "manifest.json")
-    assert dict(baseline_knobs(manifest)) == {
-        **baseline_knobs(stub_manifest()),
-        "centroid_top_k": 16,
-        "num_speculative_tokens": 3,
-    }
-    note = manifest.model_extra["gemma_sweep"]
-    assert note["trial"] == 1 and note["verification"].startswith("VERIFIED")
-    assert "Verification: **VERIFIED**" in (tmp_path / "best" / "README.md").read_text()
+    assert [p.name for p in written] == ["README.md"] and not (tmp_path / "best" / "manifest.json").exists()
+    readme = (tmp_path / "best" / "README.md").read_text()
+    # the claim as the submission folder's README shows it, from the same model
+    assert "Trial 1 is VERIFIED against its claim" in readme and "| TPS to report | **120.00** tok/s" in readme
+    assert "| verification | VERIFIED: held-out TPS" in readme
+    assert "python -m sweep.submit --study ctk" in readme
 
 
 def test_with_no_verified_point_best_says_so_and_writes_no_manifest(tmp_path):
@@ -72,6 +67,7 @@ def test_with_no_verified_point_best_says_so_and_writes_no_manifest(tmp_path):
     data = _data(verdicts)
     assert best_point(data) is None
     written = write_best(data, tmp_path, storage="sqlite:///runs/sweeps.db")
+    # an earlier export's manifest goes: the point to submit is sweep.submit's to write
     assert [p.name for p in written] == ["README.md"] and not (tmp_path / "best" / "manifest.json").exists()
     readme = (tmp_path / "best" / "README.md").read_text()
     assert "no point to submit yet" in readme and "No point of this study is VERIFIED" in readme

@@ -4,10 +4,11 @@ import math
 
 import pytest
 
-from engine.bench import measure, measure_ppl, open_client, parse_counters, record_nll
+from engine.bench import measure, measure_ppl, open_client, parse_counters
 from engine.data import PplRecord, load_ppl_records
 from engine.launch import build_launch
 from engine.process import EngineProcess
+from engine.stacks import ADAPTERS, record_nll
 from engine.stages import Stages, Stop
 from errors import BenchmarkError
 from tests.stacks import measure_on_stub, stub_manifest
@@ -181,7 +182,7 @@ def test_the_identity_evidence_is_the_first_runs_answers_whichever_run_gives_the
 
     runs = iter([(30.0, "a"), (10.0, "b"), (20.0, "c")])
 
-    def timed(client, *, model, prompts, output_len):
+    def timed(client, *, model, prompts, output_len, metrics):
         tps, answer = next(runs)
         return bench.TpsResult(
             tps=tps,
@@ -199,7 +200,9 @@ def test_the_identity_evidence_is_the_first_runs_answers_whichever_run_gives_the
     )
     profile = stub_profile.with_overrides({"tps_repeats": 3}, source="test")
     prompts, records = profile.load_data()
-    m = measure("http://127.0.0.1:9", model="stub", profile=profile, prompts=prompts, records=records)
+    m = measure(
+        "http://127.0.0.1:9", model="stub", stack=ADAPTERS["vllm"], profile=profile, prompts=prompts, records=records
+    )
     assert m.tps == 20.0  # the slower of the first run and the median
     assert m.output_text_sha256 == ["a"] * profile.num_prompts
 

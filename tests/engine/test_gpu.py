@@ -21,6 +21,7 @@ from engine.boot_phases import boot_phases
 from engine.gpu import FREE_FLOOR_MIB, held_after_stop, visible_gpus, wait_until_free
 from engine.knobs import parse_knobs
 from engine.process import OWNER_ENV
+from engine.stacks import ADAPTERS
 from engine.trial import run_trial
 from errors import EngineBootError
 from tests.stacks import stub_manifest
@@ -134,7 +135,7 @@ VLLM_BOOT_LOG = """\
 
 
 def test_vllm_boot_phases_are_read_from_its_log():
-    phases = boot_phases(VLLM_BOOT_LOG, started=datetime(2026, 12, 1, 10, 0, 1, 500000))
+    phases = boot_phases(VLLM_BOOT_LOG, ADAPTERS["vllm"], started=datetime(2026, 12, 1, 10, 0, 1, 500000))
     assert phases == {
         "boot_first_log": 19.0,
         "boot_weights": 0.61,
@@ -145,4 +146,5 @@ def test_vllm_boot_phases_are_read_from_its_log():
         "boot_cuda_graphs": 1.0,
         "boot_engine_init": 3.4,
     }
-    assert boot_phases("stub: serving 'stub' on 127.0.0.1:8000") == {}  # a stack that names no phase
+    assert boot_phases("stub: serving 'stub' on 127.0.0.1:8000", ADAPTERS["vllm"]) == {}  # a log naming no phase
+    assert boot_phases(VLLM_BOOT_LOG, ADAPTERS["openai"]) == {}  # a stack whose adapter reads no phase

@@ -9,8 +9,8 @@ import os
 import sys
 from pathlib import Path
 
-from engine.launch import free_port
 from engine.provenance import KEYS, pins, provenance
+from engine.startup import free_port
 
 
 def _distribution(site: Path, name: str, version: str, *, requires: list[str] = (), direct: dict | None = None) -> None:
@@ -80,7 +80,7 @@ def test_the_threads_a_stack_computed_on_are_recorded_and_a_value_that_is_no_cou
     # nothing listens there: the stack's own version is unread (a note), the rest is read all the same
     url = f"http://127.0.0.1:{free_port()}"
     for env, threads in [({"OMP_NUM_THREADS": "2"}, 2), ({}, None), ({"OMP_NUM_THREADS": "all"}, None)]:
-        found = provenance(url, argv=[sys.executable], env=env)
+        found = provenance(url, argv=[sys.executable], env=env, stack="openai")
         assert set(found) == set(KEYS) and found["threads"] == threads, found
         assert any("'all' is not a count of threads" in n for n in found["notes"]) == (
             env.get("OMP_NUM_THREADS") == "all"

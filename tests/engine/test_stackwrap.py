@@ -18,11 +18,12 @@ import pytest
 from engine.bench import parse_counters
 from engine.data import load_prompts
 from engine.knobs import parse_knobs
-from engine.launch import build_launch, free_port
+from engine.launch import build_launch
 from engine.manifest import REPO_ROOT, load_manifest
 from engine.process import EngineProcess
 from engine.profiles import CHALLENGE_DATA_ENV
 from engine.stackwrap import SpecError, format_cpus, parse_cpus, resolve_cpus, synthetic_prompts
+from engine.startup import free_port
 from studies import STUDIES_DIR
 from tests.stacks import STACKS_DIR
 

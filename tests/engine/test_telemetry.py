@@ -22,6 +22,7 @@ from engine.knobs import parse_knobs
 from engine.launch import build_launch
 from engine.manifest import load_manifest
 from engine.process import EngineProcess, group_members
+from engine.stacks import ADAPTERS
 from engine.stackwrap import format_cpus, parse_cpus
 from engine.stages import Stages
 from engine.telemetry import Telemetry, thread_cpus_allowed
@@ -29,6 +30,7 @@ from engine.trial import run_trial
 from errors import StudySpecError
 from tests.stacks import stub_manifest, stub_profile
 
+VLLM, REFERENCE = ADAPTERS["vllm"], ADAPTERS["reference"]
 ALLOWED = os.sched_getaffinity(0)
 CPU = max(ALLOWED)  # core 1 of a 2-core machine
 needs_two_cpus = pytest.mark.skipif(len(ALLOWED) < 2, reason="pinning to one CPU of several needs two")
@@ -68,7 +70,15 @@ def test_a_stub_pinned_to_one_cpu_runs_only_there_and_its_telemetry_says_so(tmp_
             assert client.get("/v1/models").status_code == 200
             allowed = _tasks_allowed(engine.pid)
         with Telemetry(engine.pid) as probe:
-            m = measure(launch.base_url, model="stub", profile=profile, prompts=prompts, records=records, probe=probe)
+            m = measure(
+                launch.base_url,
+                model="stub",
+                stack=VLLM,
+                profile=profile,
+                prompts=prompts,
+                records=records,
+                probe=probe,
+            )
     assert len(processes) == (3 if bridge != "0" else 2)  # (the wrapper,) the stub and the child it spawned
     assert len(allowed) > len(processes) and set(map(frozenset, allowed.values())) == {frozenset({CPU})}
     t = m.telemetry
@@ -107,7 +117,13 @@ def test_the_reference_stack_pinned_to_one_cpu_runs_only_there(tmp_path):
         allowed = _tasks_allowed(engine.pid)
         with Telemetry(engine.pid) as probe:
             m = measure(
-                launch.base_url, model="gemma-3-270m", profile=profile, prompts=prompts, records=records, probe=probe
+                launch.base_url,
+                model="gemma-3-270m",
+                stack=REFERENCE,
+                profile=profile,
+                prompts=prompts,
+                records=records,
+                probe=probe,
             )
         allowed |= _tasks_allowed(engine.pid)  # the threads it started to serve
     assert len(allowed) > 1 and set(map(frozenset, allowed.values())) == {frozenset({CPU})}
@@ -264,7 +280,14 @@ def test_a_run_timed_in_stages_is_one_run_of_its_windows(tmp_path):
     stages = Stages(after=(1, 3), ppl_first=True, checkpoint=lambda partial: None)
     with EngineProcess(launch, log_path=tmp_path / "engine.log") as engine, Telemetry(engine.pid) as probe:
         m = measure(
-            launch.base_url, model="stub", profile=profile, prompts=prompts, records=records, stages=stages, probe=probe
+            launch.base_url,
+            model="stub",
+            stack=VLLM,
+            profile=profile,
+            prompts=prompts,
+            records=records,
+            stages=stages,
+            probe=probe,
         )
     first, second = m.telemetry["runs"]
     assert [len(first["requests"]), len(second["requests"])] == [4, 4] and second["start_s"] > first["start_s"]

@@ -14,6 +14,7 @@ from engine.bench import measure_tps, open_client
 from engine.launch import build_launch
 from engine.manifest import REPO_ROOT
 from engine.process import EngineProcess
+from engine.stacks._vllm import VLLM_METRICS
 from tests.stacks import measure_on_stub, stub_manifest, write_ppl_refs, write_prompt_set
 from tests.stacks.stub_server import StubKnobs, spec_counts
 from tests.sweep.kit import write_manifest
@@ -108,8 +109,8 @@ def test_the_caching_stack_really_serves_a_repeated_prompt_faster(tmp_path, stub
     launch = build_launch(stub_manifest(**CACHING))
     prompts, _ = stub_profile.load_data()
     with EngineProcess(launch, log_path=tmp_path / "engine.log"), open_client(launch.base_url, timeout_s=20) as client:
-        first = measure_tps(client, model="stub", prompts=prompts, output_len=64)
-        again = measure_tps(client, model="stub", prompts=prompts, output_len=64)
+        first = measure_tps(client, model="stub", prompts=prompts, output_len=64, metrics=VLLM_METRICS)
+        again = measure_tps(client, model="stub", prompts=prompts, output_len=64, metrics=VLLM_METRICS)
     assert again.tps > 2 * first.tps
 
 

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from engine.bench import measure_ppl, measure_tps, open_client, stream_pass
 from engine.data import PplRecord, Prompt
+from engine.stacks._vllm import VLLM_METRICS
 from errors import BenchmarkError
 from tests.fuzz.tally import record
 from tests.fuzz.values import damaged, fuzz_settings, json_values, nasty_text, numbers
@@ -138,7 +139,7 @@ def test_chat_answers_measure_or_are_a_benchmark_error(stack, body, status, metr
     answer.body, answer.status, answer.content_type, answer.metrics = body, status, "application/json", metrics
     with open_client(url, timeout_s=5) as client:
         try:
-            result = measure_tps(client, model="m", prompts=[PROMPT], output_len=2)
+            result = measure_tps(client, model="m", prompts=[PROMPT], output_len=2, metrics=VLLM_METRICS)
         except BenchmarkError as exc:
             assert "TPS prompt p0" in str(exc), str(exc)
             return
@@ -219,5 +220,5 @@ def test_counters_that_are_not_finite_count_as_absent(stack):
     answer.status, answer.content_type, answer.body = 200, "application/json", json.dumps(CHAT).encode()
     answer.metrics = METRICS.replace("10", "NaN")
     with open_client(url, timeout_s=5) as client:
-        result = measure_tps(client, model="m", prompts=[PROMPT], output_len=2)
+        result = measure_tps(client, model="m", prompts=[PROMPT], output_len=2, metrics=VLLM_METRICS)
     assert result.completion_tokens == 2 and result.drafted_tokens is None and result.acceptance_rate is None

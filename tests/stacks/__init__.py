@@ -79,6 +79,7 @@ from typing import Any
 from engine.manifest import Manifest, load_manifest
 from engine.measurement import Measurement
 from engine.profiles import BenchProfile, get_profile
+from engine.stacks._vllm import VLLM
 
 STACKS_DIR = Path(__file__).resolve().parent
 STUB_MANIFEST = STACKS_DIR / "stub.json"
@@ -160,7 +161,7 @@ def measure_on_stub(tmp_path: Path, profile: BenchProfile, *, stages: Any = None
     prompts, records = profile.load_data()
     with EngineProcess(launch, log_path=tmp_path / "engine.log"):
         result: Measurement = measure(
-            launch.base_url, model="stub", profile=profile, prompts=prompts, records=records, stages=stages
+            launch.base_url, model="stub", stack=VLLM, profile=profile, prompts=prompts, records=records, stages=stages
         )
     log = [json.loads(line) for line in (tmp_path / "requests.jsonl").read_text().splitlines()]
     return result, log, launch, prompts, records

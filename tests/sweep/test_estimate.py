@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+import statistics
 from dataclasses import replace
 
 import pytest
@@ -13,12 +14,14 @@ from sweep.claims import (
     BETWEEN_PRIOR,
     Claim,
     ClientOffset,
+    Law,
     PromotionPlan,
     best_claim,
     between_runs,
     claim_for,
     claims_of,
     fit,
+    screening_claim,
     study_noise,
 )
 from sweep.judgement import Gate
@@ -285,3 +288,16 @@ def test_a_measured_client_offset_moves_the_re_run_and_the_odds_never_the_claim(
         fitted, 1, gate=2.42, target=0.9, offset=ClientOffset(log_mean=0.02, sd=0.01, rounds=8, basis="t")
     )
     assert faster.claim <= faster.public == plain.public
+
+
+def test_the_promotion_ranks_by_the_claims_own_law_of_a_re_run():
+    # one boot's runs: a faster configuration whose runs scatter is worth less than a steady one it barely beats
+    steady = screening_claim(100.0, [100.0, 100.4, 99.7], floor=0.01, target=0.9)
+    noisy = screening_claim(103.0, [103.0, 92.0, 112.0], floor=0.01, target=0.9)
+    assert noisy < steady < 100.0
+    # it is the TPS one re-run reaches with the target's probability, by the estimator's law (Student t, 2 df)
+    logs = [math.log(r) for r in (103.0, 92.0, 112.0)]
+    law = Law(scale=statistics.stdev(logs) * math.sqrt(1 + 1 / 3), df=2)
+    assert law.cdf(math.log(noisy / 103.0)) == pytest.approx(0.1, abs=1e-9)
+    # one run measures no spread: the floor alone stands in for it, as a normal
+    assert screening_claim(100.0, [100.0], floor=0.02, target=0.9) == pytest.approx(100.0 * math.exp(-1.2815516 * 0.02))

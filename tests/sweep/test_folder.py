@@ -8,7 +8,6 @@ import ast
 import json
 import os
 import re
-import runpy
 import shutil
 import signal
 import subprocess
@@ -23,14 +22,17 @@ import psutil
 import pytest
 
 from engine.data import load_prompts
-from engine.launch import free_port
+from engine.knobs import parse_knobs
+from engine.launch import build_launch
 from engine.manifest import MANIFESTS_DIR, REPO_ROOT, load_manifest
 from engine.profiles import CHALLENGE_DATA_ENV
 from engine.provenance import pins
 from engine.reference.prepare import default_cache_dir, prepare_model
 from engine.secrets import redact_manifest
+from engine.startup import free_port
 from errors import ConfigError
 from studies import STUDIES_DIR
+from sweep.submission import ClaimFile
 from sweep.submission._choose import Choice
 from sweep.submission._folder import STACK, write_submission
 from sweep.submit import main
@@ -49,12 +51,10 @@ def _write(folder: Path, stored: dict, choice: Choice, *, source: Path | None) -
     return write_submission(
         folder,
         choice,
+        ClaimFile.of(choice, study="s", view=None),
         stored=redact_manifest(stored),
         source=source,
         model_id=stored["model_id"],
-        study="s",
-        profile=choice.record.profile,
-        gate=choice.record.gate,
         commands=["python -m sweep.submit --study s --allow-unverified"],
         provenance=choice.record.provenance,
     )
@@ -113,8 +113,15 @@ def test_a_reference_folder_carries_its_code_pins_what_the_trials_ran_and_names_
     # its code travels in the folder, as the organisers' pip install of the dependencies cannot reach it
     for rel in ("engine/reference/serve.py", "engine/reference/prepare.py", "errors.py", "studies/knobs.toml"):
         assert (folder / STACK / rel).read_bytes() == (REPO_ROOT / rel).read_bytes(), rel
-    assert (folder / "stackwrap.py").read_bytes() == (REPO_ROOT / "engine" / "stackwrap.py").read_bytes()
-    assert _stdlib_only(folder / "serve.py") == set() and _stdlib_only(folder / "stackwrap.py") == set()
+    # what starts the stack is the launcher's own code, copied: no program text written into a string
+    for name, source in (
+        ("serve.py", "folder/serve.py"),
+        ("startup.py", "startup.py"),
+        ("stackwrap.py", "stackwrap.py"),
+    ):
+        assert (folder / name).read_bytes() == (REPO_ROOT / "engine" / source).read_bytes(), name
+    assert _stdlib_only(folder / "serve.py") == {"startup"}  # the copy beside it
+    assert _stdlib_only(folder / "startup.py") == set() and _stdlib_only(folder / "stackwrap.py") == set()
     assert not any(p.suffix == ".pyc" for p in folder.rglob("*"))
     claim = json.loads((folder / "claim.json").read_text())
     assert claim["profile"]["prompts"] == "{folder}/check-data/prompts.json"
@@ -139,7 +146,7 @@ def test_a_vllm_folder_runs_its_interpreter_as_python_and_prepares_the_checkpoin
     stored = load_manifest("vllm-cpu").to_json_dict()
     folder = tmp_path / "submission"
     _write(folder, stored, _choice({}, knobs={"sliding_window": 512}), source=MANIFESTS_DIR / "vllm-cpu.json")
-    launch = runpy.run_path(str(folder / "serve.py"), run_name="not_main")["LAUNCH"]  # what serve.py starts
+    launch = json.loads((folder / "launch.json").read_text())  # what serve.py starts
     assert launch["argv"][:3] == ["{python}", "-m", "vllm.entrypoints.launchers.api_server.entry"]
     assert "{reference_checkpoint}" in launch["argv"] and launch["prepare"] and launch["code"]
     manifest = json.loads((folder / "manifest.json").read_text())
@@ -239,6 +246,63 @@ def _public_prompts(tmp_path: Path) -> list[str]:
     if os.environ.get(CHALLENGE_DATA_ENV):
         files.append(Path(os.environ[CHALLENGE_DATA_ENV]) / "eval_prompts_sharegpt.json")
     return [p.text for f in files if f.is_file() for p in load_prompts(f)]
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        pytest.param({}, id="plain"),
+        pytest.param({"WARMUP_NUM_PROMPTS": "5", "WARMUP_MAX_TOKENS": "2", "WARMUP_SEED": "9"}, id="bridge"),
+        pytest.param({"CPU_AFFINITY": "0"}, id="pinned"),
+    ],
+)
+def test_a_written_folder_launches_exactly_what_the_launcher_launches(tmp_path, settings):
+    """serve.py and engine/launch.py start a stack by one rule (engine/startup.py): for the same manifest and knobs,
+    the same stack argv and wrapper flags, and the same env, up to what the machine fills in (the interpreter, the
+    folders, the ports)."""
+    manifest = stub_manifest(**settings)
+    knobs = {"centroid_top_k": 16, "num_speculative_tokens": 3, "sliding_window": 256}
+    folder = tmp_path / "submission"
+    _write(folder, manifest.to_json_dict(), _choice({}, knobs=knobs), source=None)
+    env = json.loads((folder / "manifest.json").read_text())["env"]
+    port = free_port()
+    done = subprocess.run(
+        [sys.executable, "serve.py", "--dry-run"],
+        cwd=folder,
+        env={"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PORT": str(port), **env},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    served = json.loads(done.stdout)
+    launched = build_launch(manifest, parse_knobs(manifest, knobs), port=port)
+
+    def same(items: list[str], values: dict[str, str]) -> list[str]:
+        """The machine's own values named by what they are."""
+        out = []
+        for item in items:
+            for name, value in sorted(values.items(), key=lambda kv: -len(kv[1])):  # a folder's file before the folder
+                item = item.replace(value, f"<{name}>")
+            out.append(item)
+        return out
+
+    mine = {
+        "python": sys.executable,
+        "stack": str(REPO_ROOT),
+        "stackwrap.py": str(REPO_ROOT / "engine" / "stackwrap.py"),
+        "port": launched.env["PORT"],
+    }
+    theirs = {
+        "python": sys.executable,
+        "stack": str(folder / STACK),
+        "stackwrap.py": str(folder / "stackwrap.py"),
+        "port": served["env"]["PORT"],
+    }
+    assert same(served["argv"], theirs) == same(launched.argv, mine)
+    assert ("--" in served["argv"]) == bool(settings)  # the wrapper, where the env asks for the bridge or pinning
+    for key in manifest.env:
+        assert same([served["env"][key]], theirs) == same([launched.env[key]], mine), key
+    assert served["env"]["CENTROID_TOP_K"] == "16" and served["cwd"] == str(folder / STACK)
 
 
 def test_the_warm_up_bridge_sends_no_public_prompt_and_the_folder_answers_only_after_it(tmp_path):

@@ -89,10 +89,12 @@ def test_a_verified_point_is_written_and_its_copy_boots_from_an_empty_folder(pro
         "README.md",
         "check-data",
         "claim.json",
+        "launch.json",
         "manifest.json",
         "serve.py",
         "stack",
         "stackwrap.py",
+        "startup.py",
     ]
     assert (folder / "stack" / "tests" / "stacks" / "stub_server.py").is_file()
     # the stack computes on the threads its claim was measured with (Ray's num_cpus), not on every core there

@@ -8,6 +8,8 @@ import httpx
 
 from errors import BenchmarkError
 
+__all__ = ["first_choice", "post_json"]
+
 
 def post_json(client: httpx.Client, path: str, payload: dict[str, Any], *, what: str) -> dict[str, Any]:
     """POST ``payload``; return the JSON object the stack answered with."""

@@ -1,0 +1,169 @@
+"""The TPS to claim and how likely the organisers' private re-run is to verify it: ``claim_for``.
+
+A private re-run is a fresh boot's first run on prompts nobody timed; its law is the fit's (``sweep.claims._fit``)
+around the configuration's held-out level. Then::
+
+    P(VERIFIED | claim C) = P(0.95 C <= H_new <= 1.05 C) * P(PPL_new <= gate)
+
+the PPL's part from the boots' PPLs alike (``sweep.judgement.chance_under_gate``).
+
+The claim is the public level ``exp(L_P)`` (what a fresh boot's first public run reads, in the
+middle) when that reaches the target P(VERIFIED); else the largest lower claim that does; when none
+does, the claim of the highest P, marked as missing the target. A claim is never above ``exp(L_P)``:
+it reports what was measured, never better.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+
+from sweep.claims._between import Between
+from sweep.claims._fit import INTERVAL, ClientOffset, Fit, Law, Spread
+from sweep.judgement import Z, chance_under_gate, over_gate, tps_band
+
+__all__ = ["Claim", "best_claim", "claim_for", "screening_claim"]
+
+_LOW, _HIGH = tps_band()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Claim:
+    """What to report for one configuration, and how likely a private re-run verifies it."""
+
+    trial_number: int
+    boots: int
+    claim: float  # the TPS to report
+    public: float  # exp(L_P): a fresh boot's first public run, in the middle
+    heldout: float  # exp(L_H): a fresh boot's first held-out run, in the middle
+    # None below: the noise is not measured (fewer than one degree of freedom); ``unmeasured`` says why
+    rerun_low: float | None  # the 90% interval of one private re-run's TPS
+    rerun_high: float | None
+    p_verified: float | None  # at the claim: the TPS within 5% of it, times the PPL under the gate
+    p_tps: float | None
+    p_ppl: float
+    p_later: float | None  # the same for a re-run in another run of boots (between_runs); None: not measured
+    df: float | None  # the degrees of freedom of the re-run's law
+    offset: ClientOffset | None  # the organisers' client's offset carried into the odds; None: not measured
+    spread: Spread  # the noise it was judged by
+    own_noise: bool  # judged by its own boots (its noise differs from the others')
+    unmeasured: str | None
+    meets: bool  # p_verified reaches the study's target
+    target: float
+    ppl: float
+    ppl_tol: float  # Z pooled boot-to-boot sd, in PPL units
+    gate: float | None
+    ppl_over_gate: bool  # the median PPL over the gate (or no gate known): never recommended
+
+    def rerun_text(self) -> str:
+        """The 90% interval of a private re-run as printed: "low..high", or "-" where the noise is not measured."""
+        return "-" if self.rerun_low is None else f"{self.rerun_low:.1f}..{self.rerun_high:.1f}"
+
+    def odds_text(self) -> str:
+        """P(VERIFIED) as printed: two decimals, or "-" where the noise is not measured."""
+        return "-" if self.p_verified is None else f"{self.p_verified:.2f}"
+
+
+def _unmeasured(spread: Spread, boots: int) -> str:
+    return (
+        f"no P(VERIFIED): the noise is not measured ({boots} boot(s); {spread.df_y:g} degree(s) of freedom left for "
+        f"the boot's noise, {spread.df_d:g} for the run's; at least one each is needed)"
+    )
+
+
+def _claim_rule(p: Callable[[float], float], *, level: float, ceiling: float, target: float) -> float:
+    """The claim, by the one rule every claim is made by: ``ceiling`` (what was measured) where a re-run lands
+    within 5% of it with P ``p(ceiling)`` reaching ``target``; else the largest lower claim that does; where none
+    does, the most likely one. ``level``: the re-run's own level (log TPS), where P is highest 5% around."""
+    if p(ceiling) >= target:
+        return ceiling
+    peak = math.exp(level - (_LOW + _HIGH) / 2)  # where P(TPS within 5%) is highest
+    if peak >= ceiling:
+        return ceiling
+    if p(peak) < target:
+        return peak  # no claim meets the target: the most likely one
+    low, high = peak, ceiling  # P falls from the peak to the ceiling: the largest claim that still meets the target
+    for _ in range(60):
+        middle = (low + high) / 2
+        low, high = (middle, high) if p(middle) >= target else (low, middle)
+    return low
+
+
+def screening_claim(tps: float, runs: Sequence[float], *, floor: float, target: float) -> float:
+    """What one trial of the search (one boot, its ``runs`` timed runs) is worth by the estimator's own law of a
+    re-run: the TPS one re-run reaches with probability ``target``, the law a Student t on the runs' spread
+    (never below ``floor``; the floor alone, as a normal, for a single run). A screening figure that ranks the
+    candidates for promotion (a fast configuration whose runs scatter ranks below a steady one it barely beats):
+    one boot cannot measure a boot's noise, so it is no claim and carries no odds."""
+    logs = [math.log(r) for r in runs if r > 0]
+    spread = statistics.stdev(logs) * math.sqrt(1 + 1 / len(logs)) if len(logs) > 1 else 0.0
+    law = Law(scale=max(spread, floor), df=len(logs) - 1 if len(logs) > 1 else math.inf)
+    return tps * math.exp(law.quantile(1 - target))
+
+
+def claim_for(
+    fitted: Fit,
+    key: Hashable,
+    *,
+    gate: float | None,
+    target: float,
+    between: Between | None = None,
+    offset: ClientOffset | None = None,
+) -> Claim:
+    """The claim of one configuration of ``fitted`` (see the module's docstring for the rule); ``between``
+    (``between_runs``) gives its P(VERIFIED) in another run of boots too, never the claim itself; ``offset``:
+    the re-run is timed by the organisers' client, which reads this far from the one the boots were timed by."""
+    level, spread = fitted.levels[key], fitted.spreads[key]
+    p_ppl = 0.0 if gate is None else chance_under_gate(level.ppls, gate=gate, sd=fitted.ppl_sd, df=fitted.ppl_df)
+    ceiling = math.exp(level.public)  # what was measured: never raised by an offset, however it reads
+    shift = offset.log_mean if offset else 0.0
+    parts = [offset.part()] if offset else []
+    law = fitted.law(key, extra=parts)
+    claim = ceiling
+    if law is not None:
+        claim = _claim_rule(
+            lambda c: (fitted.p_within(key, c, extra=parts, shift=shift) or 0.0) * p_ppl,
+            level=level.heldout + shift,
+            ceiling=ceiling,
+            target=target,
+        )
+    p_tps = fitted.p_within(key, claim, extra=parts, shift=shift)
+    p_verified = None if p_tps is None else p_tps * p_ppl
+    q = None if law is None else law.quantile(0.5 + INTERVAL / 2)
+    later = (
+        None
+        if between is None or law is None
+        else between.within.p_within(between.key(key), claim, extra=[between.part(), *parts], shift=shift)
+    )
+    return Claim(
+        trial_number=level.trial_number,
+        boots=level.boots,
+        claim=claim,
+        public=ceiling,
+        heldout=math.exp(level.heldout),
+        rerun_low=None if q is None else math.exp(level.heldout + shift - q),
+        rerun_high=None if q is None else math.exp(level.heldout + shift + q),
+        p_verified=p_verified,
+        p_tps=p_tps,
+        p_ppl=p_ppl,
+        p_later=None if later is None else later * p_ppl,
+        df=None if law is None else law.df,
+        offset=offset,
+        spread=spread,
+        own_noise=not fitted.shared,
+        unmeasured=None if law is not None else _unmeasured(spread, level.boots),
+        meets=p_verified is not None and p_verified >= target,
+        target=target,
+        ppl=level.ppl,
+        ppl_tol=Z * fitted.ppl_sd * level.ppl,
+        gate=gate,
+        ppl_over_gate=gate is None or over_gate(level.ppl, gate),
+    )
+
+
+def best_claim(claims: Sequence[Claim]) -> Claim | None:
+    """The recommended point: the highest claim that meets the target under the gate; None when none does."""
+    meeting = [c for c in claims if c.meets and not c.ppl_over_gate]
+    return max(meeting, key=lambda c: (c.claim, -c.trial_number), default=None)

@@ -1,0 +1,73 @@
+"""``claim.json`` through its model: what the folder writes reads back the same, and a malformed one is refused
+with its field named."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from errors import UsageError
+from sweep.claims import claim_for, fit
+from sweep.submission import ClaimFile, read_claim
+from sweep.submission._choose import Choice
+from tests.sweep.kit import drawn_boots, measured_record
+
+
+def _claim() -> ClaimFile:
+    boots = drawn_boots({1: (110.0, 108.0)}, rounds=4, boot_sd=0.01, run_sd=0.005, seed=3)
+    claim = claim_for(fit(boots, floor=0.02), 1, gate=2.42, target=0.9)
+    record = measured_record(1, 112.0, 2.3, knobs={"centroid_top_k": 16}, gate=2.42, feasible=True)
+    return ClaimFile.of(Choice(record=record, claim=claim, verdict=None), study="s", view=None)
+
+
+def test_a_claim_round_trips_through_its_file(tmp_path):
+    claim = _claim()
+    path = tmp_path / "claim.json"
+    path.write_text(claim.to_json())
+    assert read_claim(path) == claim
+    assert json.loads(path.read_text())["version"] == 2 and claim.p_verified is not None
+
+
+def test_a_claim_written_before_the_file_was_typed_still_reads(tmp_path):
+    data = json.loads(_claim().to_json())
+    del data["version"], data["promoted"], data["unmeasured"]  # version 1 held neither
+    data["verdict"] = {
+        "trial_number": 1,
+        "verdict": "VERIFIED",
+        "claimed_tps": 110.0,
+        "repeats": 3,
+        "run_id": "r",
+        "reasons": [],
+        "tps_cv": 0.01,
+    }  # the whole verdict, as version 1 stored it
+    (tmp_path / "claim.json").write_text(json.dumps(data))
+    read = read_claim(tmp_path / "claim.json")
+    assert read.version == 2 and read.verdict is not None and read.verdict.verdict == "VERIFIED"
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"claim_tps": "fast"}, "field claim_tps"),
+        ({"claim_tps": -1.0}, "field claim_tps"),
+        ({"p_verified": 1.7}, "field p_verified"),
+        ({"rerun_90": [1.0]}, "field rerun_90"),
+        ({"verdict": {"verdict": "MAYBE", "claimed_tps": 1.0, "repeats": 1, "run_id": "r"}}, "field verdict.verdict"),
+        ({"surprise": 1}, "field surprise"),
+        ({"version": 9}, "field 'version'"),
+    ],
+)
+def test_a_malformed_claim_is_refused_naming_the_field(tmp_path, change, field):
+    data = {**json.loads(_claim().to_json()), **change}
+    (tmp_path / "claim.json").write_text(json.dumps(data))
+    with pytest.raises(UsageError, match=field):
+        read_claim(tmp_path / "claim.json")
+
+
+def test_a_file_without_a_required_field_names_it(tmp_path):
+    data = json.loads(_claim().to_json())
+    del data["study"]
+    (tmp_path / "claim.json").write_text(json.dumps(data))
+    with pytest.raises(UsageError, match="field study: Field required"):
+        read_claim(tmp_path / "claim.json")
