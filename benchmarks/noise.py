@@ -110,10 +110,13 @@ def _boot(arm: Arm, *, number: int, repeat: int, profile: BenchProfile, folder: 
     )
 
 
+def _level(boot: BootRecord) -> float:
+    """A measured boot's mean of its two runs."""
+    return statistics.fmean(run for run in (boot.public_tps, boot.tps) if run is not None)
+
+
 def _mean_tps(boot: BootRecord) -> str:
-    if not boot.measured:
-        return "FAILED"
-    return f"{statistics.fmean([boot.public_tps, boot.tps]):.2f}"  # type: ignore[list-item]
+    return f"{_level(boot):.2f}" if boot.measured else "FAILED"
 
 
 def _stored(out: Path | None, arms: list[Arm]) -> list[BootRecord]:
@@ -140,7 +143,6 @@ def run(
 ) -> str | None:
     """Boot every arm ``boots`` times, going on after what ``out`` holds; the report, or None where the deadline
     (``time.monotonic()``) left boots unrun (each boot is stored as it ends: the same command goes on)."""
-    names = [a.name for a in arms]
     folder = Path(tempfile.mkdtemp(prefix="noise-")) if out is None else out / "boots"
     records = _stored(out, arms)
     took: list[float] = []
@@ -157,6 +159,17 @@ def run(
             records.append(boot)
             _save(out, arms, records)
             print(f"  round {repeat + 1}/{boots}, {arm.name}: {_mean_tps(boot)} tok/s", file=sys.stderr, flush=True)
+    report = _report(arms, records, boots=boots, profile=profile, booted=bool(took), out=out)
+    if out is not None:
+        (out / "noise.txt").write_text(f"{command}\n\n{report}\n")
+    return report
+
+
+def _report(
+    arms: list[Arm], records: list[BootRecord], *, boots: int, profile: BenchProfile, booted: bool, out: Path | None
+) -> str:
+    """Each round's TPS, then each arm's noise taken apart."""
+    names = [a.name for a in arms]
     records.sort(key=lambda b: (b.repeat, b.trial_number))
     rounds = [[str(r + 1), *(_mean_tps(b) for b in records if b.repeat == r)] for r in range(boots)]
     anchor = [b for b in records if names[b.trial_number] == ANCHOR and b.measured]
@@ -164,8 +177,8 @@ def run(
     for parts in decompose(records):
         arm = arms[parts.trial_number]
         mine = [b for b in records if b.trial_number == parts.trial_number and b.measured]
-        level = statistics.fmean(statistics.fmean([b.public_tps, b.tps]) for b in mine)  # type: ignore[list-item]
-        base = statistics.fmean(statistics.fmean([b.public_tps, b.tps]) for b in anchor) if anchor else None  # type: ignore[list-item]
+        level = statistics.fmean(_level(b) for b in mine)
+        base = statistics.fmean(_level(b) for b in anchor) if anchor else None
         rows.append(
             [
                 arm.name,
@@ -184,7 +197,7 @@ def run(
             ]
         )
     failed = [f"round {b.repeat + 1}, {names[b.trial_number]}: {b.reason}" for b in records if not b.measured]
-    report = "\n".join(
+    return "\n".join(
         [
             f"manifests: {', '.join(sorted({a.manifest.label for a in arms}))}; profile {profile.name}: 2 slices of "
             f"{profile.num_prompts} prompts x {profile.output_len} tokens a boot, {boots} boots an arm, interleaved "
@@ -215,12 +228,11 @@ def run(
             *(["", "failed boots:", *failed] if failed else []),
             "",
             # the load of the machine that booted them, unless every boot was stored by an earlier command
-            load_note() if took else f"made from the {len(records)} boots stored in {out}: none booted by this command",
+            load_note()
+            if booted
+            else f"made from the {len(records)} boots stored in {out}: none booted by this command",
         ]
     )
-    if out is not None:
-        (out / "noise.txt").write_text(f"{command}\n\n{report}\n")
-    return report
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -40,6 +40,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import optuna
 
@@ -237,17 +238,9 @@ class Replays:
     new_runs: list[Outcome]
 
 
-def report(r: Replays, *, args: Args) -> str:
-    surface, spec, old, new = r.surface, r.new, r.old_runs, r.new_runs
-    varying = tuple(k for k in surface.knobs if len(surface.values(k)) > 1)
-    gate = spec.gate.resolve(surface.point(dict(zip(surface.knobs, surface.baseline))).ppl)
-    assert gate is not None  # the grid's baseline has its PPL: best_feasible_tps judged r.best_tps by it
-    best = [
-        dict(zip(surface.knobs, key))
-        for key, p in surface.points.items()
-        if p.tps is not None and p.ppl is not None and not over_gate(p.ppl, gate) and p.tps >= SHARE * r.best_tps
-    ]
-    rows = [
+def _seed_rows(old: list[Outcome], new: list[Outcome], varying: tuple[str, ...]) -> list[list[Any]]:
+    """One row a seed: its time and boots to the best in each sweep, and where each ended."""
+    return [
         [
             seed,
             _minutes(o.time_to_best_s),
@@ -261,9 +254,41 @@ def report(r: Replays, *, args: Args) -> str:
         ]
         for seed, (o, n) in enumerate(zip(old, new))
     ]
-    med_old, med_new = _median([o.time_to_best_s for o in old]), _median([o.time_to_best_s for o in new])
-    ratio = None if med_old is None or not med_new else med_old / med_new
-    paired = paired_ratio(old, new)
+
+
+def _totals(old: list[Outcome], new: list[Outcome], *, med_old: float | None, med_new: float | None) -> str:
+    """The two sweeps side by side, over every seed."""
+    return table(
+        ["", "old", "new"],
+        [
+            ["median minutes to the best", _minutes(med_old), _minutes(med_new)],
+            [
+                "seeds that found it",
+                sum(o.time_to_best_s is not None for o in old),
+                sum(o.time_to_best_s is not None for o in new),
+            ],
+            [
+                "median minutes, whole study",
+                f"{statistics.median(o.total_s for o in old) / 60:.1f}",
+                f"{statistics.median(o.total_s for o in new) / 60:.1f}",
+            ],
+            [
+                "pruned / gate-stopped (all seeds)",
+                f"{sum(o.pruned for o in old)} / {sum(o.gate_stopped for o in old)}",
+                f"{sum(o.pruned for o in new)} / {sum(o.gate_stopped for o in new)}",
+            ],
+            [
+                "copies / PPL-memo hits, unbooted (all seeds)",
+                f"{sum(o.copies for o in old)} / {sum(o.memo_hits for o in old)}",
+                f"{sum(o.copies for o in new)} / {sum(o.memo_hits for o in new)}",
+            ],
+        ],
+    )
+
+
+def _ends(r: Replays, *, seeds: int, promoted: bool) -> str:
+    """Where the seeds end: slower or faster than the other sweep's, and under the grid's best."""
+    surface, old, new = r.surface, r.old_runs, r.new_runs
     slower, faster = slower_seeds(old, new, surface), slower_seeds(new, old, surface)
     old_search, new_search = (
         [replace(o, final_best=o.search_best or o.final_best) for o in runs] for runs in (old, new)
@@ -275,6 +300,49 @@ def report(r: Replays, *, args: Args) -> str:
         ends = [o.search_best if search and o.search_best is not None else o.final_best for o in runs]
         return sum(e is None or surface.point(dict(e)).tps < SHARE * r.best_tps for e in ends)  # type: ignore[operator]
 
+    return (
+        f"{slower} of {seeds} seeds end more than 1% slower (the new final best against the old one's, by the "
+        f"recorded means; target at most {TARGET_SLOWER}: {'met' if slower <= TARGET_SLOWER else 'NOT met'}); the other "
+        f"way, {faster} of {seeds} (the old final best more than 1% slower than the new one's); ending more than "
+        f"1% under the grid's best: old {under(old)}, new {under(new)} of {seeds}"
+        + (
+            f" (the search's own best, before its promotion: {searched_slower} slower, {searched_faster} the other "
+            f"way; under the grid's best old {under(old, search=True)}, new {under(new, search=True)})"
+            if promoted
+            else ""
+        )
+    )
+
+
+def _ceiling(surface: Surface, best: list[dict[str, Any]], old: list[Outcome]) -> list[str]:
+    """The best any rule that decides what to boot could do against the old sweep, where it can be told."""
+    least = least_time_s(surface, best)
+    found_old = [o.time_to_best_s for o in old if o.time_to_best_s is not None]
+    if not least or not found_old:
+        return []
+    ceiling = statistics.median(t / least for t in found_old)
+    return [
+        f"the ceiling of the per-seed ratio: any rule that decides what to boot must boot the baseline for its "
+        f"PPL and measure a best configuration to the end, {least / 60:.1f} min at their recorded phases; the old "
+        f"sweep's time to the best over that, per seed where it found it: median {_x(ceiling)} ({len(found_old)} "
+        f"seeds; a new default can do no better than this)"
+    ]
+
+
+def report(r: Replays, *, args: Args) -> str:
+    surface, spec, old, new = r.surface, r.new, r.old_runs, r.new_runs
+    varying = tuple(k for k in surface.knobs if len(surface.values(k)) > 1)
+    gate = spec.gate.resolve(surface.point(dict(zip(surface.knobs, surface.baseline))).ppl)
+    assert gate is not None  # the grid's baseline has its PPL: best_feasible_tps judged r.best_tps by it
+    best = [
+        dict(zip(surface.knobs, key))
+        for key, p in surface.points.items()
+        if p.tps is not None and p.ppl is not None and not over_gate(p.ppl, gate) and p.tps >= SHARE * r.best_tps
+    ]
+    rows = _seed_rows(old, new, varying)
+    med_old, med_new = _median([o.time_to_best_s for o in old]), _median([o.time_to_best_s for o in new])
+    ratio = None if med_old is None or not med_new else med_old / med_new
+    paired = paired_ratio(old, new)
     promoted = spec.promotion.candidates > 0
     differ = sum(1 for o, n in zip(old, new) if o.final_best != n.final_best)
     trace = next(iter(surface.traces.values()))
@@ -286,9 +354,6 @@ def report(r: Replays, *, args: Args) -> str:
         f"{paired.neither} in neither"
     )
     met = paired.median is not None and paired.median >= TARGET_RATIO
-    least = least_time_s(surface, best)
-    found_old = [o.time_to_best_s for o in old if o.time_to_best_s is not None]
-    ceiling = statistics.median(t / least for t in found_old) if least and found_old else None
     lines = [
         f"grid {r.grid.path.name}, study {spec.name!r} ({spec.gate.describe()}, sampler {spec.sampler}, a budget of "
         f"{args.trials} booted trials): {len(surface.points)} configurations, {len(trace.latencies_s)} prompts x "
@@ -323,57 +388,16 @@ def report(r: Replays, *, args: Args) -> str:
             rows,
         ),
         "",
-        table(
-            ["", "old", "new"],
-            [
-                ["median minutes to the best", _minutes(med_old), _minutes(med_new)],
-                [
-                    "seeds that found it",
-                    sum(o.time_to_best_s is not None for o in old),
-                    sum(o.time_to_best_s is not None for o in new),
-                ],
-                [
-                    "median minutes, whole study",
-                    f"{statistics.median(o.total_s for o in old) / 60:.1f}",
-                    f"{statistics.median(o.total_s for o in new) / 60:.1f}",
-                ],
-                [
-                    "pruned / gate-stopped (all seeds)",
-                    f"{sum(o.pruned for o in old)} / {sum(o.gate_stopped for o in old)}",
-                    f"{sum(o.pruned for o in new)} / {sum(o.gate_stopped for o in new)}",
-                ],
-                [
-                    "copies / PPL-memo hits, unbooted (all seeds)",
-                    f"{sum(o.copies for o in old)} / {sum(o.memo_hits for o in old)}",
-                    f"{sum(o.copies for o in new)} / {sum(o.memo_hits for o in new)}",
-                ],
-            ],
-        ),
+        _totals(old, new, med_old=med_old, med_new=med_new),
         "",
         f"ratio of median times to the best (old / new): {_x(ratio)}",
         f"per-seed ratio: median {_x(paired.median)}, geometric mean {_x(paired.geometric_mean)} "
         f"(over the {len(paired.ratios)} seeds where both found the best; {excluded}; target median >= "
         f"{TARGET_RATIO:g}: {'met' if met else 'NOT met'})",
-        f"{slower} of {args.seeds} seeds end more than 1% slower (the new final best against the old one's, by the "
-        f"recorded means; target at most {TARGET_SLOWER}: {'met' if slower <= TARGET_SLOWER else 'NOT met'}); the other "
-        f"way, {faster} of {args.seeds} (the old final best more than 1% slower than the new one's); ending more than "
-        f"1% under the grid's best: old {under(old)}, new {under(new)} of {args.seeds}"
-        + (
-            f" (the search's own best, before its promotion: {searched_slower} slower, {searched_faster} the other "
-            f"way; under the grid's best old {under(old, search=True)}, new {under(new, search=True)})"
-            if promoted
-            else ""
-        ),
+        _ends(r, seeds=args.seeds, promoted=promoted),
         f"seeds whose final best differs: {differ} of {args.seeds}",
     ]
-    if ceiling is not None:
-        assert least is not None  # a ceiling is the old times over it
-        lines.append(
-            f"the ceiling of the per-seed ratio: any rule that decides what to boot must boot the baseline for its "
-            f"PPL and measure a best configuration to the end, {least / 60:.1f} min at their recorded phases; the old "
-            f"sweep's time to the best over that, per seed where it found it: median {_x(ceiling)} ({len(found_old)} "
-            f"seeds; a new default can do no better than this)"
-        )
+    lines += _ceiling(surface, best, old)
     return "\n".join(lines)
 
 

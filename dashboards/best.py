@@ -69,7 +69,7 @@ def _readme(data: StudyData, best: Choice | None, *, storage: str) -> str:
         "| trial | " + " | ".join(knobs) + " | TPS | PPL | tie | verification |",
         "|" + "---|" * (len(knobs) + 5),
     ]
-    for row in sorted(data.front, key=lambda r: -r.tps):  # type: ignore[operator]
+    for row in sorted(data.front, key=lambda r: -(r.tps or 0.0)):
         cells = [
             str(row.number),
             *(str(row.knobs.get(k, "")) for k in knobs),

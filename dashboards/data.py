@@ -18,7 +18,7 @@ import optuna
 
 from errors import NoCompletedTrialsError
 from sweep.claims import Claim, StudyClaims, Verdict, load_evidence
-from sweep.judgement import Noise, front_ties, pareto_front
+from sweep.judgement import Noise, front_point, front_ties, pareto_front
 from sweep.store import Storage, TrialRecord
 
 __all__ = ["StudyData", "TrialRow", "load_study_data", "require_measured", "study_data"]
@@ -52,9 +52,14 @@ class TrialRow:
         return self.record is not None and self.record.reused
 
     @property
+    def trial_number(self) -> int:
+        """Its number, as a trial record names it (``sweep.judgement.Judged``)."""
+        return self.number
+
+    @property
     def full(self) -> bool:
         """Measured to the end: only these can be front points."""
-        return self.measured and self.record.full  # type: ignore[union-attr]
+        return self.record is not None and self.measured and self.record.full
 
     @property
     def pruned(self) -> bool:
@@ -136,7 +141,7 @@ class StudyData:
     @property
     def gate_stopped(self) -> list[TrialRow]:
         """Stopped at the PPL gate: their TPS is a probe over the first prompts."""
-        return [t for t in self.trials if t.measured and t.record.gate_stopped]  # type: ignore[union-attr]
+        return [t for t in self.trials if t.record is not None and t.measured and t.record.gate_stopped]
 
     @property
     def front(self) -> list[TrialRow]:
@@ -163,11 +168,7 @@ def study_data(
     verdicts = verdicts or {}
     by_claim = {c.trial_number: c for c in claims.claims} if claims else {}
     exact = Noise(tps_sd=0.0, ppl_sd=0.0, basis="exact")
-    points = [
-        (noise or exact).point(number=t.number, tps=t.tps, ppl=t.ppl, feasible=bool(t.feasible))  # type: ignore[arg-type]
-        for t in trials
-        if t.full
-    ]
+    points = [front_point(t, noise or exact) for t in trials if t.full]
     front = pareto_front(points)
     ties = {p.number: i for i, g in enumerate((g for g in front_ties(front) if len(g) > 1), start=1) for p in g}
     on_front = {p.number for p in front}

@@ -89,11 +89,20 @@ def hover_text(t: TrialRow) -> str:
 
 
 def pareto_figure(data: StudyData, *, theme: Theme = "light") -> go.Figure:
-    measured = data.measured
+    """TPS against PPL: every trial by what it is, the front, the verdicts and the claims, the gate shaded."""
     fig = go.Figure()
     # every measured and every pruned trial has its PPL: the filter only tells the type checker so
-    ppls = [t.ppl for t in [*measured, *data.pruned] if t.ppl is not None]
+    ppls = [t.ppl for t in [*data.measured, *data.pruned] if t.ppl is not None]
     x_range = _ppl_range(ppls + ([data.gate] if data.gate is not None else []))
+    _gate(fig, data, x_range)
+    _trials(fig, data)
+    _verdicts(fig, data)
+    _claims(fig, data)
+    _layout(fig, data, theme=theme, x_range=x_range)
+    return fig
+
+
+def _gate(fig: go.Figure, data: StudyData, x_range: list[float]) -> None:
     if data.gate is not None:
         fig.add_vrect(x0=data.gate, x1=x_range[1], fillcolor=_SHADE, line_width=0, layer="below")
         fig.add_vline(
@@ -103,6 +112,10 @@ def pareto_figure(data: StudyData, *, theme: Theme = "light") -> go.Figure:
             annotation_position="top left",
         )
 
+
+def _trials(fig: go.Figure, data: StudyData) -> None:
+    """Every trial by what it is: feasible or not, stopped early, not booted, the baseline, the front."""
+    measured = data.measured
     rest = [t for t in measured if not t.on_front and not t.stopped]
     _points(fig, [t for t in rest if t.feasible is not False], name="feasible", color=_BLUE, size=9, spread=True)
     _points(fig, [t for t in rest if t.feasible is False], name="over the gate", color=_GREY, size=9, spread=True)
@@ -145,6 +158,11 @@ def pareto_figure(data: StudyData, *, theme: Theme = "light") -> go.Figure:
                 error_y=_spread_bars(front),
             )
         )
+
+
+def _verdicts(fig: go.Figure, data: StudyData) -> None:
+    """The trials whose greedy output differs, and every verification's verdict."""
+    measured = data.measured
     _points(
         fig,
         [t for t in measured if t.identity_diff_prompts],
@@ -161,8 +179,9 @@ def pareto_figure(data: StudyData, *, theme: Theme = "light") -> go.Figure:
     _points(fig, verdicts["VERIFIED"], name="VERIFIED", color=_GREEN, size=22, symbol="circle-open", width=3)
     _points(fig, verdicts["INVALID"], name="INVALID", color=_RED, size=20, symbol="x-thin-open", width=3)
     _points(fig, verdicts["UNDECIDED"], name="UNDECIDED", color=_GOLD, size=20, symbol="square-open", width=3)
-    _claims(fig, data)
 
+
+def _layout(fig: go.Figure, data: StudyData, *, theme: Theme, x_range: list[float]) -> None:
     fig.update_layout(
         template=THEMES[theme],
         title={"text": _pareto_title(data), "x": 0.01},
@@ -184,7 +203,6 @@ def pareto_figure(data: StudyData, *, theme: Theme = "light") -> go.Figure:
         showarrow=False,
         font={"size": 11},
     )
-    return fig
 
 
 def _claims(fig: go.Figure, data: StudyData) -> None:
@@ -214,8 +232,8 @@ def _claims(fig: go.Figure, data: StudyData) -> None:
                 "thickness": 2,
                 "width": 8,
                 "color": _TEAL,
-                "array": [c.rerun_high - c.claim if bar else None for c, bar in zip(claims, bars)],  # type: ignore[operator]
-                "arrayminus": [c.claim - c.rerun_low if bar else None for c, bar in zip(claims, bars)],  # type: ignore[operator]
+                "array": [c.rerun_high - c.claim if bar and c.rerun_high else None for c, bar in zip(claims, bars)],
+                "arrayminus": [c.claim - c.rerun_low if bar and c.rerun_low else None for c, bar in zip(claims, bars)],
             },
             text=[hover_text(t) for t in promoted],
             hovertemplate="%{text}<extra></extra>",

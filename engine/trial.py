@@ -19,6 +19,7 @@ import os
 import socket
 import tempfile
 import time
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -153,31 +154,6 @@ def run_trial(
     node = node_info()
     about: dict[str, Any] = {}  # the stack's provenance, once it answers
 
-    def outcome(
-        *,
-        knob_values: dict[str, Any],
-        argv: list[str],
-        env: dict[str, str],
-        log_tail: str,
-        measurement: Measurement | None = None,
-        error: EngineError | None = None,
-    ) -> TrialOutcome:
-        """The outcome with no secret in it: the stack's whole env counts (an inherited token is as secret)."""
-        timings["total"] = time.monotonic() - began
-        scrub = Scrubber.for_stack(env, argv)  # the log itself went to disk scrubbed (engine.logpipe)
-        return TrialOutcome(
-            status="complete" if error is None else "failed",
-            knobs=knob_values,
-            argv=redact_argv(argv),
-            env=redact_env(env),
-            measurement=measurement,
-            reason=None if error is None else scrub(str(error)),
-            log_tail=scrub((error.log_tail if error else "") or log_tail),
-            timings_s=timings,
-            node=node,
-            provenance={**dict.fromkeys(PROVENANCE_KEYS), **about},
-        )
-
     # Created only for the engine's lifetime; mkdtemp's short /tmp path keeps a stack's UNIX
     # sockets under the 107-byte limit that a deep workdir can exceed.
     with tempfile.TemporaryDirectory(prefix="gemma-sweep-", ignore_cleanup_errors=True) as tmpdir:
@@ -192,8 +168,13 @@ def run_trial(
             )
             check_machine(launch)
         except EngineError as exc:
-            return outcome(
-                knob_values=dict(knobs), argv=list(manifest.serve), env=dict(manifest.env), log_tail="", error=exc
+            return _outcome(
+                _Ran(knobs=dict(knobs), argv=list(manifest.serve), env=dict(manifest.env), log_tail=""),
+                timings=timings,
+                began=began,
+                node=node,
+                about=about,
+                error=exc,
             )
         engine = EngineProcess(launch, log_path=workdir / "engine.log", boot_timeout_s=profile.boot_timeout_s)
         measurement, error = _boot_and_measure(
@@ -211,11 +192,42 @@ def run_trial(
             about=about,
             dependencies=manifest.dependencies,
         )
-    return outcome(
-        knob_values=launch.knobs,
-        argv=launch.argv,
-        env=launch.env,
-        log_tail=engine.log_tail(),
+    ran = _Ran(knobs=launch.knobs, argv=launch.argv, env=launch.env, log_tail=engine.log_tail())
+    return _outcome(ran, timings=timings, began=began, node=node, about=about, measurement=measurement, error=error)
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Ran:
+    """What a trial started (or would have): its knobs, argv and env, and its log's tail."""
+
+    knobs: dict[str, Any]
+    argv: list[str]
+    env: dict[str, str]
+    log_tail: str
+
+
+def _outcome(
+    ran: _Ran,
+    *,
+    timings: dict[str, float],
+    began: float,
+    node: dict[str, Any],
+    about: dict[str, Any],
+    measurement: Measurement | None = None,
+    error: EngineError | None = None,
+) -> TrialOutcome:
+    """The outcome with no secret in it: the stack's whole env counts (an inherited token is as secret)."""
+    timings["total"] = time.monotonic() - began
+    scrub = Scrubber.for_stack(ran.env, ran.argv)  # the log itself went to disk scrubbed (engine.logpipe)
+    return TrialOutcome(
+        status="complete" if error is None else "failed",
+        knobs=ran.knobs,
+        argv=redact_argv(ran.argv),
+        env=redact_env(ran.env),
         measurement=measurement,
-        error=error,
+        reason=None if error is None else scrub(str(error)),
+        log_tail=scrub((error.log_tail if error else "") or ran.log_tail),
+        timings_s=timings,
+        node=node,
+        provenance={**dict.fromkeys(PROVENANCE_KEYS), **about},
     )

@@ -48,6 +48,7 @@ __all__ = [
     "chance_under_gate",
     "dominates",
     "faster",
+    "front_point",
     "front_records",
     "front_ties",
     "is_feasible",
@@ -96,7 +97,7 @@ class Gate:
         if self.ppl_max is not None:
             return self.ppl_max
         baseline = self.baseline_ppl if baseline_ppl is None else baseline_ppl
-        return None if baseline is None else baseline * self.ppl_max_ratio  # type: ignore[operator]
+        return None if baseline is None or self.ppl_max_ratio is None else baseline * self.ppl_max_ratio
 
     def resolve_from(self, baseline_ppls: Sequence[float]) -> float | None:
         """The gate's PPL, a ratio gate's baseline the median of these PPLs (its boots') where it carries none."""
@@ -251,8 +252,11 @@ def front_ties(front: Sequence[FrontPoint]) -> list[list[FrontPoint]]:
 class Judged(Protocol):
     """What the front reads of a trial record: ``sweep.store.TrialRecord`` is one."""
 
-    trial_number: int
-    feasible: bool | None
+    @property
+    def trial_number(self) -> int: ...
+
+    @property
+    def feasible(self) -> bool | None: ...
 
     @property
     def full(self) -> bool: ...
@@ -271,10 +275,16 @@ def front_records(records: Iterable[R], noise: Noise | None = None) -> list[R]:
     """The feasible, non-dominated trials measured to the end, fastest first; with ``noise``, a
     trial stays unless another beats it beyond one boot's noise."""
     by_number = {r.trial_number: r for r in records if r.full}
-    points = [
-        FrontPoint(number=r.trial_number, tps=r.tps, ppl=r.ppl, feasible=bool(r.feasible))  # type: ignore[arg-type]
-        if noise is None
-        else noise.point(number=r.trial_number, tps=r.tps, ppl=r.ppl, feasible=bool(r.feasible))  # type: ignore[arg-type]
-        for r in by_number.values()
-    ]
+    points = [front_point(r, noise) for r in by_number.values()]
     return [by_number[p.number] for p in pareto_front(points)]
+
+
+def front_point(record: Judged, noise: Noise | None = None) -> FrontPoint:
+    """A trial measured to the end as a point of the front, with ``noise`` (exact without); raises ValueError for
+    one without figures (the caller passed a trial that was not measured)."""
+    tps, ppl = record.tps, record.ppl
+    if tps is None or ppl is None:
+        raise ValueError(f"trial {record.trial_number} has no figures to place on the front")
+    if noise is None:
+        return FrontPoint(number=record.trial_number, tps=tps, ppl=ppl, feasible=bool(record.feasible))
+    return noise.point(number=record.trial_number, tps=tps, ppl=ppl, feasible=bool(record.feasible))

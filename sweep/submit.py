@@ -185,7 +185,8 @@ def _commands(args: SubmitArgs, *, study: str, trial: int, verified: bool) -> li
 def _check(args: SubmitArgs, out: Console) -> int:
     from sweep.submission import CheckOptions, check_folder
 
-    source = args.check.expanduser().resolve()  # type: ignore[union-attr]
+    assert args.check is not None  # parse_args: checking names the folder
+    source = args.check.expanduser().resolve()
     options = CheckOptions(
         fresh=args.fresh,
         python=args.python,

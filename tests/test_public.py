@@ -138,6 +138,7 @@ SURFACE = {
         "chance_under_gate",
         "dominates",
         "faster",
+        "front_point",
         "front_records",
         "front_ties",
         "is_feasible",

@@ -142,8 +142,6 @@ def measure(
     per run, ``tps_repeats`` runs; ``heldout`` (``BenchProfile.load_heldout``), one more run's.
     ``probe``, a started ``Telemetry``, samples the machine over each timed run.
     """
-    timings = {} if timings is None else timings
-    origin = time.perf_counter()
     per_run = profile.num_prompts
     if len(prompts) < per_run * profile.tps_repeats:
         raise ValueError(
@@ -155,116 +153,153 @@ def measure(
     order = ["public"] * len(slices)
     if heldout is not None:
         order = ["heldout", *order] if heldout_first else [*order, "heldout"]
-    public = iter(slices)
-    results: list[TpsResult] = []
-    held: TpsResult | None = None
-    ppl: PplResult | None = None
-    stopped: Stop | None = None
-    timed_runs: list[tuple[str, TpsResult]] = []  # in the order they ran
-
-    def window() -> AbstractContextManager[None]:
-        return probe.window(len(timed_runs)) if probe is not None else nullcontext()
-
-    def timed(client: httpx.Client, run: list[Prompt]) -> TpsResult:
-        with _phase(timings, "tps"), window():
-            return measure_tps(client, model=model, prompts=run, output_len=profile.output_len, metrics=stack.metrics)
-
-    def scored(client: httpx.Client) -> PplResult:
-        with _phase(timings, "ppl"):
-            return measure_ppl(client, model=model, records=records, wire=stack.ppl)
-
     with open_client(base_url, timeout_s=profile.request_timeout_s) as client:
+        runs = _Runs(client, model=model, stack=stack, profile=profile, records=records, timings=timings, probe=probe)
         host_before = cpu_times()
+        public = iter(slices)
         for label in order:
-            run = heldout[:per_run] if label == "heldout" else next(public)  # type: ignore[index]
-            with _phase(timings, "warmup"):
-                warm_up(
-                    client,
-                    model=model,
-                    prompt=run[0],
-                    requests=profile.warmup_requests,
-                    output_len=profile.warmup_output_len,
-                    pause_s=profile.warmup_pause_s,
-                )
-            if label == "heldout":
-                with _phase(timings, "heldout"), window():
-                    held = measure_tps(
-                        client, model=model, prompts=run, output_len=profile.output_len, metrics=stack.metrics
-                    )
-                timed_runs.append((label, held))
-                continue
-            if results or stages is None:
-                results.append(timed(client, run))
-                timed_runs.append((label, results[-1]))
-                continue
-            bounds = stages.bounds(len(run))
-            parts: list[TpsResult] = []
-            for start, end in zip([0, *bounds], bounds):
-                parts.append(timed(client, run[start:end]))
-                if end == len(run):
-                    break
-                if stages.ppl_first and ppl is None:
-                    ppl = scored(client)
-                so_far = TpsResult.join(parts)
-                stopped = stages.checkpoint(
-                    Partial.so_far(
-                        tps=so_far.tps,
-                        latencies_s=so_far.latencies_s,
-                        tokens=so_far.tokens,
-                        planned=len(run),
-                        ppl=ppl.ppl if ppl else None,
-                    )
-                )
-                if stopped:
-                    break
-            results.append(TpsResult.join(parts))
-            timed_runs.append((label, results[-1]))
-            if stopped:
+            if not runs.run(
+                label, heldout[:per_run] if heldout is not None and label == "heldout" else next(public), stages
+            ):
                 break
         host_steal = stolen_share(host_before, cpu_times())  # over the warm-ups and timed runs
-        runs = TpsRuns(results)
         stream: dict[str, float] = {}
-        if profile.stream_pass and not stopped:
-            with _phase(timings, "stream"):
+        if profile.stream_pass and runs.stopped is None:
+            with _phase(runs.timings, "stream"):
                 ttfts, itls = stream_pass(client, model=model, prompts=slices[0], output_len=profile.output_len)
             stream = summarize(ttfts, prefix="ttft_") | summarize(itls, prefix="itl_")
-        if ppl is None:
-            ppl = scored(client)
-    tps = runs.chosen
-    drafted, accepted = runs.spec_counts()
-    entries = [_run_entry(label, run, origin=origin, stack=stack) for label, run in timed_runs]
-    telemetry: dict[str, Any] = {"runs": entries}
-    if probe is not None:
-        for i, entry in enumerate(entries):
-            entry["host"] = probe.run_figures(i)
-        telemetry |= probe.summary()
-    return Measurement(
-        tps=tps.tps,
-        ppl=ppl.ppl,
-        ppl_mean_record=ppl.ppl_mean_record,
-        completion_tokens=tps.completion_tokens,
-        tps_wall_s=tps.wall_s,
-        ppl_target_tokens=ppl.target_tokens,
-        num_prompts=per_run,
-        num_ppl_records=ppl.records,
-        latency_s=summarize(runs.latencies_s),
-        stream=stream,
-        drafted_tokens=drafted,
-        accepted_tokens=accepted,
-        acceptance_rate=acceptance_rate(drafted, accepted),
-        # the first run's answers: every trial's first run times the same prompts, whichever run its TPS came from
-        output_token_ids=results[0].output_token_ids,
-        output_text_sha256=results[0].output_text_sha256,
-        tps_runs=[r.tps for r in runs.runs],
-        tps_cv=runs.cv,
-        tps_rule=tps_rule(len(results), per_run),
-        prompt_latencies_s=list(results[0].latencies_s),
-        prompt_tokens=list(results[0].tokens),
-        stopped=stopped.kind if stopped else None,
-        stop_reason=stopped.reason if stopped else None,
-        prompts_timed=sum(len(r.latencies_s) for r in results),
-        heldout_tps=held.tps if held else None,
-        run_order=order if held else [],
-        host_steal=host_steal,
-        telemetry=telemetry,
-    )
+        ppl = runs.ppl or runs.scored()
+    return runs.measurement(ppl, stream=stream, host_steal=host_steal, order=order if runs.held else [])
+
+
+class _Runs:
+    """The timed runs of one measurement, in the order they ran, and what a staged run's checkpoint decided."""
+
+    def __init__(
+        self,
+        client: httpx.Client,
+        *,
+        model: str,
+        stack: StackAdapter,
+        profile: BenchProfile,
+        records: list[PplRecord],
+        timings: dict[str, float] | None,
+        probe: Telemetry | None,
+    ) -> None:
+        self.client, self.model, self.stack, self.profile, self.records = client, model, stack, profile, records
+        self.timings = {} if timings is None else timings
+        self.probe = probe
+        self.origin = time.perf_counter()
+        self.public: list[TpsResult] = []
+        self.held: TpsResult | None = None
+        self.ppl: PplResult | None = None
+        self.stopped: Stop | None = None
+        self.timed: list[tuple[str, TpsResult]] = []  # in the order they ran
+
+    def _window(self) -> AbstractContextManager[None]:
+        return self.probe.window(len(self.timed)) if self.probe is not None else nullcontext()
+
+    def _timed(self, run: list[Prompt], phase: str) -> TpsResult:
+        with _phase(self.timings, phase), self._window():
+            return measure_tps(
+                self.client,
+                model=self.model,
+                prompts=run,
+                output_len=self.profile.output_len,
+                metrics=self.stack.metrics,
+            )
+
+    def scored(self) -> PplResult:
+        with _phase(self.timings, "ppl"):
+            return measure_ppl(self.client, model=self.model, records=self.records, wire=self.stack.ppl)
+
+    def run(self, label: str, run: list[Prompt], stages: Stages | None) -> bool:
+        """One timed run after its own warm-up (the first public one in ``stages``); False when a stage's
+        checkpoint stopped the measurement."""
+        profile = self.profile
+        with _phase(self.timings, "warmup"):
+            warm_up(
+                self.client,
+                model=self.model,
+                prompt=run[0],
+                requests=profile.warmup_requests,
+                output_len=profile.warmup_output_len,
+                pause_s=profile.warmup_pause_s,
+            )
+        if label == "heldout":
+            self.held = self._timed(run, "heldout")
+            self.timed.append((label, self.held))
+            return True
+        result = self._timed(run, "tps") if self.public or stages is None else self._staged(run, stages)
+        self.public.append(result)
+        self.timed.append((label, result))
+        return self.stopped is None
+
+    def _staged(self, run: list[Prompt], stages: Stages) -> TpsResult:
+        """The first run timed in consecutive stages, the checkpoint asked after each but the last (the PPL
+        first where ``ppl_first``); stops at the first stage it says to."""
+        bounds = stages.bounds(len(run))
+        parts: list[TpsResult] = []
+        for start, end in zip([0, *bounds], bounds):
+            parts.append(self._timed(run[start:end], "tps"))
+            if end == len(run):
+                break
+            if stages.ppl_first and self.ppl is None:
+                self.ppl = self.scored()
+            so_far = TpsResult.join(parts)
+            self.stopped = stages.checkpoint(
+                Partial.so_far(
+                    tps=so_far.tps,
+                    latencies_s=so_far.latencies_s,
+                    tokens=so_far.tokens,
+                    planned=len(run),
+                    ppl=self.ppl.ppl if self.ppl else None,
+                )
+            )
+            if self.stopped:
+                break
+        return TpsResult.join(parts)
+
+    def measurement(
+        self, ppl: PplResult, *, stream: dict[str, float], host_steal: float | None, order: list[str]
+    ) -> Measurement:
+        runs = TpsRuns(self.public)
+        tps, first = runs.chosen, self.public[0]
+        drafted, accepted = runs.spec_counts()
+        entries = [_run_entry(label, run, origin=self.origin, stack=self.stack) for label, run in self.timed]
+        telemetry: dict[str, Any] = {"runs": entries}
+        if self.probe is not None:
+            for i, entry in enumerate(entries):
+                entry["host"] = self.probe.run_figures(i)
+            telemetry |= self.probe.summary()
+        stopped = self.stopped
+        return Measurement(
+            tps=tps.tps,
+            ppl=ppl.ppl,
+            ppl_mean_record=ppl.ppl_mean_record,
+            completion_tokens=tps.completion_tokens,
+            tps_wall_s=tps.wall_s,
+            ppl_target_tokens=ppl.target_tokens,
+            num_prompts=self.profile.num_prompts,
+            num_ppl_records=ppl.records,
+            latency_s=summarize(runs.latencies_s),
+            stream=stream,
+            drafted_tokens=drafted,
+            accepted_tokens=accepted,
+            acceptance_rate=acceptance_rate(drafted, accepted),
+            # the first run's answers: every trial's first run times the same prompts, whichever run its TPS came from
+            output_token_ids=first.output_token_ids,
+            output_text_sha256=first.output_text_sha256,
+            tps_runs=[r.tps for r in runs.runs],
+            tps_cv=runs.cv,
+            tps_rule=tps_rule(len(self.public), self.profile.num_prompts),
+            prompt_latencies_s=list(first.latencies_s),
+            prompt_tokens=list(first.tokens),
+            stopped=stopped.kind if stopped else None,
+            stop_reason=stopped.reason if stopped else None,
+            prompts_timed=sum(len(r.latencies_s) for r in self.public),
+            heldout_tps=self.held.tps if self.held else None,
+            run_order=order,
+            host_steal=host_steal,
+            telemetry=telemetry,
+        )

@@ -31,6 +31,11 @@ from errors import BenchmarkError
 CHAT = "/v1/chat/completions"
 
 
+def _summed(counts: list[int | None]) -> int | None:
+    """The sum of counts read in every part; None where one part had none."""
+    return None if any(c is None for c in counts) else sum(c or 0 for c in counts)
+
+
 @dataclass
 class TpsResult:
     tps: float
@@ -58,7 +63,7 @@ class TpsResult:
         if len(parts) == 1:
             return parts[0]
         tokens, wall = sum(p.completion_tokens for p in parts), sum(p.wall_s for p in parts)
-        counted = all(p.drafted_tokens is not None and p.accepted_tokens is not None for p in parts)
+        drafted, accepted = _summed([p.drafted_tokens for p in parts]), _summed([p.accepted_tokens for p in parts])
         return cls(
             tps=tokens / wall,
             completion_tokens=tokens,
@@ -69,8 +74,8 @@ class TpsResult:
             if all(p.output_token_ids for p in parts)
             else [],
             output_text_sha256=[x for p in parts for x in p.output_text_sha256],
-            drafted_tokens=sum(p.drafted_tokens for p in parts) if counted else None,  # type: ignore[misc]
-            accepted_tokens=sum(p.accepted_tokens for p in parts) if counted else None,  # type: ignore[misc]
+            drafted_tokens=drafted if drafted is not None and accepted is not None else None,
+            accepted_tokens=accepted if drafted is not None and accepted is not None else None,
             request_starts=[x for p in parts for x in p.request_starts],
             counters={
                 k: sum(p.counters[k] for p in parts) for k in set.intersection(*(set(p.counters) for p in parts))
@@ -110,9 +115,11 @@ class TpsRuns:
 
     def spec_counts(self) -> tuple[int | None, int | None]:
         """Drafted and accepted tokens summed over the runs (None when a run had no counters)."""
-        if any(r.drafted_tokens is None or r.accepted_tokens is None for r in self.runs):
-            return None, None
-        return sum(r.drafted_tokens for r in self.runs), sum(r.accepted_tokens for r in self.runs)  # type: ignore[misc]
+        drafted, accepted = (
+            _summed([r.drafted_tokens for r in self.runs]),
+            _summed([r.accepted_tokens for r in self.runs]),
+        )
+        return (drafted, accepted) if drafted is not None and accepted is not None else (None, None)
 
 
 @dataclass

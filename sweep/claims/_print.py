@@ -38,6 +38,13 @@ def _mark(view: StudyClaims, c: Claim) -> str:
 
 
 def print_claims(out: Console, view: StudyClaims, *, knobs: Sequence[str], study: str) -> None:
+    """The claims table, then what its figures rest on and what is recommended."""
+    out.print(_claims_table(view, knobs=knobs, study=study))
+    _print_basis(out, view)
+    _print_outcome(out, view)
+
+
+def _claims_table(view: StudyClaims, *, knobs: Sequence[str], study: str) -> Table:
     f = view.fit
     title = (
         f"Claims of {study} (promotion {view.run_id}, profile {view.profile}: {len(view.boots)} of {view.planned} "
@@ -80,7 +87,12 @@ def print_claims(out: Console, view: StudyClaims, *, knobs: Sequence[str], study
             f"{c.ppl:.4f} ± {c.ppl_tol:.4f}",
             _mark(view, c),
         )
-    out.print(table)
+    return table
+
+
+def _print_basis(out: Console, view: StudyClaims) -> None:
+    """What the odds rest on: the noise pooled or not, the client, the spread between runs."""
+    f = view.fit
     p = f.pooled
     out.print(
         f"noise over these boots: one boot's TPS {p.sigma_boot:.1%}, one run's {p.sigma_run:.1%} (pooled, "
@@ -116,6 +128,10 @@ def print_claims(out: Console, view: StudyClaims, *, knobs: Sequence[str], study
         "claim resting on the promotion's",
         markup=False,
     )
+
+
+def _print_outcome(out: Console, view: StudyClaims) -> None:
+    """What is recommended, and the boots that failed."""
     unfinished = view.unfinished()
     if unfinished is not None:
         out.print(f"{unfinished}: nothing is recommended until it is; the same sweep.run command goes on", markup=False)

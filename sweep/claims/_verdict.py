@@ -96,54 +96,18 @@ def judge(
     claim, gate = first.claimed_tps, first.gate
     reasons = [f"boot {b.repeat + 1} failed: {b.reason or 'no measurement'}" for b in failed]
     tps = sorted(b.tps for b in measured if b.tps is not None)  # every one: measured boots have their TPS
-    ppl_median = statistics.median(b.ppl for b in measured) if measured else None  # type: ignore[type-var]
-    gap = low = high = public_gap = p_rerun = df = None
-    undecided: str | None = None
-    if measured:
-        mine = {id(b) for b in measured}
-        legacy = any(b.public_tps is None or b.first is None for b in measured)
-        fitted = fit(
-            measured if legacy else [*(b for b in beside if id(b) not in mine), *measured],
-            floor=floor,
-            key=lambda b: _VERIFYING if id(b) in mine else (b.run_id, b.trial_number),
-        )
-        level = fitted.levels[_VERIFYING].heldout
-        gap = (math.exp(level) - claim) / claim * 100.0
-        public = [b.public_tps for b in measured if b.public_tps is not None]
-        public_gap = (statistics.median(public) - claim) / claim * 100.0 if public else None
-        bounds = fitted.level_interval(_VERIFYING)
-        below, above = (math.log(claim) + edge for edge in tps_band())  # the organisers' 5% around the claim
-        if len(measured) < MIN_TPS_BOOTS:
-            undecided = "one measured boot is one draw of a re-run: more boots (--repeats) would tell"
-        elif bounds is None:
-            spread = fitted.spreads[_VERIFYING]
-            undecided = (
-                f"fewer than one degree of freedom left for the noise ({spread.df_y:g} for the boot's, "
-                f"{spread.df_d:g} for the run's): more boots would tell"
-            )
-        if bounds is not None:
-            low, high = ((math.exp(x) - claim) / claim * 100.0 for x in bounds)
-            p_rerun = fitted.p_within(_VERIFYING, claim)
-            df = fitted.law(_VERIFYING).df  # type: ignore[union-attr]
-            if undecided is None:
-                if bounds[1] < below or bounds[0] > above:
-                    reasons.append(
-                        f"TPS gap {gap:+.1f}% (90% interval {low:+.1f}%..{high:+.1f}%) is outside "
-                        f"{TPS_TOLERANCE:.0%} of the claimed {claim:.2f} tokens/s"
-                    )
-                elif bounds[0] < below or bounds[1] > above:
-                    undecided = "its interval straddles the 5% line: more boots (--repeats) would tell"
-                elif p_rerun is not None and p_rerun < target:
-                    undecided = (
-                        f"its level lies within 5% but one more re-run lands there with P {p_rerun:.2f}, under the "
-                        f"target {target:g}"
-                    )
-        if gate is None:
-            reasons.append("no gate to judge the PPL against")
-        elif over_gate(ppl_median, gate):  # type: ignore[arg-type]
-            reasons.append(f"PPL {ppl_median:.4f} over the gate {gate:.4f}")
-    else:
+    ppls = [b.ppl for b in measured if b.ppl is not None]  # every one: measured boots have their PPL
+    ppl_median = statistics.median(ppls) if ppls else None
+    tps_part = _judge_tps(measured, beside=beside, claim=claim, floor=floor, target=target) if measured else None
+    undecided = tps_part.undecided if tps_part else None
+    if tps_part is not None and tps_part.reason:
+        reasons.append(tps_part.reason)
+    if not measured:
         reasons.append("no boot produced a measurement")
+    elif gate is None:
+        reasons.append("no gate to judge the PPL against")
+    elif ppl_median is not None and over_gate(ppl_median, gate):
+        reasons.append(f"PPL {ppl_median:.4f} over the gate {gate:.4f}")
     verdict: VerdictName = "INVALID" if reasons else "UNDECIDED" if undecided else "VERIFIED"
     return Verdict(
         trial_number=first.trial_number,
@@ -158,13 +122,92 @@ def judge(
         tps_median=statistics.median(tps) if tps else None,
         tps_max=tps[-1] if tps else None,
         tps_cv=coefficient_of_variation(tps),
-        tps_gap_pct=gap,
-        gap_low_pct=low,
-        gap_high_pct=high,
-        p_rerun=p_rerun,
+        tps_gap_pct=tps_part.gap if tps_part else None,
+        gap_low_pct=tps_part.low if tps_part else None,
+        gap_high_pct=tps_part.high if tps_part else None,
+        p_rerun=tps_part.p_rerun if tps_part else None,
         target=target,
-        df=df,
-        public_gap_pct=public_gap,
+        df=tps_part.df if tps_part else None,
+        public_gap_pct=tps_part.public_gap if tps_part else None,
         ppl_median=ppl_median,
         run_id=first.run_id,
     )
+
+
+@dataclass(frozen=True, kw_only=True)
+class _TpsPart:
+    """The held-out level against the claim: its gap and 90% interval (percent), the odds of one more re-run,
+    and why that is INVALID (``reason``) or UNDECIDED (``undecided``), if it is."""
+
+    gap: float
+    low: float | None
+    high: float | None
+    public_gap: float | None
+    p_rerun: float | None
+    df: float | None
+    reason: str | None
+    undecided: str | None
+
+
+def _judge_tps(
+    measured: Sequence[BootRecord], *, beside: Sequence[BootRecord], claim: float, floor: float, target: float
+) -> _TpsPart:
+    mine = {id(b) for b in measured}
+    legacy = any(b.public_tps is None or b.first is None for b in measured)
+    fitted = fit(
+        measured if legacy else [*(b for b in beside if id(b) not in mine), *measured],
+        floor=floor,
+        key=lambda b: _VERIFYING if id(b) in mine else (b.run_id, b.trial_number),
+    )
+    gap = (math.exp(fitted.levels[_VERIFYING].heldout) - claim) / claim * 100.0
+    public = [b.public_tps for b in measured if b.public_tps is not None]
+    public_gap = (statistics.median(public) - claim) / claim * 100.0 if public else None
+    bounds = fitted.level_interval(_VERIFYING)
+    if bounds is None:
+        spread = fitted.spreads[_VERIFYING]
+        return _TpsPart(
+            gap=gap,
+            low=None,
+            high=None,
+            public_gap=public_gap,
+            p_rerun=None,
+            df=None,
+            reason=None,
+            undecided=_too_few(len(measured))
+            or (
+                f"fewer than one degree of freedom left for the noise ({spread.df_y:g} for the boot's, "
+                f"{spread.df_d:g} for the run's): more boots would tell"
+            ),
+        )
+    low, high = ((math.exp(x) - claim) / claim * 100.0 for x in bounds)
+    p_rerun = fitted.p_within(_VERIFYING, claim)
+    law = fitted.law(_VERIFYING)
+    below, above = (math.log(claim) + edge for edge in tps_band())  # the organisers' 5% around the claim
+    reason = undecided = None
+    if too_few := _too_few(len(measured)):
+        undecided = too_few
+    elif bounds[1] < below or bounds[0] > above:
+        reason = (
+            f"TPS gap {gap:+.1f}% (90% interval {low:+.1f}%..{high:+.1f}%) is outside "
+            f"{TPS_TOLERANCE:.0%} of the claimed {claim:.2f} tokens/s"
+        )
+    elif bounds[0] < below or bounds[1] > above:
+        undecided = "its interval straddles the 5% line: more boots (--repeats) would tell"
+    elif p_rerun is not None and p_rerun < target:
+        undecided = f"its level lies within 5% but one more re-run lands there with P {p_rerun:.2f}, under the target {target:g}"
+    return _TpsPart(
+        gap=gap,
+        low=low,
+        high=high,
+        public_gap=public_gap,
+        p_rerun=p_rerun,
+        df=None if law is None else law.df,
+        reason=reason,
+        undecided=undecided,
+    )
+
+
+def _too_few(measured: int) -> str | None:
+    if measured < MIN_TPS_BOOTS:
+        return "one measured boot is one draw of a re-run: more boots (--repeats) would tell"
+    return None

@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from engine.knobs import KnobValues
-from sweep.judgement import Noise, Z, front_records, front_ties
+from sweep.judgement import Noise, Z, front_point, front_records, front_ties
 from sweep.store import TrialRecord
 
 __all__ = ["Progress", "SweepConsole"]
@@ -91,11 +91,11 @@ class SweepConsole:
                 f"TPS {m.tps:.2f} (partial)  PPL {m.ppl:.4f}"
             )
             self.out.print(f"    {escape(record.reason or '')}")
-        elif record.gate_stopped:
+        elif record.gate_stopped and m is not None:
             gate = "" if record.gate is None else f"  gate {record.gate:.4f}"
             self.out.print(
-                f"{head}TPS {record.tps:.2f} (probe: {m.prompts_timed} of {m.num_prompts} prompts)  "  # type: ignore[union-attr]
-                f"PPL {record.ppl:.4f}{gate}  [yellow]infeasible: stopped at the gate[/]"
+                f"{head}TPS {m.tps:.2f} (probe: {m.prompts_timed} of {m.num_prompts} prompts)  "
+                f"PPL {m.ppl:.4f}{gate}  [yellow]infeasible: stopped at the gate[/]"
             )
         elif record.measured:
             gate = "" if record.gate is None else f"  gate {record.gate:.4f}"
@@ -162,7 +162,7 @@ class SweepConsole:
         front = front_records(records, noise)
         groups: dict[int, int] = {}
         if noise is not None:
-            points = [noise.point(number=r.trial_number, tps=r.tps, ppl=r.ppl, feasible=True) for r in front]  # type: ignore[arg-type]
+            points = [front_point(r, noise) for r in front]
             tied = [g for g in front_ties(points) if len(g) > 1]
             groups = {p.number: i for i, g in enumerate(tied, start=1) for p in g}
         table = Table(title=escape(title), title_justify="left")
@@ -183,7 +183,8 @@ class SweepConsole:
         ):
             table.add_column(column, justify="right")
         for r in front:
-            margin = "" if r.gate is None else f"{r.gate - r.ppl:+.4f} ({(r.gate - r.ppl) / r.gate:+.1%})"  # type: ignore[operator]
+            ppl = r.figures.ppl
+            margin = "" if r.gate is None else f"{r.gate - ppl:+.4f} ({(r.gate - ppl) / r.gate:+.1%})"
             identity = (
                 "baseline"
                 if r.is_baseline

@@ -106,7 +106,7 @@ class _Driver:
             gate_stopped=gated,
             unbooted=unbooted,
             running=running,
-            best_tps=max((r.tps for r in front), default=None),  # type: ignore[type-var]
+            best_tps=max((r.figures.tps for r in front), default=None),
             front_size=len(front),
             elapsed_s=time.monotonic() - self.began,
             eta_s=eta,

@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from engine.manifest import Manifest
 from engine.profiles import BenchProfile
 from engine.stages import Partial, Stages, Stop
-from sweep.judgement import FRONT_STOP, GATE_STOP, FrontPoint, over_gate, pareto_front
+from sweep.judgement import FRONT_STOP, GATE_STOP, front_point, over_gate, pareto_front
 
 if TYPE_CHECKING:
     from sweep.store import TrialRecord
@@ -180,10 +180,10 @@ def build_plan(
     """The rule for the next trial, from the study's records so far."""
     stages = stage_counts(spec, profile)
     full = [r for r in records if r.full]
-    points = [FrontPoint(number=r.trial_number, tps=r.tps, ppl=r.ppl, feasible=bool(r.feasible)) for r in full]  # type: ignore[arg-type]
+    points = [front_point(r) for r in full]
     ratios = {}
     for n in () if spec.front_rule_off else stages:
-        seen = [r.tps / first for r in full if (first := _rate_first(r, n))]  # type: ignore[operator]
+        seen = [r.figures.tps / first for r in full if (first := _rate_first(r, n))]
         if len(seen) >= max(spec.min_trials, 2):
             logs = [math.log(x) for x in seen]
             ratios[n] = (math.exp(statistics.median(logs)), statistics.stdev(logs), len(seen))

@@ -101,7 +101,7 @@ class TrialRecord:
     def full(self) -> bool:
         """Measured to the end by its own boot: what a front point, a verified point and the front
         rule's learning need (a copy would count its source twice)."""
-        return self.measured and self.measurement.full and not self.reused  # type: ignore[union-attr]
+        return self.measurement is not None and self.measured and self.measurement.full and not self.reused
 
     @property
     def gate_stopped(self) -> bool:
@@ -112,6 +112,14 @@ class TrialRecord:
     def stopped(self) -> str | None:
         """How multi-fidelity stopped the trial early ("gate", "front"), None when it did not."""
         return self.measurement.stopped if self.measurement else None
+
+    @property
+    def figures(self) -> Measurement:
+        """The measurement of a measured record; raises ValueError for one that has none (a caller that did not
+        check ``measured`` or ``full`` first)."""
+        if self.measurement is None:
+            raise ValueError(f"trial {self.trial_number} of study {self.study_name!r} has no measurement")
+        return self.measurement
 
     @property
     def tps(self) -> float | None:
@@ -152,7 +160,7 @@ class TrialRecord:
         """The constraint values a judged, measured record is told with: feasible when all are <= 0."""
         values = {}
         if self.gate is not None:
-            values[GATE_CONSTRAINT] = self.ppl - self.gate  # type: ignore[operator]
+            values[GATE_CONSTRAINT] = self.figures.ppl - self.gate
         if identity_required:
             # Every trial gets the same constraints (Optuna's GP sampler refuses a study whose trials
             # differ in count): the baseline, and a trial of a knob allowed to change the output,
@@ -195,12 +203,12 @@ class Judge:
             or not identity_comparable(record.knobs, base.knobs)
         ):
             return None
-        mine, theirs = record.measurement, base.measurement
-        if mine.output_token_ids and theirs.output_token_ids:  # type: ignore[union-attr]
-            return differing_prompts(mine.output_token_ids, theirs.output_token_ids)  # type: ignore[union-attr]
-        if mine.output_text_sha256 and theirs.output_text_sha256:  # type: ignore[union-attr]
+        mine, theirs = record.figures, base.figures
+        if mine.output_token_ids and theirs.output_token_ids:
+            return differing_prompts(mine.output_token_ids, theirs.output_token_ids)
+        if mine.output_text_sha256 and theirs.output_text_sha256:
             # a stack that returns no token ids: compare the answers' texts
-            return differing_prompts(mine.output_text_sha256, theirs.output_text_sha256)  # type: ignore[union-attr]
+            return differing_prompts(mine.output_text_sha256, theirs.output_text_sha256)
         return None
 
     def judge(self, record: TrialRecord) -> TrialRecord:

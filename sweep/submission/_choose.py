@@ -33,7 +33,7 @@ class Choice:
     @property
     def tps(self) -> float:
         """The TPS to report: the promotion's claim, else the sweep's TPS."""
-        return self.claim.claim if self.claim else self.record.tps  # type: ignore[return-value]
+        return self.claim.claim if self.claim else self.record.figures.tps
 
     @property
     def verified(self) -> bool:
@@ -75,5 +75,5 @@ def choose(
         )
     promoted = [c for c in options if c.claim is not None and not c.claim.ppl_over_gate]
     if promoted:
-        return max(promoted, key=lambda c: (c.claim.p_verified or 0.0, c.tps))  # type: ignore[union-attr]
+        return max(promoted, key=lambda c: ((c.claim.p_verified if c.claim else None) or 0.0, c.tps))
     return max(options, key=lambda c: (c.tps, -c.record.trial_number))
