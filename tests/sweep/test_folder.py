@@ -303,6 +303,33 @@ def test_a_written_folder_launches_exactly_what_the_launcher_launches(tmp_path, 
     for key in manifest.env:
         assert same([served["env"][key]], theirs) == same([launched.env[key]], mine), key
     assert served["env"]["CENTROID_TOP_K"] == "16" and served["cwd"] == str(folder / STACK)
+    # and booted for real, the stack the folder starts is the one it said it would
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PORT": str(port), **env}
+    proc = subprocess.Popen([sys.executable, "serve.py"], cwd=folder, env=env, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not _answers(port):
+            assert proc.poll() is None and time.monotonic() < deadline, "the folder never answered"
+            time.sleep(0.1)
+        stubs = [
+            p.info["cmdline"]
+            for p in psutil.process_iter(["cmdline"])
+            if any("stub_server.py" in part for part in p.info["cmdline"] or [])
+            and p.info["cmdline"][-1].startswith(str(folder))
+            and not any(part.endswith("stackwrap.py") for part in p.info["cmdline"])  # the stack, not its wrapper
+        ]
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
+    stack_argv = served["argv"][served["argv"].index("--") + 1 :] if "--" in served["argv"] else served["argv"]
+    assert stubs == [stack_argv]
+
+
+def _answers(port: int) -> bool:
+    try:
+        return httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
 
 
 def test_the_warm_up_bridge_sends_no_public_prompt_and_the_folder_answers_only_after_it(tmp_path):
