@@ -1,22 +1,24 @@
-"""``python -m benchmarks.claim_calibration --study ctk``: does P(VERIFIED) say how often a private re-run verifies?
+"""``python -m benchmarks.claim_calibration --study ctk``: does P(VERIFIED) say how often a re-run verifies?
 
-A promoted study (``python -m sweep.run`` ends with its promotion) claims a TPS for its recommended
-point (``sweep.claims``) and the probability that one private re-run of it (a fresh boot, the
-harness's warm-up, the first timed run, on prompts nobody timed) lands within 5% of the claim with
-its PPL under the gate. This boots that point ``--reruns`` more times (default 20) exactly so: a
-fresh boot each, the held-out run first, then the PPL on the promotion's references (a public run
+A promoted and confirmed study (``python -m sweep.run``) claims a TPS for its recommended point
+(``sweep.claims``: the confirmation's claim) and the probability that one private re-run of it (a fresh boot,
+the harness's warm-up, the first timed run, on prompts nobody timed) lands within 5% of the claim with its
+PPL under the gate. This boots that point ``--reruns`` more times (default 20) exactly so, in a later run of
+its own: a fresh boot each, the held-out run first, then the PPL on the promotion's references (a public run
 follows it in the boot, unused here). Each boot is stored as a calibration run of the study (table
-``calibrations``): evidence of how far a later run moves (``Claim.p_later``), never a verification's
-verdict. It prints every re-run, then::
+``calibrations``): evidence of how far a later run moves (the claims' machine term), never a verification's
+verdict. The re-runs are a later run on this machine, so they are held to the confirmed claim's odds with
+the machine term the study's own runs measured (the stated prior is of another machine; the organisers'
+figure is printed beside). It prints every re-run, then::
 
     predicted P(VERIFIED) X, observed Y over N re-runs
 
-with the 90% Clopper-Pearson interval of the observed rate and the Brier score of the prediction
-over the re-runs, and exits 1 when the prediction lies outside that interval. The re-runs of one
-calibration share its run's machine state, so their hits are binomial only given that state: the
-interval is the least uncertainty the comparison has, not all of it. A study with no recommended
-point is calibrated at its highest P(VERIFIED) (``--trial`` picks another candidate); an unfinished
-promotion, or a candidate whose noise is not measured (no P), is refused.
+with the 90% Clopper-Pearson interval of the observed rate and the Brier score of the prediction over the
+re-runs, and exits 1 when the prediction lies outside that interval (a test makes it do so). The re-runs of
+one calibration share its run's machine state, so their hits are binomial only given that state: the
+interval is the least uncertainty the comparison has, not all of it. A study with no recommended point is
+calibrated at its confirmed one, else at its highest screening P (``--trial`` picks another candidate); an
+unfinished promotion or confirmation, or a candidate whose noise is not measured (no P), is refused.
 
 A calibration longer than one sitting (on a lent GPU machine a command runs 10 minutes at most) is
 made in parts: ``--time-limit S`` starts no re-run that the re-runs so far say would end after S
@@ -42,11 +44,12 @@ from benchmarks._sweeps import load_note
 from errors import ConfigError, NoCompletedTrialsError
 from sweep.claims import (
     INTERVAL,
-    Between,
     Claim,
     FreshBoots,
+    MachineTerm,
     StudyClaims,
     StudyEvidence,
+    claim_for,
     interleave,
     load_evidence,
 )
@@ -82,7 +85,7 @@ def _calibrate(args: argparse.Namespace, out: Console) -> tuple[str, bool] | Non
                 claims={claim.trial_number: claim.claim},
             )
         ]
-        predicted, basis = _prediction(claim, view.between)
+        predicted, basis = _prediction(view, claim)
         run = FreshBoots(
             spec,
             storage,
@@ -123,8 +126,8 @@ def _calibrate(args: argparse.Namespace, out: Console) -> tuple[str, bool] | Non
 
 
 def _claim(evidence: StudyEvidence, args: argparse.Namespace) -> tuple[StudyClaims, Claim]:
-    """The promotion's claims (as this project's client timed its boots) and the claim to calibrate; raises
-    ConfigError where there is none."""
+    """The study's claims (as this project's client timed its boots) and the claim to calibrate: the recommended
+    point, else the confirmed one, else the highest screening P; raises ConfigError where there is none."""
     # the re-runs are timed by this project's client, as the promotion's boots were: like with like, the claims
     # carry no client offset here (a claim's odds for the organisers' re-run do)
     view = evidence.claims_as_timed()
@@ -139,14 +142,14 @@ def _claim(evidence: StudyEvidence, args: argparse.Namespace) -> tuple[StudyClai
         )
     if not view.claims:
         raise NoCompletedTrialsError(f"study {study!r}: its promotion measured no boot")
+    claims = view.best_claims()  # the confirmed ones where there are: the claims to act on
     if args.trial is not None:
-        claim = next((c for c in view.claims if c.trial_number == args.trial), None)
+        claim = claims.get(args.trial)
         if claim is None:
-            raise NoCompletedTrialsError(
-                f"--trial {args.trial} was not promoted; promoted: {[c.trial_number for c in view.claims]}"
-            )
+            raise NoCompletedTrialsError(f"--trial {args.trial} was not promoted; promoted: {sorted(claims)}")
     else:
-        claim = view.recommended or max(view.claims, key=lambda c: c.p_verified or 0.0)
+        confirmed = view.confirmation.chosen if view.confirmation else None
+        claim = view.recommended or confirmed or max(claims.values(), key=lambda c: c.p_verified or 0.0)
     if claim.p_verified is None:
         raise NoCompletedTrialsError(f"study {study!r}, trial {claim.trial_number}: {claim.unmeasured}")
     return view, claim
@@ -215,14 +218,21 @@ def clopper_pearson(hits: int, n: int, *, level: float = INTERVAL) -> tuple[floa
     return low, high
 
 
-def _prediction(claim: Claim, between: Between | None) -> tuple[float, str]:
-    """What the re-runs are held to: they are a run of boots of their own, made after the promotion's, so
-    P(VERIFIED) for a later run where the study's earlier runs measured how far one moves, else within the
-    promotion's run (the spread between runs then unmeasured)."""
-    if claim.p_later is not None and between is not None:
-        return claim.p_later, f"for a later run of boots: between runs, {between.describe()}"
-    assert claim.p_verified is not None  # _calibrate refuses a claim whose noise is not measured
-    return claim.p_verified, "within the promotion's run of boots: no later run measured how far one moves"
+def _prediction(view: StudyClaims, claim: Claim) -> tuple[float, str]:
+    """What the re-runs are held to. They are a later run on this machine: a confirmed claim's odds with the
+    machine term its study's runs measured (the stated prior is of another machine, which these re-runs are
+    not); a claim never confirmed, its screening figure within its run."""
+    confirmed = view.confirmation
+    if claim.machine is None or confirmed is None:
+        assert claim.p_verified is not None  # _calibrate refuses a claim whose noise is not measured
+        return claim.p_verified, "a screening figure, within the promotion's run: the claim was not confirmed"
+    here = MachineTerm(prior=0.0, between=claim.machine.between)
+    again = claim_for(confirmed.fit, claim.trial_number, gate=claim.gate, target=claim.target, machine=here)
+    assert again.p_verified is not None  # the confirmed claim's noise is measured, as its own P says
+    return again.p_verified, (
+        f"a later run on this machine: the confirmation's odds with the machine term its runs measured "
+        f"({here.sd:.1%}; the organisers' re-run, on another machine, {claim.p_verified:.2f})"
+    )
 
 
 def _steal(boots: Sequence[BootRecord]) -> str:

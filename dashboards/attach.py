@@ -15,6 +15,7 @@ from typing import Any
 import optuna
 from optuna_dashboard import get_note, save_note, save_plotly_graph_object
 
+from dashboards.claims import claims_lines
 from dashboards.data import StudyData, TrialRow, load_study_data
 from dashboards.figures import pareto_figure
 from sweep.claims import Verdict
@@ -87,21 +88,7 @@ def study_note(data: StudyData, user_attrs: dict[str, Any]) -> str:
     else:
         lines.append("No feasible measured trial yet.")
     if data.claims is not None and data.claims.claims:
-        c = data.claims
-        lines += [
-            "",
-            f"### Claims: promotion {c.run_id}, {len(c.boots)} of {c.planned} fresh boots at profile {c.profile}",
-            "",
-            *([f"**Unfinished**: {c.unfinished()}; nothing is recommended until it is.", ""] if c.unfinished() else []),
-            "| trial | boots | claim | private re-run 90% | P(VERIFIED) | PPL ± tol |",
-            "|---|---|---|---|---|---|",
-        ]
-        for claim in c.claims:
-            mark = " (recommended)" if c.recommended is claim else ""
-            lines.append(
-                f"| {claim.trial_number}{mark} | {claim.boots} | {claim.claim:.2f} | {claim.rerun_text()} "
-                f"| {claim.odds_text()} | {claim.ppl:.4f} ± {claim.ppl_tol:.4f} |"
-            )
+        lines += claims_lines(data.claims)
     lines += [
         "",
         f"Export: `python -m dashboards.export --study {data.study_name}`. "

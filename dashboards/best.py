@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from dashboards.claims import claims_lines
 from dashboards.data import StudyData, TrialRow
 from sweep.store import password_note, shown_url
 from sweep.submission import ClaimFile, NothingToSubmit, choose
@@ -80,22 +81,8 @@ def _readme(data: StudyData, best: Choice | None, *, storage: str) -> str:
         ]
         lines.append("| " + " | ".join(cells) + " |")
     if data.claims is not None and data.claims.claims:
-        c = data.claims
-        lines += [
-            "",
-            f"## Claims (promotion {c.run_id}: {len(c.boots)} of {c.planned} boots at profile {c.profile})",
-            "",
-            *([f"**Unfinished**: {c.unfinished()}; nothing is recommended until it is.", ""] if c.unfinished() else []),
-            "| trial | boots | claim | private re-run 90% | P(VERIFIED) | PPL | verification |",
-            "|---|---|---|---|---|---|---|",
-        ]
         rows = {t.number: t for t in data.trials}
-        for each in c.claims:
-            mark = " (recommended)" if c.recommended is each else ""
-            lines.append(
-                f"| {each.trial_number}{mark} | {each.boots} | {each.claim:.2f} | {each.rerun_text()} "
-                f"| {each.odds_text()} | {each.ppl:.4f} ± {each.ppl_tol:.4f} | {_state(rows[each.trial_number])} |"
-            )
+        lines += claims_lines(data.claims, state=lambda n: _state(rows[n]))
     target = (
         best.record.trial_number
         if best is not None

@@ -166,7 +166,7 @@ def study_data(
     """Mark the front (noise-aware with ``noise``: ties numbered) and attach verdicts and claims;
     ``trials`` come in with ``on_front`` unset."""
     verdicts = verdicts or {}
-    by_claim = {c.trial_number: c for c in claims.claims} if claims else {}
+    by_claim = claims.best_claims() if claims else {}
     exact = Noise(tps_sd=0.0, ppl_sd=0.0, basis="exact")
     points = [front_point(t, noise or exact) for t in trials if t.full]
     front = pareto_front(points)

@@ -35,6 +35,8 @@ from dataclasses import dataclass
 from typing import Literal, Protocol, TypeVar
 
 __all__ = [
+    "BETWEEN_PRIOR",
+    "DEFAULT_CONFIRM_BOOTS",
     "DEFAULT_TARGET",
     "FRONT_STOP",
     "GATE_STOP",
@@ -70,6 +72,11 @@ StopKind = Literal["gate", "front"]
 NOISE_FLOOR = 0.02
 # The odds a claim must reach for the point to be recommended, where a study's [promotion] names none.
 DEFAULT_TARGET = 0.9
+# The fresh boots of the chosen point (and of its control) whose figures alone make its claim (sweep.claims)
+DEFAULT_CONFIRM_BOOTS = 4
+# How far a run on another machine reads from one of yours (sd of the log ratio), where a study states nothing
+# and its own runs measure less: the challenge's measurements between allocations of its A10G read 0.7-0.96%
+BETWEEN_PRIOR = 0.01
 
 # The organisers' rule: a re-run within 5% of the reported TPS (and under the gate) verifies it.
 TPS_TOLERANCE = 0.05

@@ -110,7 +110,7 @@ def _sweep(spec: StudySpec, args: RunArgs, out: Console) -> int:
     # Imported here: Ray and Optuna take seconds to import, and bad input should fail fast.
     import optuna
 
-    from sweep.claims import print_claims, promote, study_noise
+    from sweep.claims import confirm, print_claims, promote, study_noise
     from sweep.search import SweepConsole, export_results, ray_session, run_study
     from sweep.store import open_storage
 
@@ -118,6 +118,7 @@ def _sweep(spec: StudySpec, args: RunArgs, out: Console) -> int:
     storage = open_storage(args.storage)
     console = SweepConsole(out)
     began = time.monotonic()
+    deadline = None if args.time_limit is None else began + args.time_limit
     view = None
     try:
         with ray_session(address=args.ray_address, temp_dir=RUN_DIR / "ray"):
@@ -126,13 +127,11 @@ def _sweep(spec: StudySpec, args: RunArgs, out: Console) -> int:
             signal.signal(signal.SIGTERM, raise_interrupt)
             result = run_study(spec, storage, console=console, run_dir=RUN_DIR, time_limit_s=args.time_limit)
             if not result.stopped_for_time:
-                view = promote(
-                    spec,
-                    storage,
-                    out=out,
-                    run_dir=RUN_DIR,
-                    deadline=None if args.time_limit is None else began + args.time_limit,
-                )
+                view = promote(spec, storage, out=out, run_dir=RUN_DIR, deadline=deadline)
+        if view is not None and view.complete:
+            # the confirmation is a later run of its own: its boots, which alone make the claim, start with a new
+            # Ray session and new workers (ray_session joins the caller's where it already runs one)
+            view = confirm(spec, storage, out=out, run_dir=RUN_DIR, deadline=deadline, ray_address=args.ray_address)
     except KeyboardInterrupt:
         out.print(f"resume with: {args.resume_command()}", markup=False)
         return 130
@@ -148,7 +147,7 @@ def _sweep(spec: StudySpec, args: RunArgs, out: Console) -> int:
         knobs=list(spec.space),
         noise=noise,
         title=f"Pareto front of {spec.name} ({spec.gate.describe()}), from the search: one boot per trial",
-        claims=None if view is None else {c.trial_number: f"{c.claim:.2f} ({c.odds_text()})" for c in view.claims},
+        claims=None if view is None else {n: f"{c.claim:.2f} ({c.odds_text()})" for n, c in view.best_claims().items()},
     )
     if view is not None:
         print_claims(out, view, knobs=list(spec.space), study=spec.name)
@@ -159,12 +158,8 @@ def _sweep(spec: StudySpec, args: RunArgs, out: Console) -> int:
             f"resume with: {args.resume_command()}",
             markup=False,
         )
-    elif view is not None and not view.complete:
-        out.print(
-            f"time limit reached with {view.planned - len(view.boots)} promotion boot(s) left; resume with: "
-            f"{args.resume_command()}",
-            markup=False,
-        )
+    elif view is not None and view.unfinished() is not None:
+        out.print(f"time limit reached: {view.unfinished()}; resume with: {args.resume_command()}", markup=False)
     export_results(spec.name, args.storage, out=out, run_dir=RUN_DIR)
     return 0
 

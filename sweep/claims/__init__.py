@@ -1,15 +1,18 @@
 """The claims wing: from boots to the TPS to report, its odds, and the verdicts of later re-runs.
 
-    _plan       PromotionPlan: a promotion's boots and what they are judged by (the study's ``promotion``)
+    _plan       PromotionPlan, ConfirmationPlan: a promotion's boots, its choice's confirmation, what they
+                are judged by (the study's ``promotion`` and ``confirmation``)
     _fit        the model of a boot's two runs: levels and the noise each configuration is judged by (``fit``)
-    _between    how far a level moves from one run of boots to the next (``between_runs``)
+    _between    how far a level moves from one run of boots to the next, and the machine term of the
+                organisers' re-run (``between_runs``, ``MachineTerm``)
     _claim      the claim and P(VERIFIED) (``claim_for``); ``screening_claim``: a search trial's worth by the
                 same law of a re-run, which ranks the candidates for promotion
+    _confirm    the confirmation: the claim to act on, from boots its choice did not see (``confirmation_pair``)
     _verdict    a verification run's verdict: VERIFIED, INVALID or UNDECIDED (``judge``)
     _noise      where a configuration's noise is: boot, run, prompt, request, streaks, steps (``decompose``)
     _evidence   ``load_evidence``: one study's records, boots, plan, claims, verdicts and noise, read once
     _runner     ``FreshBoots``: one run of fresh boots, whatever asks for it (``interleave`` lays it out)
-    _promotion  the search's best configurations re-booted afresh (``promote``)
+    _promotion  the search's best configurations re-booted afresh (``promote``), its choice confirmed (``confirm``)
     _verification  fresh boots of chosen points on held-out prompts, judged (``verify``)
     _print      the claims, noise and verdict tables
     cli         ``python -m sweep.claims``
@@ -18,33 +21,22 @@ The organisers' rule itself (a re-run within 5%, PPL under the gate) and the gat
 ``sweep.judgement``'s. Only ``_runner`` boots anything.
 """
 
-from sweep.claims._between import BETWEEN_PRIOR, Between, between_runs
+from sweep.claims._between import Between, MachineTerm, between_runs, machine_term
 from sweep.claims._claim import Claim, best_claim, claim_for, screening_claim
-from sweep.claims._evidence import OFFSET_ATTR, StudyClaims, StudyEvidence, claims_of, load_evidence
+from sweep.claims._confirm import confirmation_pair
+from sweep.claims._evidence import OFFSET_ATTR, Confirmation, StudyClaims, StudyEvidence, claims_of, load_evidence
 from sweep.claims._fit import HETEROGENEITY, INTERVAL, ClientOffset, Fit, Law, Level, Spread, fit
 from sweep.claims._noise import WINDOW_S, NoiseParts, decompose, study_noise
-from sweep.claims._plan import CLAIMS_ATTR, PROMOTION_ATTR, PromotionPlan
+from sweep.claims._plan import CLAIMS_ATTR, CONFIRMATION_ATTR, PROMOTION_ATTR, ConfirmationPlan, PromotionPlan
 from sweep.claims._print import print_claims, print_noise, print_verdicts
-from sweep.claims._promotion import promote, select
+from sweep.claims._promotion import confirm, promote, select
 from sweep.claims._runner import FreshBoots, PlannedBoot, heldout_first, interleave
 from sweep.claims._verdict import Verdict, VerdictName, judge
 from sweep.claims._verification import VerificationPlan, plan_verification, print_plan, select_trials, verify
 
 __all__ = [
-    "BETWEEN_PRIOR",
-    "FreshBoots",
-    "VerificationPlan",
-    "PlannedBoot",
-    "heldout_first",
-    "interleave",
-    "promote",
-    "plan_verification",
-    "print_plan",
-    "print_verdicts",
-    "select_trials",
-    "verify",
-    "select",
     "CLAIMS_ATTR",
+    "CONFIRMATION_ATTR",
     "HETEROGENEITY",
     "INTERVAL",
     "OFFSET_ATTR",
@@ -53,26 +45,44 @@ __all__ = [
     "Between",
     "Claim",
     "ClientOffset",
+    "Confirmation",
+    "ConfirmationPlan",
     "Fit",
+    "FreshBoots",
     "Law",
     "Level",
+    "MachineTerm",
     "NoiseParts",
+    "PlannedBoot",
     "PromotionPlan",
     "Spread",
     "StudyClaims",
     "StudyEvidence",
     "Verdict",
     "VerdictName",
+    "VerificationPlan",
     "best_claim",
     "between_runs",
     "claim_for",
-    "screening_claim",
     "claims_of",
+    "confirm",
+    "confirmation_pair",
     "decompose",
     "fit",
+    "heldout_first",
+    "interleave",
     "judge",
     "load_evidence",
+    "machine_term",
+    "plan_verification",
     "print_claims",
     "print_noise",
+    "print_plan",
+    "print_verdicts",
+    "promote",
+    "screening_claim",
+    "select",
+    "select_trials",
     "study_noise",
+    "verify",
 ]

@@ -1,11 +1,13 @@
 """The TPS to claim and how likely the organisers' private re-run is to verify it: ``claim_for``.
 
 A private re-run is a fresh boot's first run on prompts nobody timed; its law is the fit's (``sweep.claims._fit``)
-around the configuration's held-out level. Then::
+around the configuration's held-out level, widened by the machine term where the re-run is the organisers'
+(a later run on another machine: ``sweep.claims._between.MachineTerm``). Then::
 
     P(VERIFIED | claim C) = P(0.95 C <= H_new <= 1.05 C) * P(PPL_new <= gate)
 
-the PPL's part from the boots' PPLs alike (``sweep.judgement.chance_under_gate``).
+the PPL's part from the boots' PPLs alike (``sweep.judgement.chance_under_gate``). Without a machine term the
+figure is a re-run's within the same run of boots: a screening figure (``Claim.basis``).
 
 The claim is the public level ``exp(L_P)`` (what a fresh boot's first public run reads, in the
 middle) when that reaches the target P(VERIFIED); else the largest lower claim that does; when none
@@ -20,7 +22,7 @@ import statistics
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
-from sweep.claims._between import Between
+from sweep.claims._between import MachineTerm
 from sweep.claims._fit import INTERVAL, ClientOffset, Fit, Law, Spread
 from sweep.judgement import Z, chance_under_gate, over_gate, tps_band
 
@@ -44,7 +46,8 @@ class Claim:
     p_verified: float | None  # at the claim: the TPS within 5% of it, times the PPL under the gate
     p_tps: float | None
     p_ppl: float
-    p_later: float | None  # the same for a re-run in another run of boots (between_runs); None: not measured
+    p_within_run: float | None  # the same for a re-run within the claim's own run of boots (no machine term)
+    machine: MachineTerm | None  # in the odds: the organisers' re-run; None: a screening figure, within the run
     df: float | None  # the degrees of freedom of the re-run's law
     offset: ClientOffset | None  # the organisers' client's offset carried into the odds; None: not measured
     spread: Spread  # the noise it was judged by
@@ -56,6 +59,12 @@ class Claim:
     ppl_tol: float  # Z pooled boot-to-boot sd, in PPL units
     gate: float | None
     ppl_over_gate: bool  # the median PPL over the gate (or no gate known): never recommended
+
+    @property
+    def basis(self) -> str:
+        """What its odds are of: the organisers' re-run (a machine term in), or a re-run within its own run of
+        boots, which screens candidates and promises nothing of another machine."""
+        return "organisers' re-run" if self.machine is not None else "screening, within its run"
 
     def rerun_text(self) -> str:
         """The 90% interval of a private re-run as printed: "low..high", or "-" where the noise is not measured."""
@@ -109,17 +118,19 @@ def claim_for(
     *,
     gate: float | None,
     target: float,
-    between: Between | None = None,
+    machine: MachineTerm | None = None,
     offset: ClientOffset | None = None,
 ) -> Claim:
-    """The claim of one configuration of ``fitted`` (see the module's docstring for the rule); ``between``
-    (``between_runs``) gives its P(VERIFIED) in another run of boots too, never the claim itself; ``offset``:
-    the re-run is timed by the organisers' client, which reads this far from the one the boots were timed by."""
+    """The claim of one configuration of ``fitted`` (see the module's docstring for the rule); ``machine``: its
+    odds are of the organisers' re-run, a later run on another machine (else a screening figure, within the
+    run); ``offset``: the re-run is timed by the organisers' client, which reads this far from the one the boots
+    were timed by."""
     level, spread = fitted.levels[key], fitted.spreads[key]
     p_ppl = 0.0 if gate is None else chance_under_gate(level.ppls, gate=gate, sd=fitted.ppl_sd, df=fitted.ppl_df)
     ceiling = math.exp(level.public)  # what was measured: never raised by an offset, however it reads
     shift = offset.log_mean if offset else 0.0
-    parts = [offset.part()] if offset else []
+    within = [offset.part()] if offset else []
+    parts = [*within, *([machine.part()] if machine else [])]
     law = fitted.law(key, extra=parts)
     claim = ceiling
     if law is not None:
@@ -131,12 +142,8 @@ def claim_for(
         )
     p_tps = fitted.p_within(key, claim, extra=parts, shift=shift)
     p_verified = None if p_tps is None else p_tps * p_ppl
+    in_run = fitted.p_within(key, claim, extra=within, shift=shift)
     q = None if law is None else law.quantile(0.5 + INTERVAL / 2)
-    later = (
-        None
-        if between is None or law is None
-        else between.within.p_within(between.key(key), claim, extra=[between.part(), *parts], shift=shift)
-    )
     return Claim(
         trial_number=level.trial_number,
         boots=level.boots,
@@ -148,7 +155,8 @@ def claim_for(
         p_verified=p_verified,
         p_tps=p_tps,
         p_ppl=p_ppl,
-        p_later=None if later is None else later * p_ppl,
+        p_within_run=None if in_run is None else in_run * p_ppl,
+        machine=machine,
         df=None if law is None else law.df,
         offset=offset,
         spread=spread,

@@ -26,32 +26,55 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from errors import StudyNotFoundError
-from sweep.claims._between import Between, between_runs
+from sweep.claims._between import MachineTerm, machine_term
 from sweep.claims._claim import Claim, best_claim, claim_for
+from sweep.claims._confirm import confirmation_pair
 from sweep.claims._fit import ClientOffset, Fit, fit
 from sweep.claims._noise import study_noise
-from sweep.claims._plan import PROMOTION_ATTR, PromotionPlan
+from sweep.claims._plan import CONFIRMATION_ATTR, PROMOTION_ATTR, ConfirmationPlan, PromotionPlan
 from sweep.claims._verdict import Verdict, judge
 from sweep.judgement import DEFAULT_TARGET, NOISE_FLOOR, Noise
 from sweep.store import BootKind, BootRecord, Storage, TrialRecord, shown_url
 
-__all__ = ["OFFSET_ATTR", "StudyClaims", "StudyEvidence", "claims_of", "load_evidence"]
+__all__ = ["OFFSET_ATTR", "Confirmation", "StudyClaims", "StudyEvidence", "claims_of", "load_evidence"]
 
 FLOOR_ATTR = "noise_floor"  # the study's user attribute: its [promotion] noise_floor
 OFFSET_ATTR = "client_offset"  # the study's user attribute: ClientOffset, where it was measured
 
 
 @dataclass(frozen=True, kw_only=True)
+class Confirmation:
+    """The confirmation run of a promotion's choice: its boots, the machine term, and its claims, which alone
+    are the ones to act on (``sweep.claims._confirm``)."""
+
+    plan: ConfirmationPlan
+    boots: tuple[BootRecord, ...]  # stored so far, failed ones included
+    fit: Fit
+    machine: MachineTerm
+    claims: dict[int, Claim]  # the chosen point's and its control's, from these boots alone
+
+    @property
+    def complete(self) -> bool:
+        return len(self.boots) >= self.plan.planned
+
+    @property
+    def chosen(self) -> Claim | None:
+        return self.claims.get(self.plan.chosen)
+
+
+@dataclass(frozen=True, kw_only=True)
 class StudyClaims:
-    """The claims of one promotion run, and whether it is finished."""
+    """The claims of one promotion run (screening figures: they chose), its choice's confirmation (the claim to
+    act on), and whether both are finished."""
 
     plan: PromotionPlan
     boots: tuple[BootRecord, ...]  # stored so far, failed ones included
     fit: Fit
-    between: Between | None  # the run-to-run spread, where later runs measured it
     offset: ClientOffset | None  # the organisers' client beside ours, carried into the odds; None: not measured
-    claims: tuple[Claim, ...]  # fastest claim first
-    recommended: Claim | None  # never while the promotion is unfinished
+    claims: tuple[Claim, ...]  # the promotion's, fastest claim first: screening figures, within its run
+    choice: tuple[int, int | None] | None  # the point to confirm and its control (confirmation_pair)
+    confirmation: Confirmation | None  # the confirmation of ``choice``, once planned
+    recommended: Claim | None  # the confirmed claim, where its odds reach the target; never while unfinished
     gate: float | None
     knobs: dict[int, dict[str, Any]]
 
@@ -77,16 +100,29 @@ class StudyClaims:
 
     @property
     def complete(self) -> bool:
+        """The promotion's boots are all stored (its confirmation may still be to run)."""
         return len(self.boots) >= self.planned
 
     def unfinished(self) -> str | None:
-        """Why nothing may act on these claims yet; None once the promotion is finished."""
-        if self.complete:
-            return None
-        return f"the promotion is not finished ({len(self.boots)} of {self.planned} boots)"
+        """Why nothing may act on these claims yet; None once the promotion and its confirmation are finished."""
+        if not self.complete:
+            return f"the promotion is not finished ({len(self.boots)} of {self.planned} boots)"
+        if self.plan.confirm_boots and self.choice is not None:
+            if self.confirmation is None:
+                return "the promotion's choice is not confirmed yet"
+            if not self.confirmation.complete:
+                done, planned = len(self.confirmation.boots), self.confirmation.plan.planned
+                return f"the confirmation is not finished ({done} of {planned} boots)"
+        return None
 
     def of(self, trial_number: int) -> Claim | None:
-        return next((c for c in self.claims if c.trial_number == trial_number), None)
+        """The claim to act on for a trial: its confirmed one, else its promotion's (a screening figure)."""
+        return self.best_claims().get(trial_number)
+
+    def best_claims(self) -> dict[int, Claim]:
+        """Every promoted trial's claim: the confirmation's where it confirmed one, else the promotion's."""
+        confirmed = self.confirmation.claims if self.confirmation else {}
+        return {c.trial_number: confirmed.get(c.trial_number, c) for c in self.claims}
 
 
 def _same_measure(a: BootRecord, b: BootRecord) -> bool:
@@ -102,44 +138,67 @@ def claims_of(
     later: Sequence[BootRecord] = (),
     *,
     offset: ClientOffset | None = None,
+    confirmation: ConfirmationPlan | None = None,
+    confirming: Sequence[BootRecord] = (),
+    baseline: int | None = None,
 ) -> StudyClaims:
-    """The claims of the promotion run ``plan`` describes, from the boots stored for it; ``later``: the study's
-    other runs of boots (verifications, calibrations), whose runs of the promoted configurations at the
-    promotion's profile and prompts measure how far a level moves from run to run (``Claim.p_later``);
-    ``offset``: how the organisers' client reads beside the one the boots were timed by."""
+    """The claims of the promotion run ``plan`` describes, from the boots stored for it (screening figures, within
+    its run), and of its choice's ``confirmation`` from its own boots (``confirming``: the study's confirmation
+    boots), whose odds are the organisers' re-run's: the machine term measured over every run at the promotion's
+    profile and prompts (this promotion's, the confirmation's and ``later``: verifications, calibrations) against
+    the plan's stated prior. ``offset``: how the organisers' client reads beside the one the boots were timed by;
+    ``baseline``: the study's baseline trial, a control where the promotion had no runner-up."""
     mine = tuple(b for b in boots if b.run_id == plan.run_id)
     fitted = fit(mine, floor=plan.noise_floor)
     gate = plan.gate.resolve_from(
         [b.ppl for b in mine if b.trial_number == plan.gate.baseline_trial and b.measured and b.ppl is not None]
     )
-    promoted = {b.trial_number for b in mine}
-    others = [
-        b
-        for b in later
-        if b.run_id != plan.run_id and b.trial_number in promoted and b.first is not None and _same_measure(b, mine[0])
-    ]
-    between = between_runs([*mine, *others], floor=plan.noise_floor, promotion_run=plan.run_id) if others else None
     claims = tuple(
         sorted(
-            (
-                claim_for(fitted, n, gate=gate, target=plan.target, between=between, offset=offset)
-                for n in fitted.levels
-            ),
+            (claim_for(fitted, n, gate=gate, target=plan.target, offset=offset) for n in fitted.levels),
             key=lambda c: (-c.claim, c.trial_number),
         )
     )
     complete = len(mine) >= plan.planned
+    choice = confirmation_pair(claims, baseline=baseline) if complete else None
+    confirmed = None
+    if confirmation is not None and confirmation.promotion_run == plan.run_id and mine:
+        runs = [*mine, *confirming, *later]
+        confirmed = _confirmed(plan, confirmation, runs, gate=gate, offset=offset, measure=mine[0])
+    recommended = None
+    if confirmed is not None and confirmed.complete and confirmed.chosen is not None:
+        recommended = best_claim([confirmed.chosen])
     return StudyClaims(
         plan=plan,
         boots=mine,
         fit=fitted,
-        between=between,
         offset=offset,
         claims=claims,
-        recommended=best_claim(claims) if complete else None,
+        choice=choice,
+        confirmation=confirmed,
+        recommended=recommended,
         gate=gate,
         knobs={b.trial_number: b.knobs for b in mine},
     )
+
+
+def _confirmed(
+    plan: PromotionPlan,
+    confirmation: ConfirmationPlan,
+    runs: Sequence[BootRecord],
+    *,
+    gate: float | None,
+    offset: ClientOffset | None,
+    measure: BootRecord,
+) -> Confirmation:
+    """The confirmation's claims from its own boots, the machine term from every run that measured its points."""
+    boots = tuple(b for b in runs if b.run_id == confirmation.run_id)
+    fitted = fit(boots, floor=plan.noise_floor)
+    measured = [b for b in runs if b.trial_number in confirmation.trials and b.first and _same_measure(b, measure)]
+    machine = machine_term(measured, prior=plan.between_prior, floor=plan.noise_floor)
+    made = (claim_for(fitted, n, gate=gate, target=plan.target, machine=machine, offset=offset) for n in fitted.levels)
+    claims = {c.trial_number: c for c in made}
+    return Confirmation(plan=confirmation, boots=boots, fit=fitted, machine=machine, claims=claims)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -169,7 +228,19 @@ class StudyEvidence:
         if self.plan is None:
             return None
         later = [*self.boots["verification"], *self.boots["calibration"]]
-        return claims_of(self.plan, self.boots["promotion"], later)
+        return claims_of(
+            self.plan,
+            self.boots["promotion"],
+            later,
+            confirmation=self.claims.confirmation.plan if self.claims and self.claims.confirmation else None,
+            confirming=self.boots["confirmation"],
+            baseline=self.baseline,
+        )
+
+    @property
+    def baseline(self) -> int | None:
+        """The baseline trial's number, where the study measured one."""
+        return next((r.trial_number for r in self.records if r.is_baseline), None)
 
 
 def _split_calibrations(stored: Sequence[BootRecord]) -> tuple[list[BootRecord], list[BootRecord]]:
@@ -222,10 +293,20 @@ def load_evidence(storage: Storage, study_name: str, *, leave_out_run: str | Non
         b for b in [*old_calibrations, *storage.boots("calibration", study_name)] if b.run_id != leave_out_run
     ]
     later = [*verifications, *calibrations]
+    confirming = storage.boots("confirmation", study_name)
     claims = None
     if plan is not None:
         offset = ClientOffset.from_attr(attrs[OFFSET_ATTR]) if OFFSET_ATTR in attrs else None
-        claims = claims_of(plan, promotion, later, offset=offset)
+        confirmation = ConfirmationPlan.from_attr(attrs[CONFIRMATION_ATTR]) if CONFIRMATION_ATTR in attrs else None
+        claims = claims_of(
+            plan,
+            promotion,
+            later,
+            offset=offset,
+            confirmation=confirmation,
+            confirming=confirming,
+            baseline=next((r.trial_number for r in records if r.is_baseline), None),
+        )
     target = plan.target if plan else DEFAULT_TARGET
     return StudyEvidence(
         study=study_name,
@@ -234,11 +315,13 @@ def load_evidence(storage: Storage, study_name: str, *, leave_out_run: str | Non
         plan=plan,
         boots={
             "promotion": tuple(b for b in promotion if plan is None or b.run_id == plan.run_id),
+            "confirmation": tuple(confirming),
             "verification": tuple(verifications),
             "calibration": tuple(calibrations),
         },
         claims=claims,
-        verdicts=_verdicts(verifications, promotion, floor=floor, target=target),
+        # a verification's noise pools with the study's other runs of the same configurations' boots
+        verdicts=_verdicts(verifications, [*promotion, *confirming], floor=floor, target=target),
         noise=study_noise(records, claims.boots if claims else (), floor=floor),
         floor=floor,
     )

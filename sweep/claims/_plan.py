@@ -1,10 +1,13 @@
-"""A promotion's plan: ``PromotionPlan``, what its boots are and what they are judged by.
+"""A promotion's plan (``PromotionPlan``: what its boots are and what they are judged by) and its
+confirmation's (``ConfirmationPlan``: the chosen point and its control, booted again in a run of their own).
 
 ``sweep.claims`` writes it to the study's user attribute ``promotion`` (``PROMOTION_ATTR``) before
 the first boot, so an interrupted promotion goes on with the same plan; every reader of the claims
 reads it back through ``PromotionPlan.from_attr``, never as a dict. Its gate is the study's ``Gate``
 with what resolves it on the promotion's PPL references: a number (absolute, or the sweep's baseline
 scored those references) or the baseline trial promoted with the candidates, whose boots resolve it.
+The confirmation's plan is the study's user attribute ``confirmation`` (``CONFIRMATION_ATTR``), stored
+before its first boot; it belongs to the promotion run it names, and a new promotion leaves it behind.
 """
 
 from __future__ import annotations
@@ -13,12 +16,13 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from engine.profiles import BenchProfile
-from sweep.judgement import Gate
+from sweep.judgement import BETWEEN_PRIOR, Gate
 
-__all__ = ["CLAIMS_ATTR", "PROMOTION_ATTR", "PromotionPlan"]
+__all__ = ["CLAIMS_ATTR", "CONFIRMATION_ATTR", "PROMOTION_ATTR", "ConfirmationPlan", "PromotionPlan"]
 
 PROMOTION_ATTR = "promotion"  # the study's user attribute holding the latest promotion's plan
 CLAIMS_ATTR = "claims"  # a summary of its claims, which optuna-dashboard lists
+CONFIRMATION_ATTR = "confirmation"  # the latest confirmation's plan
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -30,6 +34,9 @@ class PromotionPlan:
     target: float  # the P(VERIFIED) a claim must reach to be recommended
     noise_floor: float  # the least relative spread a private re-run is given
     gate: Gate  # resolved, or resolvable from the baseline trial's boots
+    # fresh boots of the chosen point and its control in the confirmation (0: a plan stored before confirmations)
+    confirm_boots: int = 0
+    between_prior: float = BETWEEN_PRIOR  # the odds' machine term where the study's runs measure less
 
     @property
     def planned(self) -> int:
@@ -49,11 +56,14 @@ class PromotionPlan:
             "target": self.target,
             "noise_floor": self.noise_floor,
             "gate": asdict(self.gate),
+            "confirm_boots": self.confirm_boots,
+            "between_prior": self.between_prior,
         }
 
     @classmethod
     def from_attr(cls, attr: dict[str, Any]) -> PromotionPlan:
-        """Read a stored plan, including those written before the gate was typed (a tagged dict)."""
+        """Read a stored plan, including those written before the gate was typed (a tagged dict) and before the
+        confirmation (no ``confirm_boots``: none is run for it, and none of its claims is recommended)."""
         gate = attr["gate"]
         kind = gate.get("kind")
         if kind in ("absolute", "sweep"):  # a number already resolved on the promotion's references
@@ -70,4 +80,32 @@ class PromotionPlan:
             target=attr["target"],
             noise_floor=attr["noise_floor"],
             gate=typed,
+            confirm_boots=attr.get("confirm_boots", 0),
+            between_prior=attr.get("between_prior", BETWEEN_PRIOR),
         )
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConfirmationPlan:
+    """The confirmation of the point a promotion chose: its boots and its control's, in a run of their own."""
+
+    run_id: str
+    promotion_run: str  # the promotion whose choice it confirms
+    chosen: int
+    control: int | None  # the runner-up, else the baseline; None: the promotion had no other candidate
+    boots: int  # fresh boots of each
+
+    @property
+    def trials(self) -> tuple[int, ...]:
+        return (self.chosen,) if self.control is None else (self.chosen, self.control)
+
+    @property
+    def planned(self) -> int:
+        return len(self.trials) * self.boots
+
+    def to_attr(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_attr(cls, attr: dict[str, Any]) -> ConfirmationPlan:
+        return cls(**attr)

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from sweep.claims._claim import Claim
 from sweep.claims._evidence import StudyClaims
+from sweep.claims._fit import Fit
 from sweep.claims._noise import decompose
 from sweep.claims._verdict import Verdict
 
@@ -34,68 +35,102 @@ def _mark(view: StudyClaims, c: Claim) -> str:
         return "[red]over the gate[/]"
     if c.p_verified is None:
         return "[yellow]noise not measured[/]"
+    if view.choice is not None and c.machine is None and c.trial_number == view.choice[0]:
+        return "chosen to confirm"
     return "" if c.meets else "[yellow]below target[/]"
 
 
 def print_claims(out: Console, view: StudyClaims, *, knobs: Sequence[str], study: str) -> None:
-    """The claims table, then what its figures rest on and what is recommended."""
-    out.print(_claims_table(view, knobs=knobs, study=study))
-    _print_basis(out, view)
+    """The promotion's screening table, its choice's confirmation (the claim to act on), what the odds rest on,
+    and what is recommended."""
+    out.print(_screening_table(view, knobs=knobs, study=study))
+    _print_noise_basis(out, view)
+    if view.confirmation is not None:
+        out.print(_confirmation_table(view, knobs=knobs))
+        out.print(f"  {view.confirmation.machine.describe()}", markup=False, soft_wrap=True)
+    _print_client(out, view)
     _print_outcome(out, view)
 
 
-def _claims_table(view: StudyClaims, *, knobs: Sequence[str], study: str) -> Table:
-    f = view.fit
+def _columns(table: Table, knobs: Sequence[str], head: Sequence[str]) -> None:
+    for column in head:
+        table.add_column(column, justify="left" if column in ("", "role", *knobs) else "right")
+
+
+def _cells(view: StudyClaims, c: Claim, *, fitted: Fit, knobs: Sequence[str]) -> list[str]:
+    """A claim's cells: its boots, their spread, the claim and its re-run interval."""
+    level = fitted.levels[c.trial_number]
+    return [
+        str(c.trial_number),
+        *(str(view.knobs[c.trial_number].get(k, "")) for k in knobs),
+        str(c.boots),
+        _spread(level.public_tps),
+        _spread(level.heldout_tps),
+        f"{c.spread.sigma_boot:.1%} / {c.spread.sigma_run:.1%}" + ("" if fitted.shared else " (own)"),
+        f"{c.claim:.2f}",
+        c.rerun_text(),
+    ]
+
+
+_HEAD = ["boots", "public TPS (boots)", "held-out TPS (boots)", "one boot / one run", "claim", "re-run 90%"]
+
+
+def _screening_table(view: StudyClaims, *, knobs: Sequence[str], study: str) -> Table:
     title = (
-        f"Claims of {study} (promotion {view.run_id}, profile {view.profile}: {len(view.boots)} of {view.planned} "
-        f"boots, {len(view.failed)} failed; target P(VERIFIED) >= {view.target:g}"
+        f"Screening: the promotion of {study} (run {view.run_id}, profile {view.profile}: {len(view.boots)} of "
+        f"{view.planned} boots, {len(view.failed)} failed"
         + ("" if view.gate is None else f", gate {view.gate:.4f}")
-        + ")"
+        + "). Its odds are of a re-run within its own run and chose the point to confirm: they are no claim to act "
+        "on (a point is chosen where its few boots read fast and steady)"
     )
     table = Table(title=escape(title), title_justify="left")
-    later = view.between is not None
-    head = [
-        "trial",
-        *knobs,
-        "boots",
-        "public TPS (boots)",
-        "held-out TPS (boots)",
-        "one boot / one run",
-        "claim",
-        "re-run 90%",
-        "P(VERIFIED)",
-        *(["P, a later run"] if later else []),
-        "PPL ± tol",
-        "",
-    ]
-    for column in head:
-        table.add_column(column, justify="left" if column in ("", *knobs) else "right")
+    _columns(table, knobs, ["trial", *knobs, *_HEAD, "P, within its run (screening)", "PPL ± tol", ""])
     for c in view.claims:
-        level = f.levels[c.trial_number]
-        own = "" if f.shared else " (own)"
         table.add_row(
-            str(c.trial_number),
-            *(str(view.knobs[c.trial_number].get(k, "")) for k in knobs),
-            str(c.boots),
-            _spread(level.public_tps),
-            _spread(level.heldout_tps),
-            f"{c.spread.sigma_boot:.1%} / {c.spread.sigma_run:.1%}{own}",
-            f"{c.claim:.2f}",
-            "-" if c.rerun_low is None else f"{c.rerun_low:.1f}..{c.rerun_high:.1f}",
+            *_cells(view, c, fitted=view.fit, knobs=knobs),
             _odds(c.p_verified),
-            *([_odds(c.p_later)] if later else []),
             f"{c.ppl:.4f} ± {c.ppl_tol:.4f}",
             _mark(view, c),
         )
     return table
 
 
-def _print_basis(out: Console, view: StudyClaims) -> None:
-    """What the odds rest on: the noise pooled or not, the client, the spread between runs."""
+def _confirmation_table(view: StudyClaims, *, knobs: Sequence[str]) -> Table:
+    confirmed = view.confirmation
+    assert confirmed is not None  # print_claims asks only where there is one
+    plan = confirmed.plan
+    title = (
+        f"Confirmation (run {plan.run_id}: {len(confirmed.boots)} of {plan.planned} fresh boots, each as the "
+        "organisers' first boot of the folder starts): the claim to act on, and the odds of the organisers' re-run, "
+        f"a later run on another machine; target P(VERIFIED) >= {view.target:g}"
+    )
+    table = Table(title=escape(title), title_justify="left")
+    head = ["trial", "role", *knobs, *_HEAD, "P(VERIFIED), organisers' re-run", "P, within its run", "PPL ± tol", ""]
+    _columns(table, knobs, head)
+    for n in plan.trials:
+        c = confirmed.claims.get(n)
+        if c is None:
+            continue
+        cells = _cells(view, c, fitted=confirmed.fit, knobs=knobs)
+        role = "chosen" if n == plan.chosen else "control"
+        table.add_row(
+            cells[0],
+            role,
+            *cells[1:],
+            _odds(c.p_verified),
+            _odds(c.p_within_run),
+            f"{c.ppl:.4f} ± {c.ppl_tol:.4f}",
+            _mark(view, c) if n == plan.chosen else "",
+        )
+    return table
+
+
+def _print_noise_basis(out: Console, view: StudyClaims) -> None:
+    """What the screening's noise is: pooled or not, the second run's warming, the PPL's spread."""
     f = view.fit
     p = f.pooled
     out.print(
-        f"noise over these boots: one boot's TPS {p.sigma_boot:.1%}, one run's {p.sigma_run:.1%} (pooled, "
+        f"noise over the promotion's boots: one boot's TPS {p.sigma_boot:.1%}, one run's {p.sigma_run:.1%} (pooled, "
         f"{p.df_y:g} and {p.df_d:g} degrees of freedom; floor {f.floor:.0%}); "
         + (
             "every configuration is judged by this pooled noise"
@@ -108,6 +143,9 @@ def _print_basis(out: Console, view: StudyClaims) -> None:
     for c in view.claims:
         if c.unmeasured:
             out.print(f"  trial {c.trial_number}: {c.unmeasured}", markup=False)
+
+
+def _print_client(out: Console, view: StudyClaims) -> None:
     out.print(
         "client: the boots were timed by this project's client and the private re-run is timed by the organisers'; "
         + (
@@ -118,36 +156,36 @@ def _print_basis(out: Console, view: StudyClaims) -> None:
         ),
         markup=False,
     )
-    spread = view.between
-    out.print(
-        "P(VERIFIED) is for a re-run within the promotion's run of boots: no later run of these configurations at this "
-        "profile is stored, so how far a later run (another hour, another lease, the organisers' machine) moves is not "
-        "measured; sweep.verify or benchmarks.claim_calibration adds runs"
-        if spread is None
-        else f"between runs: {spread.describe()}; 'P, a later run' is P(VERIFIED) for a re-run in another run, the "
-        "claim resting on the promotion's",
-        markup=False,
-    )
 
 
 def _print_outcome(out: Console, view: StudyClaims) -> None:
     """What is recommended, and the boots that failed."""
     unfinished = view.unfinished()
+    confirmed = view.confirmation.chosen if view.confirmation else None
     if unfinished is not None:
         out.print(f"{unfinished}: nothing is recommended until it is; the same sweep.run command goes on", markup=False)
-    elif view.recommended is None:
-        out.print(
-            f"no candidate reaches P(VERIFIED) >= {view.target:g} under the gate: none is recommended", markup=False
-        )
-    else:
+    elif view.recommended is not None:
         r = view.recommended
         out.print(
-            f"recommended: trial {r.trial_number}, claim {r.claim:.2f} tok/s over {r.boots} boots (its public level "
-            f"{r.public:.2f}), P(VERIFIED) {r.p_verified:.2f}",
+            f"recommended: trial {r.trial_number}, claim {r.claim:.2f} tok/s over {r.boots} confirming boots (its public "
+            f"level {r.public:.2f}), P(VERIFIED) of the organisers' re-run {r.p_verified:.2f}",
             markup=False,
         )
-    for b in view.failed:
-        out.print(f"  boot {(b.order or 0) + 1} of trial {b.trial_number} failed: {b.reason}", markup=False)
+    elif confirmed is not None:
+        out.print(
+            f"not recommended: the confirmed claim of trial {confirmed.trial_number} reaches P(VERIFIED) "
+            f"{_odds(confirmed.p_verified)} for the organisers' re-run, under the target {view.target:g}"
+            + (" (over the gate)" if confirmed.ppl_over_gate else ""),
+            markup=False,
+        )
+    else:
+        out.print("none is recommended: nothing was confirmed (no confirmation is planned for this promotion)")
+    boots = [*view.boots, *(view.confirmation.boots if view.confirmation else ())]
+    for b in boots:
+        if not b.measured:
+            out.print(
+                f"  boot {(b.order or 0) + 1} of trial {b.trial_number} ({b.run_id}) failed: {b.reason}", markup=False
+            )
 
 
 def _pct(value: float | None, digits: int = 1) -> str:

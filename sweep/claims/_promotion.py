@@ -31,13 +31,13 @@ from rich.console import Console
 from engine.profiles import BenchProfile
 from sweep.claims._claim import screening_claim
 from sweep.claims._evidence import StudyClaims, load_evidence
-from sweep.claims._plan import CLAIMS_ATTR, PROMOTION_ATTR, PromotionPlan
+from sweep.claims._plan import CLAIMS_ATTR, CONFIRMATION_ATTR, PROMOTION_ATTR, ConfirmationPlan, PromotionPlan
 from sweep.claims._runner import FreshBoots, interleave, new_run_id
 from sweep.judgement import Gate
 from sweep.search import StudySpec
 from sweep.store import Storage, TrialRecord
 
-__all__ = ["promote", "select"]
+__all__ = ["confirm", "promote", "select"]
 
 
 def _screening(record: TrialRecord, spec: StudySpec) -> float:
@@ -89,18 +89,20 @@ def _rounded(value: float | None, digits: int) -> float | None:
 
 
 def _summary(view: StudyClaims) -> list[dict[str, Any]]:
+    """Each promoted trial's claim to act on (its confirmed one, else its screening figure, labelled so)."""
     return [
         {
             "trial": c.trial_number,
             "claim": round(c.claim, 3),
             "p_verified": _rounded(c.p_verified, 4),
+            "odds_of": c.basis,
             "boots": c.boots,
             "rerun_90": None if c.rerun_low is None else [_rounded(c.rerun_low, 3), _rounded(c.rerun_high, 3)],
             "ppl": c.ppl,
             "ppl_tol": c.ppl_tol,
             "recommended": view.recommended is c,
         }
-        for c in view.claims
+        for c in view.best_claims().values()
     ]
 
 
@@ -129,6 +131,8 @@ def promote(
         target=promotion.target,
         noise_floor=promotion.noise_floor,
         gate=_gate(spec, records),
+        confirm_boots=promotion.confirm_boots,
+        between_prior=promotion.between_prior,
     )
     stored_plan = study.user_attrs.get(PROMOTION_ATTR)
     plan = None if stored_plan is None else PromotionPlan.from_attr(stored_plan)
@@ -161,5 +165,72 @@ def promote(
     view = load_evidence(storage, spec.name).claims
     assert view is not None  # the plan was stored above
     if view.complete:
+        study.set_user_attr(CLAIMS_ATTR, _summary(view))
+    return view
+
+
+def confirm(
+    spec: StudySpec,
+    storage: Storage,
+    *,
+    out: Console,
+    run_dir: Path,
+    deadline: float | None = None,
+    ray_address: str | None = None,
+) -> StudyClaims | None:
+    """Run (or go on with) the confirmation of a finished promotion's choice (``sweep.claims._confirm``): its
+    boots and its control's, interleaved, in a run of their own (a new worker for every boot, spread over the
+    nodes that host the study's trials), each starting as the organisers' first boot of the folder does. The
+    study's claims after it; None where the study has no promotion. Boots that the deadline
+    (``time.monotonic()``) leaves unrun are run by the next call."""
+    evidence = load_evidence(storage, spec.name)
+    view = evidence.claims
+    if view is None or view.unfinished() is None or not view.complete or view.choice is None:
+        return view
+    chosen, control = view.choice
+    study = optuna.load_study(study_name=spec.name, storage=storage.optuna)
+    boots = view.plan.confirm_boots
+    stored = study.user_attrs.get(CONFIRMATION_ATTR)
+    plan = None if stored is None else ConfirmationPlan.from_attr(stored)
+    if plan is None or (plan.promotion_run, plan.chosen, plan.control, plan.boots) != (
+        view.run_id,
+        chosen,
+        control,
+        boots,
+    ):
+        plan = ConfirmationPlan(
+            run_id=new_run_id(), promotion_run=view.run_id, chosen=chosen, control=control, boots=boots
+        )
+        study.set_user_attr(CONFIRMATION_ATTR, plan.to_attr())
+    records = [r for n in plan.trials if (r := evidence.record(n)) is not None]
+    profile, gate = view.plan.profile, view.gate
+    screening = {c.trial_number: c.claim for c in view.claims}
+    laid = interleave(records, boots=boots, profile=lambda _: profile, gate=lambda _: gate, claims=screening)
+    run = FreshBoots(
+        spec,
+        storage,
+        kind="confirmation",
+        out=out,
+        run_dir=run_dir,
+        run_id=plan.run_id,
+        expected=[b.record.trial_number for b in laid],
+        go_on="the same command goes on with them",
+        deadline=deadline,
+        ray_address=ray_address,
+        spread=True,
+    )
+    if not run.done:
+        began = "starts" if not run.stored else f"goes on after {run.stored} boot(s)"
+        out.print(
+            f"confirmation {plan.run_id} {began}: trial {chosen} (the promotion's choice)"
+            + ("" if control is None else f" and trial {control} (its control)")
+            + f" x {boots} fresh boots, interleaved, in a run of their own: they alone make the claim",
+            markup=False,
+        )
+        with run:
+            run.boot(laid)
+    view = load_evidence(storage, spec.name).claims
+    assert view is not None  # promoted above
+    if view.unfinished() is None:
         study.set_user_attr(CLAIMS_ATTR, _summary(view))
     return view

@@ -1,6 +1,6 @@
 """One run of fresh boots, whatever asks for it: ``FreshBoots``, and the plan it runs (``interleave``).
 
-Promotion, verification, calibration and the confirmation of a recommended point all judge a configuration
+Promotion, the confirmation of its choice, verification and calibration all judge a configuration
 over several fresh boots, never one (on a GPU one configuration's TPS moves about 10% from boot to boot).
 ``interleave`` lays the boots out as A B C A B C ... (never A A A B B B), so that drift and machine state hit
 every configuration alike, each configuration's boots alternating which timed run comes first
@@ -18,7 +18,10 @@ needs::
 - **resume**: a boot whose place in the run (``order``) is stored is not booted again; each boot is stored
   the moment it ends, so an interrupted run keeps every boot it finished;
 - **the Ray session** (joined, or a private local one) and one worker pinned like the sweep's, replaced if
-  it is lost; the boot logs an earlier run did not see finish are scrubbed first;
+  it is lost (a new one for every boot where the run spreads over nodes); the boot logs an earlier run did
+  not see finish are scrubbed first;
+- **the state a boot starts in**: an empty cache of its own, as the organisers' first boot of a folder starts
+  (a stack's compile cache, say), unless the caller asks for the sweep's shared one;
 - **the deadline**: no boot starts that the boots so far say would end after it;
 - **SIGTERM as Ctrl-C**, and on either the line that says how many boots are stored and how to go on.
 """
@@ -117,16 +120,26 @@ def boot_line(boot: BootRecord, *, total: int) -> str:
 
 
 class _Worker:
-    """One Ray worker pinned like the sweep's; boots a configuration afresh for every boot."""
+    """One Ray worker pinned like the sweep's; boots a configuration afresh for every boot. With ``spread``, a new
+    worker for every boot, placed by Ray's SPREAD strategy: on a cluster of several nodes that host the study's
+    trials, the boots land on several of them."""
 
-    def __init__(self, spec: StudySpec, *, run_dir: Path, fresh_cache: bool) -> None:
-        self.spec, self.run_dir, self.fresh_cache = spec, run_dir, fresh_cache
+    def __init__(self, spec: StudySpec, *, run_dir: Path, fresh_cache: bool, spread: bool) -> None:
+        self.spec, self.run_dir, self.fresh_cache, self.spread = spec, run_dir, fresh_cache, spread
         self.actor = self._new()
+        self.used = False
 
     def _new(self):  # noqa: ANN202 - a Ray actor handle
-        return TrialWorker.options(**actor_options(self.spec.resources)).remote()
+        options = actor_options(self.spec.resources)
+        if self.spread:
+            options["scheduling_strategy"] = "SPREAD"
+        return TrialWorker.options(**options).remote()
 
     def boot(self, planned: PlannedBoot, *, folder: Path) -> TrialOutcome:
+        if self.spread and self.used:
+            self.stop()
+            self.actor = self._new()
+        self.used = True
         record = planned.record
         knobs = parse_knobs(self.spec.manifest, record.knobs, where=f"trial {record.trial_number}'s stored knobs: ")
         # the sweep's shared cache (a stack's compile cache, say), or one of the boot's own: empty, as on a machine
@@ -171,17 +184,20 @@ class FreshBoots:
         resume: str | None = None,
         ray_address: str | None = None,
         deadline: float | None = None,
-        fresh_cache: bool = False,
+        fresh_cache: bool = True,
+        spread: bool = False,
     ) -> None:
         """``expected``: the trial of every boot of the run, in order; ``go_on``: how to go on with it once stopped
         (``{run}`` is its id); ``run_id``: the run's id where the caller keeps it (a promotion's plan), else a new
         one; ``resume``: a stored run to go on with (raises UsageError, nothing booted, where none of that id is
         stored or its boots are not the start of ``expected``); ``deadline``: ``time.monotonic()`` after which no
-        boot may end; ``fresh_cache``: each boot starts with an empty cache of its own instead of the sweep's."""
+        boot may end; ``fresh_cache``: each boot starts with an empty cache of its own, as the organisers' first
+        boot of a folder does (False: the sweep's shared one); ``spread``: a new worker for every boot, spread
+        over the nodes that can host it."""
         self.spec, self.storage, self.kind, self.out, self.run_dir = spec, storage, kind, out, run_dir
         self.run_id = resume or run_id or new_run_id()
         self.expected, self.go_on, self.ray_address, self.deadline = list(expected), go_on, ray_address, deadline
-        self.fresh_cache = fresh_cache
+        self.fresh_cache, self.spread = fresh_cache, spread
         self.boots: list[BootRecord] = [b for b in storage.boots(kind, spec.name) if b.run_id == self.run_id]
         if resume is not None and not self.boots:
             raise UsageError(f"--resume {resume}: no {kind} run of that id in study {spec.name!r}")
@@ -257,7 +273,7 @@ class FreshBoots:
 
     def _boot(self, planned: PlannedBoot) -> BootRecord:
         if self._worker is None:
-            self._worker = _Worker(self.spec, run_dir=self.run_dir, fresh_cache=self.fresh_cache)
+            self._worker = _Worker(self.spec, run_dir=self.run_dir, fresh_cache=self.fresh_cache, spread=self.spread)
         record = planned.record
         folder = (
             self.run_dir

@@ -138,7 +138,7 @@ def plan_verification(
             f"study {spec.name!r}: {unfinished}, so its claims are nothing to verify yet: "
             f"`python -m sweep.run --study {spec.name}` goes on with it (or name --trials)"
         )
-    claims = {c.trial_number: c.claim for c in view.claims} if view and unfinished is None else {}
+    claims = {n: c.claim for n, c in view.best_claims().items()} if view and unfinished is None else {}
     records = list(evidence.records)
     targets = select_trials(records, study_name=spec.name, top=top, trials=trials, claims=claims)
     measured = {r.trial_number: r for r in records if r.full}

@@ -45,8 +45,12 @@ is a fixed set, lists the valid choices. The layout::
     candidates = 3                #   the N fastest feasible configurations (0: no promotion)
     boots = 3                     #   fresh boots each, interleaved A B C A B C ...
     profile = "challenge"         #   what a boot measures (default: the study's profile, one run a boot)
-    target = 0.9                  #   the P(VERIFIED) a claim must reach to be recommended
+    target = 0.9                  #   the P(VERIFIED) of the organisers' re-run the confirmed claim must reach
     noise_floor = 0.02            #   the least relative noise a private re-run is given
+    confirm_boots = 4             #   fresh boots of the chosen point and of its control, in a later run
+                                  #   (>= 2): they alone make the claim and its odds (sweep.claims)
+    between_prior = 0.01          #   how far a run on another machine reads from one of yours (sd of the
+                                  #   log ratio): the odds' machine term where the study's runs measure less
 
     [resources]                   # per trial (one engine)
     accelerator_type = "A10G"     # nodes advertising accelerator_type:A10G; none: any node
@@ -69,7 +73,7 @@ from engine.manifest import NAME_RULE, Manifest, is_plain_name, load_manifest
 from engine.profiles import STUDIES_DIR, BenchProfile, get_profile
 from engine.stacks import adapter_for
 from errors import ConfigError, StudySpecError
-from sweep.judgement import DEFAULT_TARGET, NOISE_FLOOR, Gate
+from sweep.judgement import BETWEEN_PRIOR, DEFAULT_CONFIRM_BOOTS, DEFAULT_TARGET, NOISE_FLOOR, Gate
 from sweep.search._fidelity import FidelitySpec, front_rule_for, gate_first_unsafe, stage_counts
 
 __all__ = [
@@ -140,13 +144,16 @@ class Resources:
 
 @dataclass(frozen=True, kw_only=True)
 class PromotionSpec:
-    """A study's ``[promotion]``: which candidates are re-measured after the search, and how."""
+    """A study's ``[promotion]``: which candidates are re-measured after the search, and how; and the
+    confirmation of the one it chooses."""
 
     candidates: int = 3
     boots: int = 3
     profile: BenchProfile | None = None  # None: no promotion
     target: float = DEFAULT_TARGET
     noise_floor: float = NOISE_FLOOR
+    confirm_boots: int = DEFAULT_CONFIRM_BOOTS
+    between_prior: float = BETWEEN_PRIOR
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -523,7 +530,7 @@ def _fidelity(
     return replace(spec, mode="full", why_full=f"multi-fidelity is not safe here: {unsafe}")
 
 
-_PROMOTION_FIELDS = ("candidates", "boots", "profile", "target", "noise_floor")
+_PROMOTION_FIELDS = ("candidates", "boots", "profile", "target", "noise_floor", "confirm_boots", "between_prior")
 
 
 def _promotion(value: Any, where: str, *, profile: BenchProfile) -> PromotionSpec:
@@ -541,6 +548,9 @@ def _promotion(value: Any, where: str, *, profile: BenchProfile) -> PromotionSpe
     if target >= 1:
         raise StudySpecError(f"{where}: field 'promotion.target' must be a probability below 1, got {target!r}")
     floor = _number(table.get("noise_floor", default.noise_floor), where, "promotion.noise_floor", minimum=0)
+    # one confirming boot is one draw: its noise needs two at least
+    confirm = _int(table.get("confirm_boots", default.confirm_boots), where, "promotion.confirm_boots", minimum=2)
+    prior = _number(table.get("between_prior", default.between_prior), where, "promotion.between_prior", minimum=0)
     boot_profile = (
         _profile(table["profile"], f"{where} [promotion]", override=None) if "profile" in table else profile
     ).for_boots(verification=False)
@@ -548,7 +558,15 @@ def _promotion(value: Any, where: str, *, profile: BenchProfile) -> PromotionSpe
         boot_profile.load_heldout()
     except ConfigError as exc:
         raise StudySpecError(f"{where}: [promotion] profile {boot_profile.name!r}: {exc}") from None
-    return PromotionSpec(candidates=candidates, boots=boots, profile=boot_profile, target=target, noise_floor=floor)
+    return PromotionSpec(
+        candidates=candidates,
+        boots=boots,
+        profile=boot_profile,
+        target=target,
+        noise_floor=floor,
+        confirm_boots=confirm,
+        between_prior=prior,
+    )
 
 
 def _resources(value: Any, where: str) -> Resources:

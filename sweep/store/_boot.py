@@ -23,7 +23,7 @@ __all__ = ["BootKind", "BootRecord", "BootStatus", "boot_record"]
 
 BootStatus = Literal["complete", "failed"]
 # the runs of fresh boots a study stores, each in its table (sweep.store._database.BOOT_TABLES)
-BootKind = Literal["promotion", "verification", "calibration"]
+BootKind = Literal["promotion", "confirmation", "verification", "calibration"]
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -9,8 +9,9 @@ The project's tables are defined here, the whole schema in one place:
 - ``measurements``: one row per trial attempt (a ``sweep.store.TrialRecord``), keyed by (study,
   trial number). The driver writes the row before it tells Optuna, so a crash between the two
   is healed at the next start (the row is told again) and never produces a second row.
-- ``promotions``, ``verifications`` and ``calibrations``: one row per boot of a promotion, a
-  verification or a calibration run (``sweep.store.BootRecord``), the same columns in each.
+- ``promotions``, ``confirmations``, ``verifications`` and ``calibrations``: one row per boot of a
+  promotion, a confirmation, a verification or a calibration run (``sweep.store.BootRecord``), the same
+  columns in each.
 
 ``open_storage`` creates the file and tables as needed, and adds to a database written by an older
 version the columns it lacks (each nullable, so old rows read as "not recorded"); ``open_existing``
@@ -44,6 +45,7 @@ __all__ = [
     "StudyRecords",
     "as_utc",
     "calibrations",
+    "confirmations",
     "measurements",
     "open_existing",
     "open_storage",
@@ -134,8 +136,13 @@ verifications = sa.Table(
 calibrations = sa.Table(
     "calibrations", METADATA, *_boot_columns(), sa.Index("ix_calibrations_trial", "study_name", "trial_number")
 )
+# the confirmation of the point a promotion chose: a later run whose boots alone make its claim (sweep.claims)
+confirmations = sa.Table(
+    "confirmations", METADATA, *_boot_columns(), sa.Index("ix_confirmations_run", "study_name", "run_id")
+)
 BOOT_TABLES: dict[BootKind, sa.Table] = {
     "promotion": promotions,
+    "confirmation": confirmations,
     "verification": verifications,
     "calibration": calibrations,
 }

@@ -6,6 +6,8 @@ never a dict. A file that does not parse is refused with the field named (``read
 
     1   written before the file was typed (no ``version`` field): the same fields, read as they are
     2   ``version`` added; the verdict carries only what a reader shows
+    3   the odds are of the organisers' re-run where the claim was confirmed (``odds_of``, ``machine_term``),
+        the within-run figure beside them (``p_within_run``); ``p_later`` is no longer written
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from sweep.submission._choose import Choice
 __all__ = ["CLAIM_FILE", "CLAIM_VERSION", "ClaimFile", "VerdictSummary", "measured_on", "read_claim"]
 
 CLAIM_FILE = "claim.json"
-CLAIM_VERSION = 2
+CLAIM_VERSION = 3
 
 
 class VerdictSummary(BaseModel):
@@ -54,8 +56,11 @@ class ClaimFile(BaseModel):
     verified: bool  # VERIFIED against this claim
     label: str  # "VERIFIED", or what else it is
     p_verified: float | None = Field(default=None, ge=0, le=1)  # None: never promoted, or its noise unmeasured
-    p_later: float | None = Field(default=None, ge=0, le=1)  # for a re-run in a later run of boots; None: not measured
-    between_runs: str | None = None  # what p_later rests on
+    odds_of: str | None = None  # what p_verified is of: "organisers' re-run" (confirmed), or a screening figure
+    p_within_run: float | None = Field(default=None, ge=0, le=1)  # a re-run within the claim's own run of boots
+    machine_term: str | None = None  # what the organisers' re-run's odds assume of another machine
+    p_later: float | None = Field(default=None, ge=0, le=1)  # versions 1 and 2: a later run's odds
+    between_runs: str | None = None  # versions 1 and 2: what p_later rests on
     promoted: bool = True  # its figures come from its promotion's boots (else from its one boot in the sweep)
     boots: int = Field(ge=1)
     unmeasured: str | None = None  # why the odds are missing, where the promotion could not measure its noise
@@ -73,7 +78,6 @@ class ClaimFile(BaseModel):
         claims), its sweep trial's otherwise."""
         c, r, v = choice.claim, choice.record, choice.verdict
         promoted = c is not None and view is not None
-        between = view.between.describe() if view is not None and view.between is not None else None
         return cls(
             study=study,
             trial=r.trial_number,
@@ -82,8 +86,9 @@ class ClaimFile(BaseModel):
             verified=choice.verified,
             label=choice.label,
             p_verified=c.p_verified if c else None,
-            p_later=c.p_later if c else None,
-            between_runs=between if c and c.p_later is not None else None,
+            odds_of=c.basis if c else None,
+            p_within_run=c.p_within_run if c else None,
+            machine_term=c.machine.describe() if c and c.machine else None,
             promoted=promoted,
             boots=c.boots if c else 1,
             unmeasured=c.unmeasured if c else None,
@@ -120,20 +125,19 @@ class ClaimFile(BaseModel):
                 else self.unmeasured or ("not estimated" if self.promoted else "not estimated (never promoted)")
             )
             + " |",
-            "| P(VERIFIED) | "
+            "| P(VERIFIED), the organisers' re-run | "
             + (
-                f"{self.p_verified:.2f} (a re-run within the promotion's run of boots)"
-                if self.p_verified is not None
-                else "not estimated"
+                f"{self.p_verified:.2f} (a later run on another machine: {self.machine_term})"
+                if self.p_verified is not None and self.machine_term is not None
+                else "not estimated: the claim was not confirmed"
+                + ("" if self.p_verified is None else f" (a screening figure within its run: {self.p_verified:.2f})")
             )
             + " |",
-            "| P(VERIFIED), a later run | "
+            "| P(VERIFIED), within its run | "
             + (
-                f"{self.p_later:.2f} (between runs, {self.between_runs})"
-                if self.p_later is not None
-                else "not measured: no later run of these boots is stored (`python -m sweep.verify` makes one); a "
-                "re-run on another day or machine, as the organisers' is, can move further than the promotion's "
-                "boots did"
+                "-"
+                if self.p_within_run is None
+                else f"{self.p_within_run:.2f} (a re-run within the confirmation's own run of boots, no machine term)"
             )
             + " |",
             f"| PPL | {self.ppl:.4f}"
@@ -156,8 +160,11 @@ class ClaimFile(BaseModel):
         """The claim's odds as a reader prints them."""
         if self.p_verified is None:
             return "the claim has no P(VERIFIED) (never promoted, or its noise not measured)"
-        later = "" if self.p_later is None else f", for a later run {self.p_later:.2f}"
-        return f"the claim's P(VERIFIED) is {self.p_verified:.2f}{later}"
+        if self.machine_term is None:
+            return (
+                f"the claim's P(VERIFIED) is a screening figure, {self.p_verified:.2f} within its run (not confirmed)"
+            )
+        return f"the claim's P(VERIFIED) for the organisers' re-run is {self.p_verified:.2f} ({self.machine_term})"
 
 
 def measured_on(choice: Choice, view: StudyClaims | None) -> dict[str, Any]:
@@ -175,9 +182,9 @@ def read_claim(path: Path) -> ClaimFile:
     if not isinstance(data, dict):
         raise UsageError(f"{path}: a claim is a JSON object, got {type(data).__name__}")
     version = data.get("version", 1)
-    if version not in (1, CLAIM_VERSION):
+    if version not in range(1, CLAIM_VERSION + 1):
         raise UsageError(
-            f"{path}: field 'version': {version!r} is not a version this tool reads (1 or {CLAIM_VERSION})"
+            f"{path}: field 'version': {version!r} is not a version this tool reads (1 to {CLAIM_VERSION})"
         )
     try:
         return ClaimFile.model_validate({**data, "version": CLAIM_VERSION})

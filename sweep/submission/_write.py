@@ -41,7 +41,7 @@ def submit_study(
     unfinished = view.unfinished() if view else None
     if unfinished is not None:
         raise NothingToSubmit(f"{unfinished}; `python -m sweep.run --study {spec.name}` goes on with it")
-    claims = {c.trial_number: c for c in view.claims} if view else {}
+    claims = view.best_claims() if view else {}
     choice = choose(
         list(evidence.records), verdicts=evidence.verdicts, claims=claims, allow_unverified=allow_unverified
     )

@@ -194,12 +194,14 @@ def test_best_offers_no_unverified_point_and_lists_the_promotions_claims(swept, 
     assert len(promoted) == 4 and all(b.measured for b in promoted)  # 2 candidates x 2 boots
     assert not (out / "best" / "manifest.json").exists()
     readme = (out / "best" / "README.md").read_text()
-    assert "no point to submit yet" in readme and "## Claims (promotion" in readme
+    assert "no point to submit yet" in readme and "### Screening: promotion" in readme
+    # the run ends with the confirmation of the promotion's choice beside its control: the claims to act on
+    assert "### Confirmation: run" in readme and "(chosen)" in readme
     assert f"python -m sweep.verify --study {swept.name} --storage {swept.url}" in readme
     frame = pd.read_csv(out / "trials.csv").set_index("number")
     promoted_trials = sorted({b.trial_number for b in promoted})
     assert (
-        frame.loc[promoted_trials, "claim_tps"].notna().all() and frame.loc[promoted_trials, "claim_boots"].eq(2).all()
+        frame.loc[promoted_trials, "claim_tps"].notna().all() and frame.loc[promoted_trials, "claim_boots"].eq(4).all()
     )
     assert frame["provenance.stack"].dropna().eq("stub").all()
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import math
-import random
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, fields
@@ -17,11 +15,11 @@ from rich.console import Console
 
 from engine.measurement import Measurement
 from engine.profiles import BenchProfile
-from sweep.claims import StudyClaims, promote
-from sweep.claims._runner import PlannedBoot, _Worker, heldout_first
+from sweep.claims import StudyClaims, confirm, promote
+from sweep.claims._runner import PlannedBoot, _Worker
 from sweep.search import SweepConsole, load_study
 from sweep.search._driver import StudyResult, run_study
-from sweep.store import BootRecord, TrialRecord, open_storage
+from sweep.store import TrialRecord, open_storage
 from tests.stacks import stub_manifest, stub_profile
 
 SWEEP_TESTS = Path(__file__).resolve().parent
@@ -94,8 +92,9 @@ def run_in_process(study: Path, storage_url: str, run_dir: Path, **overrides: An
 def promoted_stub_study(
     folder: Path, *, manifest: Path, name: str, choices: list[int], output_len: int = 32
 ) -> tuple[Path, str, StudyClaims | None]:
-    """A grid study over ``manifest`` (a stub stack's, ``write_manifest``), searched and promoted, 2 candidates x
-    2 boots, in ``folder``: its file, its database URL and the promotion's claims (Ray must already be initialised)."""
+    """A grid study over ``manifest`` (a stub stack's, ``write_manifest``), searched, promoted (2 candidates x 2
+    boots) and its choice confirmed (2 boots of it and its control), in ``folder``: its file, its database URL and
+    the study's claims (Ray must already be initialised)."""
     study = write_study(
         folder,
         manifest=manifest,
@@ -103,13 +102,15 @@ def promoted_stub_study(
         name=name,
         space={"centroid_top_k": {"choices": choices}},
         sampler="grid",
-        promotion={"candidates": 2, "boots": 2},
+        promotion={"candidates": 2, "boots": 2, "confirm_boots": 2},
     )
     url = f"sqlite:///{folder / 's.db'}"
     run_in_process(study, url, folder / "runs")
     storage = open_storage(url)
     try:
-        view = promote(load_study(study), storage, out=Console(quiet=True), run_dir=folder / "runs")
+        spec, out = load_study(study), Console(quiet=True)
+        promote(spec, storage, out=out, run_dir=folder / "runs")
+        view = confirm(spec, storage, out=out, run_dir=folder / "runs")
     finally:
         storage.close()
     return study, url, view
@@ -185,50 +186,3 @@ def measured_record(
         measurement=measurement,
         **fields,
     )
-
-
-def drawn_boots(
-    levels: dict[int, tuple[float, float]],
-    *,
-    rounds: int,
-    boot_sd: float = 0.0,
-    run_sd: float = 0.0,
-    gamma: float = 0.0,
-    ppl: float = 2.3,
-    gate: float | None = None,
-    seed: int = 0,
-    rng: random.Random | None = None,
-    run_id: str = "p1",
-    shift: float = 0.0,
-) -> list[BootRecord]:
-    """Promotion-style boots drawn from the claims' own model: interleaved rounds of configurations whose first
-    public and held-out runs read (P, H) tok/s, each boot moved by N(0, boot_sd), each run by N(0, run_sd), a boot's
-    second run ``gamma`` faster; ``shift``: the whole run's log offset (a machine faster or slower that hour)."""
-    rng = rng or random.Random(seed)
-    out = []
-    for r in range(rounds):
-        for i, (trial, (public, held)) in enumerate(levels.items()):
-            u, second_held = shift + rng.gauss(0, boot_sd), not heldout_first(r)
-            p = math.log(public) + u + rng.gauss(0, run_sd) + (0.0 if second_held else gamma)
-            h = math.log(held) + u + rng.gauss(0, run_sd) + (gamma if second_held else 0.0)
-            out.append(
-                BootRecord(
-                    study_name="s",
-                    trial_number=trial,
-                    run_id=run_id,
-                    repeat=r,
-                    order=r * len(levels) + i,
-                    status="complete",
-                    claimed_tps=public,
-                    claimed_ppl=ppl,
-                    gate=gate,
-                    prompts="h",
-                    refs="r",
-                    profile="quick",
-                    first="heldout" if heldout_first(r) else "public",
-                    public_tps=math.exp(p),
-                    tps=math.exp(h),
-                    ppl=ppl,
-                )
-            )
-    return out

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from benchmarks.claim_calibration import main
+from benchmarks.claim_calibration import clopper_pearson, main
 from sweep.store import open_storage
 from tests.sweep.kit import interrupted_at_boot, promoted_stub_study, write_manifest
 
@@ -58,3 +58,40 @@ def test_a_calibration_stops_at_its_time_limit_and_resumes_without_booting_twice
         for b in reruns
     )
     assert float(line.group(2)) == pytest.approx(hits / 3, abs=0.005)
+
+
+def test_a_calibration_whose_prediction_is_wrong_exits_1(ray_connected, tmp_path, monkeypatch, capsys):
+    # the claim made on a stack that then serves at two thirds of its speed: the re-runs all miss the claim, which
+    # its odds said they would not; the comparison says OUTSIDE and the command exits 1
+    monkeypatch.chdir(tmp_path)
+    manifest = write_manifest(tmp_path, STUB_DECODE_STEP_S="0.004")
+    study, url, view = promoted_stub_study(tmp_path, manifest=manifest, name="wrong", choices=[8, 32])
+    assert view is not None and view.confirmation is not None and view.confirmation.chosen is not None
+    predicted = view.confirmation.chosen.p_verified
+    slower = tmp_path / "slower"
+    slower.mkdir()
+    assert (
+        main(
+            [
+                "--study",
+                str(study),
+                "--storage",
+                url,
+                "--reruns",
+                "4",
+                "--manifest",
+                str(write_manifest(slower, STUB_DECODE_STEP_S="0.006")),
+            ]
+        )
+        == 1
+    )
+    printed = capsys.readouterr().out
+    assert "observed 0.00 over 4 re-runs" in printed and "OUTSIDE" in printed, printed
+    assert predicted is not None and predicted > 0.5  # what the claim promised: a re-run near it, most of the time
+
+
+def test_the_interval_of_an_observed_rate_is_clopper_pearsons():
+    assert clopper_pearson(0, 20) == (0.0, pytest.approx(1 - 0.05 ** (1 / 20), abs=1e-9))
+    assert clopper_pearson(20, 20) == (pytest.approx(0.8609, abs=1e-4), 1.0)
+    low, high = clopper_pearson(10, 20)
+    assert low == pytest.approx(0.3020, abs=1e-4) and high == pytest.approx(0.6980, abs=1e-4)

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from benchmarks._draw import drawn_boots
 from sweep.claims import claim_for, fit, judge
 from sweep.submission._choose import Choice, NothingToSubmit, choose
-from tests.sweep.kit import drawn_boots, measured_record
+from tests.sweep.kit import measured_record
 
 
 def _setup(verified_against: float | None):

@@ -7,11 +7,12 @@ import json
 
 import pytest
 
+from benchmarks._draw import drawn_boots
 from errors import UsageError
 from sweep.claims import claim_for, fit
 from sweep.submission import ClaimFile, read_claim
 from sweep.submission._choose import Choice
-from tests.sweep.kit import drawn_boots, measured_record
+from tests.sweep.kit import measured_record
 
 
 def _claim() -> ClaimFile:
@@ -26,12 +27,14 @@ def test_a_claim_round_trips_through_its_file(tmp_path):
     path = tmp_path / "claim.json"
     path.write_text(claim.to_json())
     assert read_claim(path) == claim
-    assert json.loads(path.read_text())["version"] == 2 and claim.p_verified is not None
+    assert json.loads(path.read_text())["version"] == 3 and claim.p_verified is not None
 
 
 def test_a_claim_written_before_the_file_was_typed_still_reads(tmp_path):
     data = json.loads(_claim().to_json())
-    del data["version"], data["promoted"], data["unmeasured"]  # version 1 held neither
+    for key in ("version", "promoted", "unmeasured", "odds_of", "p_within_run", "machine_term"):
+        del data[key]  # version 1 held none of them
+    data["p_later"] = 0.7  # ... and a later run's odds
     data["verdict"] = {
         "trial_number": 1,
         "verdict": "VERIFIED",
@@ -43,7 +46,8 @@ def test_a_claim_written_before_the_file_was_typed_still_reads(tmp_path):
     }  # the whole verdict, as version 1 stored it
     (tmp_path / "claim.json").write_text(json.dumps(data))
     read = read_claim(tmp_path / "claim.json")
-    assert read.version == 2 and read.verdict is not None and read.verdict.verdict == "VERIFIED"
+    assert read.version == 3 and read.verdict is not None and read.verdict.verdict == "VERIFIED"
+    assert read.p_later == 0.7 and read.machine_term is None
 
 
 @pytest.mark.parametrize(

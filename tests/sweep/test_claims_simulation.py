@@ -19,9 +19,9 @@ from collections import defaultdict
 import pytest
 from scipy.stats import norm
 
+from benchmarks._draw import drawn_boots
 from sweep.claims import claim_for, fit, judge
 from sweep.judgement import NOISE_FLOOR
-from tests.sweep.kit import drawn_boots
 
 BOOTS = (1, 2, 3, 4, 5)
 CANDIDATES = (1, 2, 3)

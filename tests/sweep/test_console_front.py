@@ -6,9 +6,10 @@ import io
 
 from rich.console import Console
 
+from benchmarks._draw import drawn_boots
 from sweep.claims import claim_for, fit
 from sweep.search import SweepConsole
-from tests.sweep.kit import drawn_boots, measured_record
+from tests.sweep.kit import measured_record
 
 
 def test_a_promoted_point_shows_the_claim_a_re_run_reproduces():

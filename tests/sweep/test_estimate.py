@@ -9,24 +9,28 @@ from dataclasses import replace
 
 import pytest
 
+from benchmarks._draw import drawn_boots
 from engine.profiles import get_profile
 from sweep.claims import (
-    BETWEEN_PRIOR,
     Claim,
     ClientOffset,
+    ConfirmationPlan,
     Law,
+    MachineTerm,
     PromotionPlan,
     best_claim,
     between_runs,
     claim_for,
     claims_of,
+    confirmation_pair,
     fit,
+    machine_term,
     screening_claim,
     study_noise,
 )
 from sweep.judgement import Gate
 from sweep.store import BootRecord
-from tests.sweep.kit import drawn_boots, measured_record
+from tests.sweep.kit import measured_record
 
 
 def test_the_fit_recovers_the_levels_and_takes_the_second_run_effect_out():
@@ -74,7 +78,7 @@ def test_no_degree_of_freedom_left_gives_no_odds_and_says_why(levels, rounds, le
     fitted = fit(drawn_boots(levels, rounds=rounds, boot_sd=0.11, seed=4), floor=0.02)
     claims = [claim_for(fitted, n, gate=2.42, target=0.9) for n in levels]
     for c in claims:
-        assert c.p_verified is None and c.rerun_low is None and not c.meets and c.p_later is None
+        assert c.p_verified is None and c.rerun_low is None and not c.meets and c.p_within_run is None
         assert c.unmeasured is not None and left in c.unmeasured and c.odds_text() == "-" and c.rerun_text() == "-"
     assert best_claim(claims) is None
 
@@ -126,7 +130,8 @@ def test_the_recommended_point_is_the_highest_claim_that_meets_the_target():
             p_verified=p,
             p_tps=p,
             p_ppl=1.0,
-            p_later=None,
+            p_within_run=p,
+            machine=None,
             df=4.0,
             offset=None,
             spread=spread,
@@ -159,58 +164,96 @@ def test_predicted_odds_match_simulated_private_re_runs():
     assert abs(mean_predicted - observed) < 0.08, (mean_predicted, observed)
 
 
-def test_a_later_run_at_the_promotions_profile_and_prompts_counts_whatever_references_it_scores():
+PLAN = PromotionPlan(
+    run_id="p1",
+    noise_floor=0.02,
+    gate=Gate(ppl_max=2.42),
+    target=0.9,
+    profile=get_profile("quick"),
+    trials=(1, 2),
+    boots=3,
+    confirm_boots=3,
+    between_prior=0.01,
+)
+
+
+def test_the_promotions_claims_screen_and_its_choice_is_confirmed_by_its_own_boots():
     levels = {1: (1000.0, 980.0), 2: (900.0, 900.0)}
     promotion = drawn_boots(levels, rounds=3, run_id="p1")
-    plan = PromotionPlan(
-        run_id="p1",
-        noise_floor=0.02,
-        gate=Gate(ppl_max=2.42),
-        target=0.9,
-        profile=get_profile("quick"),
-        trials=(1, 2),
-        boots=3,
-    )
-    later = [replace(b, refs="held-out refs") for b in drawn_boots(levels, rounds=2, run_id="v1", shift=math.log(1.1))]
-    assert claims_of(plan, promotion).between is None
-    counted = claims_of(plan, promotion, later).between
-    assert counted is not None and counted.runs == 2
-    assert counted.measured_sd == pytest.approx(math.log(1.1) / math.sqrt(2))
-    # other prompts read at another level: not a run of the same measure
-    assert claims_of(plan, promotion, [replace(b, prompts="other") for b in later]).between is None
+    view = claims_of(PLAN, promotion)
+    # the promotion's figures are a screening: within its run, no machine term, nothing recommended yet
+    assert all(c.machine is None for c in view.claims) and view.recommended is None
+    assert view.choice == (1, 2) and view.unfinished() == "the promotion's choice is not confirmed yet"
+    # the confirmation's boots (here 3% slower than the promotion read) alone make the claim to act on
+    confirming = drawn_boots(levels, rounds=3, run_id="c1", shift=math.log(0.97))
+    plan = ConfirmationPlan(run_id="c1", promotion_run="p1", chosen=1, control=2, boots=3)
+    confirmed = claims_of(PLAN, promotion, confirmation=plan, confirming=confirming)
+    assert confirmed.unfinished() is None and confirmed.confirmation is not None
+    claim = confirmed.confirmation.chosen
+    assert claim is not None and claim.public == pytest.approx(1000.0 * 0.97, rel=1e-6) and claim.claim <= claim.public
+    # its odds are the organisers' re-run's: the machine term in, the within-run figure beside them
+    assert claim.machine is not None and claim.p_within_run is not None and claim.p_verified <= claim.p_within_run
+    assert confirmed.best_claims()[1] is claim and confirmed.best_claims()[2] is confirmed.confirmation.claims[2]
+    # a confirmation of another promotion run confirms nothing of this one
+    stale = ConfirmationPlan(run_id="c1", promotion_run="p0", chosen=1, control=2, boots=3)
+    assert claims_of(PLAN, promotion, confirmation=stale, confirming=confirming).confirmation is None
 
 
-def test_a_later_run_that_finds_the_whole_machine_faster_is_a_spread_between_runs():
+def test_the_machine_term_is_the_larger_of_the_stated_prior_and_what_the_runs_measured():
     levels = {1: (1000.0, 980.0), 2: (900.0, 900.0), 3: (800.0, 790.0)}
     promotion = drawn_boots(levels, rounds=3, run_id="p1")
     later = drawn_boots(levels, rounds=2, run_id="v1", shift=math.log(1.10))
-    assert between_runs(promotion, floor=0.02, promotion_run="p1") is None  # one run: nothing measured between runs
-    spread = between_runs([*promotion, *later], floor=0.02, promotion_run="p1")
+    assert between_runs(promotion, floor=0.02) is None  # one run: nothing measured between runs
+    alone = machine_term(promotion, prior=0.01, floor=0.02)
+    assert alone.sd == 0.01 and alone.assumed and alone.part() == (0.01**2, math.inf)
+    spread = between_runs([*promotion, *later], floor=0.02)
     # no noise within a run: two runs 10% apart scatter by log(1.1) / sqrt(2) around their mean
     assert spread is not None and (spread.configurations, spread.runs, spread.measured_df) == (3, 2, 1)
     assert spread.measured_sd == pytest.approx(math.log(1.10) / math.sqrt(2), rel=1e-6)
-    # one degree of freedom says little: the spread used leans on the stated prior as much as the data allow
-    prior, weight = BETWEEN_PRIOR
-    assert spread.sd**2 == pytest.approx((weight * prior**2 + spread.measured_sd**2) / (weight + 1))
-    # the same within-run noise, a re-run in another run of boots: less likely to land within 5% of the claim
-    noisy = drawn_boots(levels, rounds=3, boot_sd=0.02, run_sd=0.01, seed=3)
-    again = between_runs(
-        [*noisy, *drawn_boots(levels, rounds=2, run_id="v1", shift=math.log(1.10))], floor=0.02, promotion_run="p1"
+    measured = machine_term([*promotion, *later], prior=0.01, floor=0.02)
+    # a level's move between two runs is the difference of their shifts: log(1.1) here, far over the prior
+    assert measured.sd == pytest.approx(math.log(1.10)) and not measured.assumed
+    assert measured.part() == (pytest.approx(math.log(1.10) ** 2), 1.0)
+    assert "measured by the study's own runs" in measured.describe()
+    # a prior stated above what the runs measured stands
+    assert machine_term([*promotion, *later], prior=0.2, floor=0.02).sd == 0.2
+    # the same within-run noise, a re-run on another machine: less likely to land within 5% of the claim
+    noisy = fit(drawn_boots(levels, rounds=3, boot_sd=0.02, run_sd=0.01, seed=3), floor=0.02)
+    screening = claim_for(noisy, 1, gate=2.42, target=0.9)
+    organisers = claim_for(noisy, 1, gate=2.42, target=0.9, machine=MachineTerm(prior=0.03, between=None))
+    assert organisers.p_verified < screening.p_verified and organisers.p_within_run == pytest.approx(
+        screening.p_verified
     )
-    claim = claim_for(fit(noisy, floor=0.02), 1, gate=2.42, target=0.9, between=again)
-    assert claim.p_later is not None and claim.p_later < claim.p_verified
-    assert claim_for(fit(noisy, floor=0.02), 1, gate=2.42, target=0.9).p_later is None
+    assert screening.basis.startswith("screening") and organisers.basis == "organisers' re-run"
 
 
-def test_two_runs_that_agreed_by_chance_do_not_make_a_later_run_as_likely_as_the_promotions_own():
-    # the between-run spread clipped to 0 on one degree of freedom used to make "P, a later run" the within-run P
-    levels = {1: (1000.0, 1000.0), 2: (900.0, 900.0)}
-    promotion = drawn_boots(levels, rounds=3, boot_sd=0.01, run_sd=0.005, seed=5)
-    later = [replace(b, run_id="v1") for b in promotion]  # a run that read exactly as the promotion did
-    spread = between_runs([*promotion, *later], floor=0.01, promotion_run="p1")
-    assert spread is not None and spread.measured_sd == 0.0 and spread.sd > 0.02
-    claim = claim_for(fit(promotion, floor=0.01), 1, gate=2.42, target=0.9, between=spread)
-    assert claim.p_later < claim.p_verified - 0.05  # type: ignore[operator]
+def test_a_later_run_at_the_promotions_profile_and_prompts_counts_whatever_references_it_scores():
+    levels = {1: (1000.0, 980.0), 2: (900.0, 900.0)}
+    promotion = drawn_boots(levels, rounds=3, run_id="p1")
+    confirming = drawn_boots(levels, rounds=3, run_id="c1")
+    plan = ConfirmationPlan(run_id="c1", promotion_run="p1", chosen=1, control=2, boots=3)
+    later = [replace(b, refs="held-out refs") for b in drawn_boots(levels, rounds=2, run_id="v1", shift=math.log(1.2))]
+
+    def term(extra: list[BootRecord]) -> MachineTerm:
+        view = claims_of(PLAN, promotion, extra, confirmation=plan, confirming=confirming)
+        assert view.confirmation is not None
+        return view.confirmation.machine
+
+    assert term([]).between is not None and term([]).between.runs == 2  # the promotion and its confirmation
+    counted = term(later).between
+    assert counted is not None and counted.runs == 3
+    # other prompts read at another level: not a run of the same measure
+    assert term([replace(b, prompts="other") for b in later]).between.runs == 2  # type: ignore[union-attr]
+
+
+def test_the_confirmation_is_of_the_screenings_choice_beside_the_runner_up_or_the_baseline():
+    fitted = fit(drawn_boots({1: (1000.0, 1000.0), 2: (950.0, 950.0), 3: (990.0, 990.0)}, rounds=4), floor=0.02)
+    claims = [claim_for(fitted, n, gate=2.42, target=0.9) for n in (1, 2, 3)]
+    assert confirmation_pair(claims, baseline=0) == (1, 3)  # the highest claim meeting the target; the next one
+    assert confirmation_pair(claims[:1], baseline=0) == (1, 0)  # alone: the baseline beside it
+    assert confirmation_pair(claims[:1], baseline=1) == (1, None)  # the baseline is the one chosen: no control
+    over = fit(drawn_boots({1: (1000.0, 1000.0)}, rounds=3, ppl=2.5), floor=0.02)
+    assert confirmation_pair([claim_for(over, 1, gate=2.42, target=0.9)], baseline=None) is None
 
 
 def test_the_spread_between_runs_says_whether_its_runs_were_made_on_more_than_one_machine():
@@ -219,40 +262,32 @@ def test_the_spread_between_runs_says_whether_its_runs_were_made_on_more_than_on
     def on(machine: str | None, run_id: str) -> list[BootRecord]:
         return [replace(b, provenance={"machine": machine}) for b in drawn_boots(levels, rounds=2, run_id=run_id)]
 
-    one = between_runs([*on("lease-a", "p1"), *on("lease-a", "v1")], floor=0.02, promotion_run="p1")
-    two = between_runs([*on("lease-a", "p1"), *on("lease-b", "v1")], floor=0.02, promotion_run="p1")
-    unknown = between_runs(
-        [*on("lease-a", "p1"), *drawn_boots(levels, rounds=2, run_id="v1")], floor=0.02, promotion_run="p1"
-    )
+    one = between_runs([*on("lease-a", "p1"), *on("lease-a", "v1")], floor=0.02)
+    two = between_runs([*on("lease-a", "p1"), *on("lease-b", "v1")], floor=0.02)
+    unknown = between_runs([*on("lease-a", "p1"), *drawn_boots(levels, rounds=2, run_id="v1")], floor=0.02)
     assert one is not None and two is not None and unknown is not None
     assert (one.machines, two.machines, unknown.machines) == (1, 2, None)
-    # a spread measured on one machine says so: another machine's shift is not in it
-    assert "all on one machine" in one.describe() and "another lease" in one.describe()
-    assert "on 2 machines" in two.describe() and "not recorded" in unknown.describe()
+    assert "on one machine" in one.describe() and "on 2 machines" in two.describe()
+    assert "not recorded" in unknown.describe()
 
 
-def test_odds_for_a_later_run_match_simulated_re_runs_in_runs_of_their_own():
-    # the model's world with a run-to-run shift of 5%: a promotion, a verification run, then a re-run in a third run
+def test_odds_for_a_re_run_on_another_machine_match_simulated_re_runs():
+    # the model's world with a machine shift of 4%, stated as the prior: a re-run on another machine lands within
+    # 5% of the claim as often as the odds say; the within-run figure overstates it
     rng = random.Random(11)
     levels = {1: (1800.0, 1700.0), 2: (1600.0, 1600.0), 3: (1400.0, 1380.0)}
     predicted, within, hits = [], [], []
+    term = MachineTerm(prior=0.04, between=None)
     for rep in range(150):
-        promotion = drawn_boots(levels, rounds=3, boot_sd=0.03, run_sd=0.02, seed=rep, shift=rng.gauss(0, 0.05))
-        verification = drawn_boots(
-            levels, rounds=3, boot_sd=0.03, run_sd=0.02, seed=1000 + rep, run_id="v1", shift=rng.gauss(0, 0.05)
-        )
-        fitted = fit(promotion, floor=0.02)
-        spread = between_runs([*promotion, *verification], floor=0.02, promotion_run="p1")
-        shift = rng.gauss(0, 0.05)
+        fitted = fit(drawn_boots(levels, rounds=3, boot_sd=0.03, run_sd=0.02, seed=rep), floor=0.02)
         for n, (_, held) in levels.items():
-            claim = claim_for(fitted, n, gate=2.42, target=0.9, between=spread)
-            rerun = held * math.exp(shift + rng.gauss(0, 0.03) + rng.gauss(0, 0.02))
-            predicted.append(claim.p_later)
-            within.append(claim.p_verified)
+            claim = claim_for(fitted, n, gate=2.42, target=0.9, machine=term)
+            rerun = held * math.exp(rng.gauss(0, 0.04) + rng.gauss(0, 0.03) + rng.gauss(0, 0.02))
+            predicted.append(claim.p_verified)
+            within.append(claim.p_within_run)
             hits.append(abs(rerun / claim.claim - 1) <= 0.05)
     mean_predicted, observed = sum(predicted) / len(predicted), sum(hits) / len(hits)
     assert abs(mean_predicted - observed) < 0.08, (mean_predicted, observed)
-    # the within-run odds overstate a later run's, as the CPU calibrations found
     assert sum(within) / len(within) - observed > 0.1, (sum(within) / len(within), observed)
 
 

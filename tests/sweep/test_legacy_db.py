@@ -23,12 +23,16 @@ def test_a_database_written_by_a560d4a_still_loads(tmp_path):
     assert records[2].reuse == "copy" and records[2].source == 0
     assert {kind: len(boots) for kind, boots in evidence.boots.items()} == {
         "promotion": 6,
+        "confirmation": 0,
         "verification": 4,
         "calibration": 3,
     }
     assert evidence.plan is not None and evidence.plan.trials == (1, 0) and evidence.plan.boots == 3
     assert evidence.claims is not None and evidence.claims.complete
     assert sorted(c.trial_number for c in evidence.claims.claims) == [0, 1]
+    # a promotion planned before confirmations: it plans none, is finished, and recommends nothing
+    assert evidence.plan.confirm_boots == 0 and evidence.claims.unfinished() is None
+    assert evidence.claims.recommended is None
     assert all(b.measured for kind in evidence.boots.values() for b in kind)
     # the verification's verdicts are recomputed from its stored rows: one per trial it booted
     assert sorted(evidence.verdicts) == [0, 1]

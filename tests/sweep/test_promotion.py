@@ -14,9 +14,11 @@ from rich.console import Console
 from engine.provenance import KEYS
 from sweep.claims import (
     CLAIMS_ATTR,
+    CONFIRMATION_ATTR,
     PROMOTION_ATTR,
     PromotionPlan,
     claims_of,
+    confirm,
     decompose,
     load_evidence,
     promote,
@@ -53,7 +55,7 @@ def _study(tmp_path):
         name="promo",
         space={"centroid_top_k": {"choices": [8, 32, 64]}},
         sampler="grid",
-        promotion={"candidates": 2, "boots": 3},
+        promotion={"candidates": 2, "boots": 3, "confirm_boots": 3},
     )
 
 
@@ -84,10 +86,25 @@ def test_promotion_interleaves_alternates_resumes_and_claims(ray_connected, tmp_
         # ... and the same call goes on from the next boot, repeating none
         view = promote(spec, storage, out=out, run_dir=tmp_path / "runs")
         boots = storage.boots("promotion", "promo")
+        # its claims screen: the choice is to be confirmed, and until it is nothing is recommended
+        assert view.unfinished() == "the promotion's choice is not confirmed yet" and view.recommended is None
+        assert view.choice is not None and view.choice[0] in chosen and view.choice[1] in chosen
+        confirmed = confirm(spec, storage, out=out, run_dir=tmp_path / "runs")
+        confirming = storage.boots("confirmation", "promo")
         study_attrs = optuna.load_study(study_name="promo", storage=storage.optuna).user_attrs
         records = storage.records("promo")
     finally:
         storage.close()
+    # the confirmation: the choice and its control, 3 fresh boots each, interleaved, in a run of their own, whose
+    # boots alone make the claim; its odds are the organisers' re-run's, a machine term in
+    assert confirmed is not None and confirmed.unfinished() is None and confirmed.confirmation is not None
+    assert [b.trial_number for b in confirming] == list(view.choice) * 3
+    assert {b.run_id for b in confirming} == {confirmed.confirmation.plan.run_id} != {b.run_id for b in boots}
+    claim = confirmed.confirmation.chosen
+    assert claim is not None and claim.machine is not None and claim.boots == 3
+    assert claim.p_within_run is not None and claim.p_verified is not None
+    assert study_attrs[CONFIRMATION_ATTR]["chosen"] == view.choice[0]
+    assert confirmed.recommended in (None, claim) and (confirmed.recommended is None) == (not claim.meets)
     assert len({b.run_id for b in boots}) == 1 and view.complete and not view.failed
     # A B A B A B, never A A A B B B; each configuration's boots alternate which run comes first
     assert [b.order for b in boots] == list(range(6)) and [b.trial_number for b in boots] == chosen * 3
@@ -111,15 +128,18 @@ def test_promotion_interleaves_alternates_resumes_and_claims(ray_connected, tmp_
         assert thing.provenance["gpu"] == [] and thing.provenance["cuda_driver"] is None
     # optuna-dashboard lists the claims among the study's attributes
     assert study_attrs[PROMOTION_ATTR]["trials"] == chosen
-    assert [c["trial"] for c in study_attrs[CLAIMS_ATTR]] == [c.trial_number for c in view.claims]
+    summary = {c["trial"]: c for c in study_attrs[CLAIMS_ATTR]}
+    assert sorted(summary) == sorted(c.trial_number for c in view.claims)
+    assert summary[claim.trial_number]["odds_of"] == "organisers' re-run"
     assert claims_of(PromotionPlan.from_attr(study_attrs[PROMOTION_ATTR]), boots).claims == view.claims
     # the command prints the table: knobs, boots, claim, interval, P(VERIFIED), PPL with its tolerance
     rc = claims_main(["--study", "promo", "--storage", url])
     printed = capsys.readouterr().out
-    assert rc == (0 if view.recommended else 1)
-    assert "P(VERIFIED)" in printed and "re-run 90%" in printed and "PPL ± tol" in printed
-    for claim in view.claims:
-        assert f"{claim.claim:.2f}" in printed and claim.odds_text() in printed
+    assert rc == (0 if confirmed.recommended else 1)
+    assert "Screening" in printed and "Confirmation" in printed and "re-run 90%" in printed and "PPL ± tol" in printed
+    assert "Confirmation (run" in printed and "machine term" in printed and "organisers'" in printed
+    for each in [*view.claims, claim]:
+        assert f"{each.claim:.2f}" in printed and each.odds_text() in printed
     # and where each candidate's noise is, from the telemetry every boot stored: its requests, its steps
     assert "Where the noise is" in printed
     for parts in decompose(boots):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from sweep.claims import load_evidence, promote
+from sweep.claims import confirm, load_evidence, promote
 from sweep.search import load_study
 from sweep.store import open_storage
 from tests.stacks import stub_profile
@@ -35,13 +35,15 @@ def test_the_steady_configuration_is_recommended_over_the_faster_noisy_one(ray_c
         space={"centroid_top_k": {"choices": [fast, steady]}},
         sampler="grid",
         # a target a steady configuration meets beside a busy machine's own noise and a noisy one cannot
-        promotion={"candidates": 2, "boots": 5, "noise_floor": 0.01, "target": 0.7},
+        promotion={"candidates": 2, "boots": 5, "noise_floor": 0.01, "target": 0.7, "confirm_boots": 3},
     )
     url = f"sqlite:///{tmp_path / 's.db'}"
     run_in_process(study, url, tmp_path / "runs")
     storage = open_storage(url)
     try:
-        view = promote(load_study(study), storage, out=Console(quiet=True), run_dir=tmp_path / "runs")
+        spec, out = load_study(study), Console(quiet=True)
+        view = promote(spec, storage, out=out, run_dir=tmp_path / "runs")
+        confirmed = confirm(spec, storage, out=out, run_dir=tmp_path / "runs")
         evidence = load_evidence(storage, "steady")
     finally:
         storage.close()
@@ -50,6 +52,11 @@ def test_the_steady_configuration_is_recommended_over_the_faster_noisy_one(ray_c
     # each is judged by its own boots: their noise differs beyond chance
     assert not view.fit.shared and by_knob[fast].own_noise
     assert by_knob[fast].spread.sigma_boot > 3 * by_knob[steady].spread.sigma_boot
-    # the fast one cannot be claimed at the target; the steady one can, and is recommended
+    # the fast one cannot be claimed at the target; the steady one can, and is chosen to be confirmed
     assert not by_knob[fast].meets and by_knob[steady].meets
-    assert view.recommended is by_knob[steady] and evidence.claims.recommended == by_knob[steady]
+    assert view.choice == (by_knob[steady].trial_number, by_knob[fast].trial_number)
+    # its confirmation's own boots make the claim, its odds the organisers' re-run's: it is recommended
+    assert confirmed is not None and confirmed.confirmation is not None
+    chosen = confirmed.confirmation.chosen
+    assert chosen is not None and chosen.trial_number == by_knob[steady].trial_number and chosen.machine is not None
+    assert confirmed.recommended is chosen and evidence.claims.recommended == chosen

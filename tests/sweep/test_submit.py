@@ -12,7 +12,6 @@ import pytest
 
 from engine.manifest import REPO_ROOT
 from engine.reference.prepare import default_cache_dir, prepare_model
-from sweep.store import open_storage
 from sweep.submit import main
 from sweep.verify import main as verify_main
 from tests.sweep.kit import promoted_stub_study, write_manifest
@@ -52,7 +51,7 @@ def test_nothing_unverified_is_written_unless_asked_and_then_it_says_so(promoted
     assert not (tmp_path / "runs" / "exports" / "sub" / "submission").exists()
 
     assert main(["--study", str(study), "--storage", url, "--allow-unverified", "--out", str(tmp_path / "unv")]) == 0
-    best = max(view.claims, key=lambda c: (c.p_verified or 0.0, c.claim))
+    best = max(view.best_claims().values(), key=lambda c: (c.p_verified or 0.0, c.claim))
     manifest = json.loads((tmp_path / "unv" / "manifest.json").read_text())
     assert (
         list(manifest) == ORGANISERS_FORMAT and manifest["serve"] == ["python", "serve.py"] and manifest["port"] == 8000
@@ -63,8 +62,11 @@ def test_nothing_unverified_is_written_unless_asked_and_then_it_says_so(promoted
     assert readme.startswith("# ") and "**UNVERIFIED.**" in readme and f"**{best.claim:.2f}** tok/s" in readme
     claim = json.loads((tmp_path / "unv" / "claim.json").read_text())
     assert claim["claim_tps"] == pytest.approx(best.claim) and claim["verified"] is False
-    # no later run of boots: the odds of a re-run on another day or machine are not measured, and it says so
-    assert claim["p_later"] is None and "| P(VERIFIED), a later run | not measured" in readme
+    # the claim to act on is the confirmation's: its odds are the organisers' re-run's, the machine term named
+    confirmed = view.confirmation.chosen if view.confirmation else None
+    assert confirmed is not None and claim["trial"] in (confirmed.trial_number, view.confirmation.plan.control)
+    assert claim["odds_of"] == "organisers' re-run" and "machine term" in claim["machine_term"]
+    assert "| P(VERIFIED), the organisers' re-run |" in readme and claim["machine_term"] in readme
     # the token never reached the study's database, nor the folder: the dependency stands with it redacted, and the
     # README says to fill it in; no file names a folder of this machine (the study's, the checkout, HOME)
     assert manifest["dependencies"] == [DEPENDENCY.replace(TOKEN, "***")]
@@ -101,17 +103,12 @@ def test_a_verified_point_is_written_and_its_copy_boots_from_an_empty_folder(pro
     threads = {b.provenance["threads"] for b in view.boots}
     assert len(threads) == 1 and isinstance(min(threads), int)
     assert json.loads((folder / "manifest.json").read_text())["env"]["OMP_NUM_THREADS"] == str(min(threads))
-    # the verification is a later run of the promotion's measure: the folder gives the odds of a later re-run too
+    # the verification is a later run of the promotion's measure: the machine term counts it beside the
+    # promotion and the confirmation
     claim = json.loads((folder / "claim.json").read_text())
-    # the configurations both runs measured: the top one, and the baseline the relative gate boots first unless the
-    # top one is the baseline itself (which of the two ranks first is up to the noise)
-    storage = open_storage(url)
-    try:
-        both = {b.trial_number for b in storage.boots("verification", "sub")} & set(view.fit.levels)
-    finally:
-        storage.close()
-    assert 0.0 <= claim["p_later"] <= 1.0 and f"{len(both)} configuration(s) over 2 runs" in claim["between_runs"]
-    assert f"| P(VERIFIED), a later run | {claim['p_later']:.2f} (between runs" in (folder / "README.md").read_text()
+    assert claim["odds_of"] == "organisers' re-run" and 0.0 <= claim["p_verified"] <= 1.0
+    assert "over 3 runs" in claim["machine_term"]
+    assert f"| P(VERIFIED), the organisers' re-run | {claim['p_verified']:.2f}" in (folder / "README.md").read_text()
     # --check: a copy in an empty folder, the organisers' client on the held-out and the public prompts
     code = main(["--check", str(folder), "--port", "18911", "--tokenizer", str(prepare_model().checkpoint_dir)])
     printed = capsys.readouterr().out
@@ -124,7 +121,7 @@ def test_a_verified_point_is_written_and_its_copy_boots_from_an_empty_folder(pro
     # one boot is one draw: whether it lands within 5%, beside the claim's odds, never a verdict
     assert code == 0 and "PPL (as their ppl_endpoint.py" in printed and "under it" in printed
     assert ("this draw lands" in printed) != ("this draw misses" in printed) and "expected verdict" not in printed
-    assert f"for a later run {claim['p_later']:.2f}" in printed
+    assert f"the claim's P(VERIFIED) for the organisers' re-run is {claim['p_verified']:.2f}" in printed
 
 
 def test_bad_input_is_refused_before_anything_boots(tmp_path, capsys):

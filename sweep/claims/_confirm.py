@@ -1,0 +1,50 @@
+"""The claim a participant acts on, from evidence its choice did not see: the confirmation.
+
+A promotion's boots rank its candidates and choose one, but a point is chosen exactly when its few boots
+happen to read fast and steady: the claim and the odds those same boots give are optimistic where they are
+used (``benchmarks.claims_simulation`` measures by how much). So the promotion's claims are a **screening**
+figure, labelled so, and the claim and its odds come from a **confirmation**: ``boots`` fresh boots of the
+chosen point and of a control beside it (the runner-up, else the baseline), interleaved, in a later run of
+their own, each starting as the organisers' first boot of the folder does (an empty compile cache). Its
+boots alone give the claim and the odds (``claim_for`` over their fit: the control only shares its noise,
+unless Bartlett's test says the two differ).
+
+The odds are those of the organisers' re-run: a later run, on another machine. Its law is the confirmation's
+law of one fresh boot widened by the **machine term** (``sweep.claims._between.MachineTerm``): the larger of
+the study's stated prior (``[promotion] between_prior``, an assumption each printout names) and what the
+study's own runs measured (the promotion, the confirmation, and any verification or calibration at the same
+prompts).
+
+The point is recommended when that P reaches the target under the gate: a decision on the confirmation's own
+figure. In simulation over the population of recommended points (boot noise 1-10%, run noise 1-5%, a machine
+shift of 0-4% stated as the prior, 1-6 candidates, 3-5 boots, one candidate noisier than the rest, PPL near
+the gate) the P shown exceeds the true odds by at most a point or so in every cell that recommends; where
+the stated prior understates the machines' shift, it does not, and nothing here can tell (the simulation's
+second table says by how much).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sweep.claims._claim import Claim
+
+__all__ = ["confirmation_pair"]
+
+
+def confirmation_pair(screening: Sequence[Claim], *, baseline: int | None) -> tuple[int, int | None] | None:
+    """The point to confirm and its control: the promotion's recommendation by its screening figures (else the
+    candidate of the highest screening P under the gate), and the runner-up (the next highest claim), else the
+    baseline; None where no candidate under the gate has figures to choose by."""
+    usable = [c for c in screening if not c.ppl_over_gate]
+    if not usable:
+        return None
+    meeting = [c for c in usable if c.meets]
+    chosen = (
+        max(meeting, key=lambda c: (c.claim, -c.trial_number))
+        if meeting
+        else max(usable, key=lambda c: (c.p_verified or 0.0, c.claim))
+    )
+    others = sorted((c for c in screening if c is not chosen), key=lambda c: (-c.claim, c.trial_number))
+    control = others[0].trial_number if others else baseline if baseline != chosen.trial_number else None
+    return chosen.trial_number, control
