@@ -10,7 +10,7 @@ from rich.console import Console
 
 from engine.profiles import STUDIES_DIR, get_profile
 from engine.reference.prepare import prepare_model
-from sweep.claims import load_evidence, promote
+from sweep.claims import confirm, load_evidence, promote
 from sweep.search import load_study
 from sweep.store import open_storage
 from sweep.submit import main as submit
@@ -67,7 +67,7 @@ def test_a_ctk_point_re_run_on_held_out_data_keeps_the_baselines_ppl(ray_connect
         n_trials=2,
         seed=1,
         identity_required=True,
-        promotion={"candidates": 2, "boots": 2},
+        promotion={"candidates": 2, "boots": 2, "confirm_boots": 2},
     )
     # n_trials=2, seed=1: the grid runs K=8 after the baseline (K=32); four boots in all
     url = f"sqlite:///{tmp_path / 's.db'}"
@@ -115,10 +115,13 @@ def test_a_ctk_point_re_run_on_held_out_data_keeps_the_baselines_ppl(ray_connect
         assert v.verdict == "UNDECIDED" and "one measured boot" in v.undecided and v.reasons == (), v
         assert f"trial {v.trial_number} UNDECIDED: one measured boot" in " ".join(out.split())
 
-    # the promotion: both configurations, two fresh boots each, on this real stack
+    # the promotion: both configurations, two fresh boots each, on this real stack; then the confirmation's own
+    # run of boots, which makes the claim a submission carries
     storage = open_storage(url)
     try:
-        view = promote(load_study(study), storage, out=Console(quiet=True), run_dir=tmp_path / "runs")
+        spec, quiet = load_study(study), Console(quiet=True)
+        view = promote(spec, storage, out=quiet, run_dir=tmp_path / "runs")
+        confirmed = confirm(spec, storage, out=quiet, run_dir=tmp_path / "runs")
     finally:
         storage.close()
     assert (
@@ -127,6 +130,7 @@ def test_a_ctk_point_re_run_on_held_out_data_keeps_the_baselines_ppl(ray_connect
         and {c.trial_number for c in view.claims} == {baseline.trial_number, other.trial_number}
     )
     assert all(b.provenance["stack"] == "gemma-sweep reference" and b.provenance["torch"] for b in view.boots)
+    assert confirmed is not None and confirmed.confirmation is not None and confirmed.confirmation.complete
     # its submission, booted from a copy in an empty folder as the organisers' harness would
     assert submit(["--study", str(study), "--storage", url, "--allow-unverified", "--out", str(tmp_path / "sub")]) == 0
     manifest = json.loads((tmp_path / "sub" / "manifest.json").read_text())
