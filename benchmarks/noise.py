@@ -6,14 +6,19 @@ arm is booted ``--boots`` times afresh (default 4), the arms interleaved round b
 ...), and in every round the anchor (``--anchor``, default ``reference-plain``: the reference stack,
 whose noise is known) is booted first: a round that reads slow for every arm and the anchor alike is
 the machine's, not an arm's. Every boot warms up as the organisers' harness does and then times the
-same two disjoint slices of the profile's prompts (its first N and its next N, in the harness's order),
-each a run of its own, with ``engine.telemetry`` recording the machine and the stack over each.
+same ``--runs`` disjoint slices of the profile's prompts (default 4: its first N, its next N, ..., in the
+harness's order), each a run of its own, with ``engine.telemetry`` recording the machine and the stack
+over each.
 
 It prints each round's TPS per arm beside the anchor's, then each arm's noise taken apart
 (``sweep.claims.decompose``: one boot, one run, prompt, request, streaks within a run, 10-second
-windows, the stack's step time and acceptance, thread migrations, steal), and writes every boot (its
-TPS, run by run, and its telemetry) to ``boots.json`` under ``--out`` as it ends, with the report beside
-it. The same command with the same ``--out`` goes on after the boots stored there, and ``--time-limit S``
+windows, the stack's step time and acceptance, thread migrations, steal), then how its steps were spread
+(the median and 99th percentile step, the share of step time in stalls, the run noise with the stalls'
+time taken out, the garbage collections' time a run) and its boot noise with the round effect taken out: each
+round's arms divided by how far that round's anchor read from the anchor's mean (a machine that was slow
+for a round is slow for the anchor too; where it was not, the anchor's own noise is added instead, and the
+column reads higher than the raw one). It writes every boot (its TPS, run by run, and its telemetry) to
+``boots.json`` under ``--out`` as it ends, with the report beside it. The same command with the same ``--out`` goes on after the boots stored there, and ``--time-limit S``
 starts no boot that the boots so far say would end after S seconds (exit 3): a benchmark longer than
 one command on a lent machine is made in parts. A boot that fails is reported and left out of its
 arm's figures. Nothing here changes the GPU's settings.
@@ -28,13 +33,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shlex
 import statistics
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from benchmarks._report import table
@@ -68,10 +74,10 @@ def parse_arm(text: str, manifest: Manifest) -> Arm:
     return Arm(name=name, manifest=manifest, knobs=knobs)
 
 
-def _profile(name: str, prompts: int, client_cpus: str) -> BenchProfile:
-    """Two disjoint slices of ``prompts`` each, one PPL record (PPL is not what this measures)."""
+def _profile(name: str, prompts: int, runs: int, client_cpus: str) -> BenchProfile:
+    """``runs`` disjoint slices of ``prompts`` each, one PPL record (PPL is not what this measures)."""
     profile = get_profile(name).with_overrides(
-        {"num_prompts": prompts, "tps_repeats": 2, "ppl_records": 1, "client_cpus": client_cpus},
+        {"num_prompts": prompts, "tps_repeats": runs, "ppl_records": 1, "client_cpus": client_cpus},
         source="benchmarks.noise",
     )
     profile.load_data()  # missing or short data: an error before anything boots
@@ -82,7 +88,7 @@ def _boot(arm: Arm, *, number: int, repeat: int, profile: BenchProfile, folder: 
     outcome = run_trial(arm.manifest, arm.knobs, profile, workdir=folder, cache_dir=folder.parent / "cache")
     m = outcome.measurement
     runs = m.tps_runs if m else []
-    measured = outcome.status == "complete" and len(runs) == 2
+    measured = outcome.status == "complete" and len(runs) == profile.tps_repeats
     return BootRecord(
         study_name="noise",
         trial_number=number,
@@ -111,8 +117,8 @@ def _boot(arm: Arm, *, number: int, repeat: int, profile: BenchProfile, folder: 
 
 
 def _level(boot: BootRecord) -> float:
-    """A measured boot's mean of its two runs."""
-    return statistics.fmean(run for run in (boot.public_tps, boot.tps) if run is not None)
+    """A measured boot's mean of its runs."""
+    return statistics.fmean(run["tps"] for run in boot.telemetry.get("runs", []))
 
 
 def _mean_tps(boot: BootRecord) -> str:
@@ -151,7 +157,11 @@ def run(
             if any(b.repeat == repeat and b.trial_number == number for b in records):
                 continue
             if deadline is not None and time.monotonic() + (statistics.fmean(took) if took else 0.0) > deadline:
-                print(f"time limit: {len(records)} of {boots * len(arms)} boots stored in {out}", file=sys.stderr)
+                stopped = f"time limit: {len(records)} of {boots * len(arms)} boots stored in {out}"
+                if out is not None and records:  # what is stored so far, said to be partial; the command goes on
+                    partial = _report(arms, records, boots=boots, profile=profile, booted=bool(took), out=out)
+                    (out / "noise.txt").write_text(f"{command}\n\n{stopped}: a partial report\n\n{partial}\n")
+                print(stopped, file=sys.stderr)
                 return None
             began = time.monotonic()
             boot = _boot(arm, number=number, repeat=repeat, profile=profile, folder=folder / f"r{repeat}-{arm.name}")
@@ -165,48 +175,117 @@ def run(
     return report
 
 
+def _anchored(records: list[BootRecord], anchor: int) -> list[BootRecord]:
+    """Every measured boot with its round's effect taken out: each run's TPS divided by how far the round's
+    anchor read from the anchor's mean (geometric); none where a round's anchor failed."""
+    levels = {
+        b.repeat: statistics.fmean(math.log(run["tps"]) for run in b.telemetry["runs"])
+        for b in records
+        if b.trial_number == anchor and b.measured
+    }
+    if len(levels) < 2:
+        return []
+    mean = statistics.fmean(levels.values())
+    out = []
+    for b in records:
+        if not b.measured or b.repeat not in levels:
+            continue
+        factor = math.exp(levels[b.repeat] - mean)
+        runs = [{**run, "tps": run["tps"] / factor} for run in b.telemetry["runs"]]
+        public, second = (b.public_tps or 0.0) / factor, (b.tps or 0.0) / factor
+        out.append(replace(b, public_tps=public, tps=second, telemetry={**b.telemetry, "runs": runs}))
+    return out
+
+
+def _per_run(boots: list[BootRecord], key: str) -> float | None:
+    """The mean over the boots' runs of a host figure (``engine.telemetry``'s run figures)."""
+    values = [h[key] for b in boots for run in b.telemetry.get("runs", []) if (h := run.get("host")) and key in h]
+    return statistics.fmean(values) if values else None
+
+
+def _slowest(boots: list[BootRecord]) -> str:
+    """The slowest step of the boots' runs, as its histogram bucket bounds it (ms)."""
+    buckets = [
+        tuple(t["max_bucket_s"])
+        for b in boots
+        for run in b.telemetry.get("runs", [])
+        if (t := (run.get("stack") or {}).get("step_times"))
+    ]
+    if not buckets:
+        return "-"
+    low, high = max(buckets, key=lambda bound: (bound[0], bound[1] is None))
+    return f"> {1000 * low:.0f}" if high is None else f"<= {1000 * high:.1f}"
+
+
+def _share(value: float | None, digits: str = ".1%") -> str:
+    return "-" if value is None else format(value, digits)
+
+
 def _report(
     arms: list[Arm], records: list[BootRecord], *, boots: int, profile: BenchProfile, booted: bool, out: Path | None
 ) -> str:
-    """Each round's TPS, then each arm's noise taken apart."""
+    """Each round's TPS, then each arm's noise taken apart, its steps, and its boot noise against the anchor."""
     names = [a.name for a in arms]
     records.sort(key=lambda b: (b.repeat, b.trial_number))
-    rounds = [[str(r + 1), *(_mean_tps(b) for b in records if b.repeat == r)] for r in range(boots)]
+    cell = {(b.repeat, b.trial_number): b for b in records}
+    rounds = [
+        [str(r + 1), *(_mean_tps(cell[r, n]) if (r, n) in cell else "-" for n in range(len(arms)))]
+        for r in range(boots)
+    ]
     anchor = [b for b in records if names[b.trial_number] == ANCHOR and b.measured]
-    rows = []
+    anchored = {p.trial_number: p for p in decompose(_anchored(records, 0))} if anchor else {}
+    noise, steps = [], []
     for parts in decompose(records):
         arm = arms[parts.trial_number]
         mine = [b for b in records if b.trial_number == parts.trial_number and b.measured]
         level = statistics.fmean(_level(b) for b in mine)
         base = statistics.fmean(_level(b) for b in anchor) if anchor else None
-        rows.append(
+        against = anchored.get(parts.trial_number)
+        noise.append(
             [
                 arm.name,
                 " ".join(f"{k}={v}" for k, v in sorted(arm.knobs.items())) or "-",
-                f"{len(mine)} x 2",
+                f"{len(mine)} x {profile.tps_repeats}",
                 f"{level:.2f}",
                 "-" if base is None or arm.name == ANCHOR else f"{level / base:.3f}",
                 f"{parts.boot:.1%}",
+                "-" if against is None or arm.name == ANCHOR else f"{against.boot:.1%}",
                 f"{parts.run:.1%}",
-                "-" if parts.prompt is None else f"{parts.prompt:.1%}",
-                "-" if parts.request is None else f"{parts.request:.1%}",
+                _share(parts.prompt),
+                _share(parts.request),
                 "-" if parts.lag1 is None else f"{parts.lag1:.2f}",
-                "-" if parts.window_cv is None else f"{parts.window_cv:.1%}",
-                "-" if parts.step_ms is None else f"{parts.step_ms:.3f} ({(parts.step_cv or 0):.1%})",
+                _share(parts.window_cv),
                 "-" if parts.migrations is None else f"{parts.migrations:.0f}",
+            ]
+        )
+        gc_s = _per_run(mine, "gc_s")
+        steps.append(
+            [
+                arm.name,
+                "-" if parts.step_ms is None else f"{parts.step_ms:.3f} ({(parts.step_cv or 0):.1%})",
+                "-" if parts.step_p50_ms is None else f"{parts.step_p50_ms:.3f}",
+                "-" if parts.step_p99_ms is None else f"{parts.step_p99_ms:.3f}",
+                _slowest(mine),
+                _share(parts.stall_share, ".2%"),
+                "-" if parts.stalled_runs is None else f"{parts.stalled_runs}/{parts.runs}",
+                f"{parts.run:.1%}",
+                _share(parts.run_without_stalls),
+                "-" if gc_s is None else f"{gc_s:.3f}",
+                _share(_per_run(mine, "gc_max_s"), ".3f"),
             ]
         )
     failed = [f"round {b.repeat + 1}, {names[b.trial_number]}: {b.reason}" for b in records if not b.measured]
     return "\n".join(
         [
-            f"manifests: {', '.join(sorted({a.manifest.label for a in arms}))}; profile {profile.name}: 2 slices of "
-            f"{profile.num_prompts} prompts x {profile.output_len} tokens a boot, {boots} boots an arm, interleaved "
-            f"({' '.join(names)} each round)",
+            f"manifests: {', '.join(sorted({a.manifest.label for a in arms}))}; profile {profile.name}: "
+            f"{profile.tps_repeats} slices of {profile.num_prompts} prompts x {profile.output_len} tokens a boot, "
+            f"{boots} boots an arm, interleaved ({' '.join(names)} each round)",
             "",
-            "each round's TPS (the mean of its two slices):",
+            "each round's TPS (the mean of its slices):",
             table(["round", *names], rounds),
             "",
-            "each arm's noise taken apart (log-scale spreads; one boot and one run on the arm's own boots):",
+            "each arm's noise taken apart (log-scale spreads; one boot and one run on the arm's own boots; anchored: "
+            "each round divided by its anchor's reading):",
             table(
                 [
                     "arm",
@@ -215,15 +294,34 @@ def _report(
                     "TPS",
                     "vs anchor",
                     "one boot",
+                    "one boot, anchored",
                     "one run",
                     "prompt",
                     "request",
                     "lag-1",
                     "10 s windows",
-                    "step ms (cv)",
                     "migrations/run",
                 ],
-                rows,
+                noise,
+            ),
+            "",
+            "each arm's steps (means over its runs; a percentile its histogram's first bucket holds is only under that bucket's bound: -; a stall: a step slower than 3x the run's median, its time a lower "
+            "bound; garbage collections of 1 ms or more, the stack's Python processes):",
+            table(
+                [
+                    "arm",
+                    "step ms (cv)",
+                    "p50 ms",
+                    "p99 ms",
+                    "slowest ms",
+                    "stall share",
+                    "runs stalled",
+                    "one run",
+                    "one run, stalls out",
+                    "gc s/run",
+                    "longest gc s",
+                ],
+                steps,
             ),
             *(["", "failed boots:", *failed] if failed else []),
             "",
@@ -244,7 +342,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--anchor", default="reference-plain", help="booted first every round ('none': no anchor)")
     parser.add_argument("--boots", type=int, default=4, help="fresh boots of every arm (default 4)")
     parser.add_argument("--profile", default="challenge-quick", help="the profile whose prompts are sliced")
-    parser.add_argument("--prompts", type=int, default=8, help="prompts in each of the two slices (default 8)")
+    parser.add_argument("--prompts", type=int, default=8, help="prompts in each slice (default 8)")
+    parser.add_argument("--runs", type=int, default=4, help="slices a boot times, each a run of its own (default 4)")
     parser.add_argument(
         "--client-cpus", default="none", help="where the timing client runs: none (default), rest or a CPU list"
     )
@@ -262,6 +361,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--boots must be at least 2 (one boot is no spread), got {args.boots}")
     if args.prompts < 2:
         parser.error(f"--prompts must be at least 2, got {args.prompts}")
+    if args.runs < 2:
+        parser.error(f"--runs must be at least 2 (one run is no spread), got {args.runs}")
     try:
         manifest = load_manifest(args.manifest)
         arms = [parse_arm(text, manifest) for text in args.arm]
@@ -270,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.anchor != "none":
             anchored = load_manifest(args.anchor)
             arms.insert(0, Arm(name=ANCHOR, manifest=anchored, knobs=parse_knobs(anchored, {})))
-        profile = _profile(args.profile, args.prompts, args.client_cpus)
+        profile = _profile(args.profile, args.prompts, args.runs, args.client_cpus)
         os.environ["OMP_NUM_THREADS"] = str(args.threads)  # what Ray exports to a trial's engine
         command = shlex.join(["python", "-m", "benchmarks.noise", *(sys.argv[1:] if argv is None else argv)])
         deadline = None if args.time_limit is None else time.monotonic() + args.time_limit

@@ -32,7 +32,9 @@ from engine.manifest import REPO_ROOT, Manifest
 from engine.startup import StartError, bridged, fill, free_port, start
 from errors import EngineBootError, ManifestError
 
-__all__ = ["LaunchConfig", "build_launch", "check_machine"]
+__all__ = ["HOOKS", "LaunchConfig", "build_launch", "check_machine"]
+
+HOOKS = Path(__file__).resolve().parent / "stackhooks"  # what engine.startup puts first on a stack's PYTHONPATH
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -99,9 +101,12 @@ def build_launch(
     workdir: Path | None = None,
     tmpdir: Path | None = None,
     cache: Path | None = None,
+    gc_log: Path | None = None,
 ) -> LaunchConfig:
     """Apply knobs, choose the port, fill placeholders; wrap the stack where the manifest asks for CPU
-    affinity or the warm-up bridge (``engine.startup``, the rule a submission's serve.py starts it by too)."""
+    affinity, the warm-up bridge or a frozen collector (``engine.startup``, the rule a submission's serve.py
+    starts it by too). ``gc_log``: a folder where the stack's Python processes record their garbage
+    collections (``STACK_GC_LOG``, ``engine.gclog``; never part of a submission)."""
     baseline = baseline_knobs(manifest)
     knobs = baseline if knobs is None else knobs
     patched = apply_knobs(manifest, knobs)
@@ -122,13 +127,15 @@ def build_launch(
                 values[name] = str(Path(folder).resolve()) if name != "tmpdir" else str(folder)
         plan = start(
             patched.serve,
-            patched.env,
+            patched.env if gc_log is None else {**patched.env, "STACK_GC_LOG": str(gc_log)},
             host=host,
             port=port,
             model=patched.served_model_name,
             values=values,
             python=sys.executable,
             stackwrap=str(Path(stackwrap.__file__).resolve()),
+            hooks=str(HOOKS),
+            pythonpath=os.environ.get("PYTHONPATH"),
         )
     except StartError as exc:
         raise ManifestError(f"manifest {patched.name!r}: {exc}") from None

@@ -20,6 +20,9 @@ and every promotion or verification boot records ``provenance(...)`` next to its
     threads        ``OMP_NUM_THREADS`` as the stack got it (under Ray, a trial's ``num_cpus``), an int; None where
                    it was unset (torch then computes on every core): a CPU stack's speed hangs on it, so a
                    submission sets it as its claim was measured
+    resolved       what the stack's own log says it settled on (``engine.boot_phases.resolved_settings``: vLLM's
+                   CUDA-graph mode as configured and as captured), {setting: [values]}; {} where it says nothing
+                   (``engine.trial`` adds it once the stack answers)
 
 Every key is always present; a value that could not be read is None, with the reason in ``notes``.
 """
@@ -43,7 +46,19 @@ from engine.secrets import redact_text
 
 __all__ = ["KEYS", "pins", "provenance"]
 
-KEYS = ("stack", "stack_version", "torch", "gpu", "cuda_driver", "python", "machine", "packages", "threads", "notes")
+KEYS = (
+    "stack",
+    "stack_version",
+    "torch",
+    "gpu",
+    "cuda_driver",
+    "python",
+    "machine",
+    "packages",
+    "threads",
+    "resolved",
+    "notes",
+)
 _PROBE_TIMEOUT_S = 30.0
 _TORCH = "import importlib.metadata as m; print(m.version('torch'))"
 _BOOT_ID = "/proc/sys/kernel/random/boot_id"
@@ -225,5 +240,6 @@ def provenance(
         "machine": machine,
         "packages": packages,
         "threads": _threads(env, notes),
+        "resolved": {},  # engine.trial fills it from the stack's log once the stack answers
         "notes": notes,
     }

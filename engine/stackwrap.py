@@ -5,7 +5,8 @@ runs it with whatever Python the organisers use; the launcher runs it as ``pytho
 engine/stackwrap.py`` (``engine.launch``)::
 
     python -m engine.stackwrap --listen HOST:PORT [--upstream-port Q] [--cpus SPEC]
-        [--warmup-prompts N] [--warmup-max-tokens M] [--warmup-seed S] [--model NAME] -- STACK_ARGV...
+        [--warmup-prompts N] [--warmup-max-tokens M] [--warmup-seed S] [--warmup-kind plain|ngram]
+        [--model NAME] [--mark PATH] -- STACK_ARGV...
 
 ``--cpus``: ``none`` (default), ``numa`` (the CPUs of the NUMA node of the GPUs this process sees, read
 from sysfs; node 0 where no GPU is visible, every CPU where the kernel shows no nodes) or a list such as
@@ -16,10 +17,16 @@ malformed SPEC.
 ``--warmup-prompts 0`` (default): after pinning, the wrapper execs the stack, which listens on PORT
 itself: no proxy, no extra process.
 
+``--mark PATH``: the wrapper makes the file PATH once the stack is warm (after the bridge's warm-up, else once
+``GET /v1/models`` answers on PORT, which Q then names; the wrapper stays the stack's parent instead of
+exec'ing it), and waits a moment before serving: the stack's processes freeze their garbage collector's heap
+then (``engine/stackhooks/sitecustomize.py``, ``STACK_GC=freeze``).
+
 ``--warmup-prompts N`` (the warm-up bridge of the challenge's winning entry): the stack starts as a
 child listening on 127.0.0.1:Q; once its ``GET /v1/models`` answers, the wrapper sends N synthetic chat
 completions of M tokens (prompts drawn from seed S out of a word list of its own: never a benchmark
-prompt), and only then binds HOST:PORT and copies bytes both ways between it and Q. A harness that waits
+prompt; ``--warmup-kind ngram``: each prompt a phrase of those words said over and over, so that an n-gram
+drafter finds matches and compiles what it runs on a match before any request is timed), and only then binds HOST:PORT and copies bytes both ways between it and Q. A harness that waits
 for ``/v1/models`` on PORT therefore starts timing a warm stack. The wrapper exits with the stack's status
 (128 + the signal's number for a stack killed by a signal); a stack that exits, or answers badly, during
 the warm-up makes it exit non-zero at once, saying so.
@@ -50,7 +57,16 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-__all__ = ["SPEC_RULE", "SpecError", "format_cpus", "main", "parse_cpus", "resolve_cpus", "synthetic_prompts"]
+__all__ = [
+    "SPEC_RULE",
+    "WARMUP_KINDS",
+    "SpecError",
+    "format_cpus",
+    "main",
+    "parse_cpus",
+    "resolve_cpus",
+    "synthetic_prompts",
+]
 
 # The shape of an explicit list; the knob registry's ``cpu_affinity`` pattern is the same rule.
 SPEC_RULE = r"\d+(-\d+)?(,\d+(-\d+)?)*"
@@ -183,14 +199,24 @@ def resolve_cpus(
     return cpus
 
 
-def synthetic_prompts(count: int, seed: int) -> list[str]:
+WARMUP_KINDS = ("plain", "ngram")
+
+
+def synthetic_prompts(count: int, seed: int, kind: str = "plain") -> list[str]:
     """``count`` warm-up prompts drawn from ``seed``: words of this module's own list and numbers, of
-    varied length, so a stack warms the shapes it will serve without seeing a benchmark prompt."""
+    varied length, so a stack warms the shapes it will serve without seeing a benchmark prompt. ``ngram``: a
+    phrase of 3-6 of those words repeated 4-8 times, asking for more of it: the prompt and the answer repeat
+    n-grams, which a prompt-lookup drafter matches."""
     rng = random.Random(seed)
     prompts = []
     for i in range(count):
-        words = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(8, 48)))
-        prompts.append(f"Warm-up {i}: {words} {rng.randint(0, 10**6)}.")
+        if kind == "ngram":
+            phrase = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(3, 6)))
+            said = ", ".join([phrase] * rng.randint(4, 8))
+            prompts.append(f"Warm-up {i}: go on repeating this: {said}, {phrase},")
+        else:
+            words = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(8, 48)))
+            prompts.append(f"Warm-up {i}: {words} {rng.randint(0, 10**6)}.")
     return prompts
 
 
@@ -349,6 +375,32 @@ def _address(text: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+_MARK_WAIT_S = 1.0  # after the mark: the stack's processes see it within their poll (0.2 s) and freeze
+
+
+def _mark(path: str | None) -> None:
+    """Tell the stack's processes it is warm (``--mark``), and give them a moment to act on it."""
+    if path:
+        Path(path).touch()
+        time.sleep(_MARK_WAIT_S)
+        _say(f"marked the stack warm ({path})")
+
+
+def _watch(args: argparse.Namespace) -> int:
+    """No bridge, a mark: the stack as a child serving on PORT itself, the mark made once it answers."""
+    host, _ = _address(args.listen)
+    stack = _Stack(args.stack)
+    local = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+    base = f"http://[{local}]:{args.upstream_port}" if ":" in local else f"http://{local}:{args.upstream_port}"
+    if _wait_models(stack, base) is None:
+        _say(f"the stack exited with status {stack.status()} before it answered GET /v1/models")
+        return stack.status() or 1
+    _mark(args.mark)
+    while (code := stack.exited(wait_s=_POLL_S)) is None:
+        pass
+    return code
+
+
 def _bridge(args: argparse.Namespace) -> int:
     host, port = _address(args.listen)
     stack = _Stack(args.stack)
@@ -363,12 +415,13 @@ def _bridge(args: argparse.Namespace) -> int:
     _say(
         f"stack ready on 127.0.0.1:{args.upstream_port} after {ready - began:.1f} s; warming up with {args.warmup_prompts} prompts"
     )
-    prompts = synthetic_prompts(args.warmup_prompts, args.warmup_seed)
+    prompts = synthetic_prompts(args.warmup_prompts, args.warmup_seed, args.warmup_kind)
     failed = _warm_up(stack, base, model=model, prompts=prompts, max_tokens=args.warmup_max_tokens)
     if failed:
         _say(f"{failed}; stopping the stack")
         code = stack.stop()
         return code or 1
+    _mark(args.mark)
     try:
         listener = socket.create_server(
             (host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET, backlog=128
@@ -398,7 +451,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--warmup-prompts", type=int, default=0, help="synthetic requests before serving (0: no bridge)")
     p.add_argument("--warmup-max-tokens", type=int, default=1)
     p.add_argument("--warmup-seed", type=int, default=42)
+    p.add_argument("--warmup-kind", choices=WARMUP_KINDS, default="plain", help="plain words, or repeated n-grams")
     p.add_argument("--model", help="the served model's name (default: the first GET /v1/models lists)")
+    p.add_argument("--mark", help="a file made once the stack is warm (its processes freeze their heap then)")
     p.add_argument("stack", nargs=argparse.REMAINDER, help="-- then the stack's argv")
     return p
 
@@ -411,8 +466,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("no stack to start: give its argv after --")
     if args.warmup_prompts < 0 or args.warmup_max_tokens < 1:
         parser.error("--warmup-prompts must be >= 0 and --warmup-max-tokens >= 1")
-    if args.warmup_prompts and args.upstream_port is None:
-        parser.error("the warm-up bridge (--warmup-prompts > 0) needs --upstream-port, the stack's own port")
+    if (args.warmup_prompts or args.mark) and args.upstream_port is None:
+        parser.error("the warm-up bridge (--warmup-prompts > 0) and --mark need --upstream-port, the stack's own port")
     try:
         _address(args.listen)
     except SpecError as exc:
@@ -424,13 +479,13 @@ def main(argv: list[str] | None = None) -> int:
     if cpus is not None:
         os.sched_setaffinity(0, cpus)
         _say(f"pinned to CPU(s) {format_cpus(cpus)} (--cpus {args.cpus})")
-    if not args.warmup_prompts:
+    if not args.warmup_prompts and not args.mark:
         try:
             os.execvp(args.stack[0], args.stack)
         except OSError as exc:
             _say(f"cannot start {args.stack[0]!r}: {exc.strerror or exc}")
             return 127
-    return _bridge(args)
+    return _bridge(args) if args.warmup_prompts else _watch(args)
 
 
 if __name__ == "__main__":

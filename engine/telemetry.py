@@ -11,7 +11,10 @@ its timed runs only (``window``: engine.bench opens one around each timed run):
 - the CPUs the stack's threads may use (their ``Cpus_allowed_list``, the union) and those of the
   timing client (the measuring thread's own mask);
 - the GPU's SM clock, power and utilisation, from one ``nvidia-smi --loop-ms`` process that only reads
-  (never a setting changed); where there is no nvidia-smi or no visible GPU, recorded as not available.
+  (never a setting changed); where there is no nvidia-smi or no visible GPU, recorded as not available;
+- with ``gc_log`` (``engine.gclog``): the garbage collections of the stack's Python processes that began in a
+  run, and each process's collector as it was set (policy, enabled, frozen objects); and the stack's
+  processes by name (its layout: an engine core of its own, or none).
 
 A sample costs a few file reads per thread and is taken every ``INTERVAL_S`` by a background thread,
 and at each window's start and end by the measuring thread, outside the timed requests. Its own CPU
@@ -35,6 +38,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from engine.gclog import GcLog
 from engine.gpu import visible_gpus
 from engine.host import CpuTimes, per_cpu_times
 from engine.process import group_members
@@ -210,8 +214,16 @@ class Telemetry:
     Use as a context manager (``start``/``stop``) around a measurement, and ``window(run)`` around each
     timed run; ``summary()`` and ``run_figures(run)`` once the runs are done."""
 
-    def __init__(self, pgid: int | None, *, interval_s: float = INTERVAL_S, proc: Path = Path("/proc")) -> None:
+    def __init__(
+        self,
+        pgid: int | None,
+        *,
+        interval_s: float = INTERVAL_S,
+        proc: Path = Path("/proc"),
+        gc_log: Path | None = None,
+    ) -> None:
         self.pgid = pgid
+        self.gc = GcLog(gc_log) if gc_log is not None else None
         self.interval_s = interval_s
         self.proc = proc
         self._windows: list[_Window] = []
@@ -348,6 +360,8 @@ class Telemetry:
         gpu = self._gpu_stats(windows)
         if gpu:
             out["gpu"] = {name: stats["mean"] for name, stats in _merged(gpu).items()}
+        if self.gc is not None:
+            out |= self.gc.figures([(w.start, w.end if w.end is not None else time.perf_counter()) for w in windows])
         return out
 
     def _gpu_stats(self, windows: list[_Window]) -> dict[str, dict[str, dict[str, float]]]:
@@ -401,6 +415,9 @@ class Telemetry:
             "stack": {
                 "pgid": self.pgid,
                 "processes": len(self._members),
+                "process_names": sorted(
+                    n for pid in self._members if (n := (_read(f"{self.proc}/{pid}/comm") or "").strip())
+                ),
                 "threads": len(threads),
                 "threads_ran": len(ran),
                 "cpu_s": round(sum(t["ns"] for t in threads) / 1e9, 4),
@@ -425,6 +442,7 @@ class Telemetry:
             "gpu": {"available": True, "gpus": gpu}
             if gpu
             else {"available": False, "reason": reason or "nvidia-smi gave no reading during the timed runs"},
+            **({"gc": self.gc.states()} if self.gc is not None else {}),
         }
 
 

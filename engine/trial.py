@@ -16,6 +16,7 @@ While it measures, the client runs where the profile's ``client_cpus`` says (``e
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import tempfile
 import time
@@ -26,7 +27,7 @@ from typing import Any
 
 from engine.affinity import client_cpus, pinned
 from engine.bench import Stages, measure
-from engine.boot_phases import boot_phases
+from engine.boot_phases import boot_phases, resolved_settings
 from engine.data import PplRecord, Prompt
 from engine.gpu import held_after_stop, visible_gpus, wait_until_free
 from engine.knobs import KnobValues
@@ -70,6 +71,7 @@ def _boot_and_measure(
     heldout_first: bool,
     about: dict[str, Any],
     dependencies: list[str],
+    gc_log: Path,
 ) -> tuple[Measurement | None, EngineError | None]:
     """Start, measure, stop; the stack's misbehaviour comes back as the error, never raised. ``dependencies``:
     the manifest's, whose installed versions the provenance records."""
@@ -81,7 +83,8 @@ def _boot_and_measure(
         started = datetime.now()
         engine.start()
         timings["boot"] = engine.wait_ready()
-        timings.update(boot_phases(engine.log_path.read_text(errors="replace"), stack, started=started))
+        log = engine.log_path.read_text(errors="replace")
+        timings.update(boot_phases(log, stack, started=started))
         about.update(
             provenance(
                 launch.base_url,
@@ -91,8 +94,9 @@ def _boot_and_measure(
                 dependencies=dependencies,
             )
         )
+        about["resolved"] = resolved_settings(log, stack)
         cpus, why = client_cpus(profile.client_cpus, stack_pgid=engine.pid)
-        with pinned(cpus), Telemetry(engine.pid) as probe:
+        with pinned(cpus), Telemetry(engine.pid, gc_log=gc_log) as probe:
             measurement = measure(
                 launch.base_url,
                 model=launch.served_model_name,
@@ -150,6 +154,9 @@ def run_trial(
     heldout = None if heldout_first is None else profile.load_heldout()
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
+    gc_log = workdir / "gc"  # this boot's collections alone: a folder reused by a later boot starts empty
+    shutil.rmtree(gc_log, ignore_errors=True)
+    gc_log.mkdir()
     timings: dict[str, float] = {}
     node = node_info()
     about: dict[str, Any] = {}  # the stack's provenance, once it answers
@@ -165,6 +172,7 @@ def run_trial(
                 workdir=workdir,
                 tmpdir=Path(tmpdir),
                 cache=cache_dir or workdir.parent / "cache",
+                gc_log=gc_log,
             )
             check_machine(launch)
         except EngineError as exc:
@@ -191,6 +199,7 @@ def run_trial(
             heldout_first=bool(heldout_first),
             about=about,
             dependencies=manifest.dependencies,
+            gc_log=gc_log,
         )
     ran = _Ran(knobs=launch.knobs, argv=launch.argv, env=launch.env, log_tail=engine.log_tail())
     return _outcome(ran, timings=timings, began=began, node=node, about=about, measurement=measurement, error=error)

@@ -35,7 +35,7 @@ SURFACE = {
         "tps_rule",
         "warm_up",
     ],
-    "engine.boot_phases": ["boot_phases"],
+    "engine.boot_phases": ["boot_phases", "resolved_settings"],
     "engine.data": ["PplRecord", "Prompt", "load_ppl_records", "load_prompts"],
     "engine.files": ["load_json", "load_toml", "parse_json", "read_text"],
     "engine.gpu": [
@@ -65,7 +65,7 @@ SURFACE = {
         "parse_assignments",
         "parse_knobs",
     ],
-    "engine.launch": ["LaunchConfig", "build_launch", "check_machine"],
+    "engine.launch": ["HOOKS", "LaunchConfig", "build_launch", "check_machine"],
     "engine.manifest": [
         "MANIFESTS_DIR",
         "Manifest",
@@ -104,6 +104,7 @@ SURFACE = {
     "engine.stackwrap": [
         "SPEC_RULE",
         "SpecError",
+        "WARMUP_KINDS",
         "format_cpus",
         "main",
         "parse_cpus",
@@ -266,7 +267,7 @@ SURFACE = {
     "sweep.run": ["RunArgs", "main", "parse_args"],
     "sweep.verify": ["VerifyArgs", "main", "parse_args"],
     "sweep.submit": ["SubmitArgs", "main", "parse_args"],
-    "engine.startup": ["Start", "StartError", "bridged", "fill", "free_port", "start", "whole"],
+    "engine.startup": ["Start", "StartError", "bridged", "fill", "free_port", "gc_policy", "start", "whole"],
     "engine.stacks": [
         "ADAPTERS",
         "MetricNames",
@@ -274,6 +275,7 @@ SURFACE = {
         "PplWire",
         "RECIPES",
         "Recipe",
+        "STEP_BUCKETS",
         "StackAdapter",
         "adapter_for",
         "ppl_payload",
@@ -281,6 +283,7 @@ SURFACE = {
     ],
     "engine.http": ["first_choice", "post_json"],
     "dashboards.claims": ["claims_lines"],
+    "engine.gclog": ["GcLog"],
     "dashboards": [
         "StudyData",
         "TrialRow",

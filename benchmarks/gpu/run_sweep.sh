@@ -492,11 +492,21 @@ calibrate_verify() {
 #                  and, once a point is recommended, sweep.verify of it in a later call (VERIFY=1)
 # Results to commit: benchmarks/results/gpu-vllm-stable/ (noise.txt, boots.json, the database, claims.txt, the
 # verification's log, these commands).
-ARMS=(--arm plain:num_speculative_tokens=7,prompt_lookup_max=8,kv_cache_dtype=fp8
-      --arm numa:num_speculative_tokens=7,prompt_lookup_max=8,kv_cache_dtype=fp8,cpu_affinity=numa
-      --arm bridge:num_speculative_tokens=7,prompt_lookup_max=8,kv_cache_dtype=fp8,warmup_prompts=64
-      --arm gpu-ngram:num_speculative_tokens=7,prompt_lookup_max=8,kv_cache_dtype=fp8,ngram_drafter=ngram_gpu,async_scheduling=true
-      --arm fresh-graphs:num_speculative_tokens=7,prompt_lookup_max=8,kv_cache_dtype=fp8,disable_compile_cache=true)
+# Issue 45 (stalls or slow steps): the same staging, then `NOISE_ARMS=plain,gc-freeze,quiet NOISE_RUNS=4
+# stable-noise` call after call: the arms below with the step distribution of every run (vLLM's step-time
+# histogram at vLLM 0.24's own bounds, which start at 10 ms: stalls of 30 ms and more are told), the
+# garbage collections of the stack's processes, each round's anchor reading taken out. Results:
+# benchmarks/results/gpu-vllm-noise2/.
+T8=num_speculative_tokens=7,prompt_lookup_max=8,kv_cache_dtype=fp8
+ARMS=(--arm plain:$T8
+      --arm numa:$T8,cpu_affinity=numa
+      --arm bridge:$T8,warmup_prompts=64
+      --arm gpu-ngram:$T8,ngram_drafter=ngram_gpu,async_scheduling=true
+      --arm fresh-graphs:$T8,disable_compile_cache=true
+      --arm gc-freeze:$T8,gc_policy=freeze
+      --arm numba1:$T8,numba_threads=1
+      --arm ngram-warm:$T8,warmup_prompts=64,warmup_kind=ngram,warmup_max_tokens=64
+      --arm quiet:$T8,gc_policy=freeze,numba_threads=1,warmup_prompts=64,warmup_kind=ngram,warmup_max_tokens=64)
 
 stable_noise() {  # NOISE_ARMS (names, comma-separated), NOISE_BOOTS and NOISE_ANCHOR (none: no anchor) fit a short lease
   vllm_env
@@ -505,9 +515,9 @@ stable_noise() {  # NOISE_ARMS (names, comma-separated), NOISE_BOOTS and NOISE_A
   for ((i = 1; i < ${#ARMS[@]}; i += 2)); do
     [[ ,${NOISE_ARMS:-plain,numa,bridge,fresh-graphs}, == *,${ARMS[i]%%:*},* ]] && arms+=(--arm "${ARMS[i]}")
   done
-  (cd "$WORK" && TAIL=40 step "noise-$n" "$left" "$PY" -m benchmarks.noise --manifest vllm-gpu "${arms[@]}" \
-      --boots "${NOISE_BOOTS:-4}" --anchor "${NOISE_ANCHOR:-reference-plain}" --profile vllm-gpu --prompts 16 \
-      --threads 4 --client-cpus rest --out "$WORK/noise" \
+  (cd "$WORK" && TAIL=60 step "noise-$n" "$left" "$PY" -m benchmarks.noise --manifest vllm-gpu "${arms[@]}" \
+      --boots "${NOISE_BOOTS:-4}" --runs "${NOISE_RUNS:-2}" --anchor "${NOISE_ANCHOR:-reference-plain}" \
+      --profile vllm-gpu --prompts 16 --threads 4 --client-cpus rest --out "$WORK/noise" \
       --time-limit $((left - 20)))
   mkdir -p "$OUT/noise" && cp "$WORK"/noise/*.json "$WORK"/noise/*.txt "$OUT/noise/" 2>/dev/null
 }

@@ -80,6 +80,7 @@ def main(argv):
             values=values,
             python=sys.executable,
             stackwrap=str(HERE / "stackwrap.py"),
+            hooks=str(HERE / "stackhooks"),
         )
     except (startup.StartError, OSError) as exc:
         fail(str(exc))

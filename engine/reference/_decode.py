@@ -15,6 +15,7 @@ One speculative cycle, with the pending token t0 (known, not yet run) at positio
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
@@ -61,6 +62,9 @@ class Generation:
     # 1..n-1) and, per generated token, the state its head chose it from.
     prompt_hidden: torch.Tensor | None = None
     hidden: list[torch.Tensor] = field(default_factory=list)
+    # seconds from one cycle's tokens to the next's (vLLM's inter-token latency, one a step): the first
+    # cycle's tokens are the first token's, which has no gap
+    step_s: list[float] = field(default_factory=list)
 
 
 class Decoder:
@@ -94,9 +98,15 @@ class Decoder:
             prompt_hidden = model.prefill(torch.tensor(prompt[:-1], device=model.device), cache)
         state = _State(cache=cache, position=len(prompt) - 1, pending=prompt[-1], context=list(prompt))
         result = Generation([], "length", SpecStats(), prompt_hidden if keep_hidden else None)
+        last = None
         while True:
             budget = max_new_tokens - len(result.token_ids)
-            for token, hidden in zip(*self._cycle(state, result.stats, budget=budget)):
+            emitted = self._cycle(state, result.stats, budget=budget)
+            now = time.perf_counter()
+            if last is not None:
+                result.step_s.append(now - last)
+            last = now
+            for token, hidden in zip(*emitted):
                 result.token_ids.append(token)
                 if keep_hidden:
                     result.hidden.append(hidden)

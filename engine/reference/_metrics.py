@@ -6,10 +6,13 @@ the sum of ``usage.completion_tokens`` over the responses.
 
 from __future__ import annotations
 
+import bisect
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from engine.reference._decode import SpecStats
+from engine.stacks import STEP_BUCKETS
 
 
 @dataclass
@@ -21,6 +24,9 @@ class Metrics:
     running: int = 0
     waiting: int = 0
     spec: SpecStats = field(default_factory=SpecStats)
+    # vllm:inter_token_latency_seconds: steps per bucket of STEP_BUCKETS (the last past them all), their sum
+    step_counts: list[int] = field(default_factory=lambda: [0] * (len(STEP_BUCKETS) + 1))
+    step_sum: float = 0.0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def queued(self) -> None:
@@ -32,7 +38,15 @@ class Metrics:
             self.waiting -= 1
             self.running += 1
 
-    def finished(self, *, prompt_tokens: int, generation_tokens: int, stats: SpecStats | None, ok: bool) -> None:
+    def finished(
+        self,
+        *,
+        prompt_tokens: int,
+        generation_tokens: int,
+        stats: SpecStats | None,
+        ok: bool,
+        step_s: Sequence[float] = (),
+    ) -> None:
         with self._lock:
             self.running -= 1
             if not ok:
@@ -42,6 +56,9 @@ class Metrics:
             self.generation_tokens += generation_tokens
             if stats is not None:
                 self.spec.merge(stats)
+            for gap in step_s:
+                self.step_counts[bisect.bisect_left(STEP_BUCKETS, gap)] += 1
+            self.step_sum += sum(step_s)
 
     def render(self, *, speculative: bool) -> str:
         labels = f'engine="0",model_name="{self.model_name}"'
@@ -82,6 +99,15 @@ class Metrics:
                 "Count of successfully processed requests.",
                 [("", self.requests_success)],
             )
+            cumulative, buckets = 0, []
+            for bound, n in zip([*(repr(b) for b in STEP_BUCKETS), "+Inf"], self.step_counts):
+                cumulative += n
+                buckets.append((f',le="{bound}"', cumulative))
+            lines.append("# HELP vllm:inter_token_latency_seconds Histogram of inter-token latency in seconds.")
+            lines.append("# TYPE vllm:inter_token_latency_seconds histogram")
+            lines.extend(f"vllm:inter_token_latency_seconds_bucket{{{labels}{le}}} {n}" for le, n in buckets)
+            lines.append(f"vllm:inter_token_latency_seconds_sum{{{labels}}} {self.step_sum}")
+            lines.append(f"vllm:inter_token_latency_seconds_count{{{labels}}} {cumulative}")
             if speculative:
                 s = self.spec
                 metric(

@@ -170,6 +170,7 @@ class Service:
                     generation_tokens=len(gen.token_ids) if gen else 0,
                     stats=gen.stats if gen else None,
                     ok=ok,
+                    step_s=gen.step_s if gen else (),
                 )
 
         return await asyncio.get_running_loop().run_in_executor(self._worker, work)

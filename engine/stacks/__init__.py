@@ -13,7 +13,7 @@ Adding a stack is one adapter module here, its entry in ``ADAPTERS``, and a mani
 from __future__ import annotations
 
 from engine.manifest import Manifest
-from engine.stacks._adapter import MetricNames, PplWire, Recipe, StackAdapter
+from engine.stacks._adapter import STEP_BUCKETS, MetricNames, PplWire, Recipe, StackAdapter
 from engine.stacks._openai import OPENAI
 from engine.stacks._reference import REFERENCE
 from engine.stacks._vllm import VLLM
@@ -24,6 +24,7 @@ __all__ = [
     "ADAPTERS",
     "ORGANISERS",
     "RECIPES",
+    "STEP_BUCKETS",
     "MetricNames",
     "PplWire",
     "Recipe",

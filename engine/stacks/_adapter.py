@@ -8,6 +8,7 @@ harness does; what differs from stack to stack is read here, and nowhere else:
     ppl       how a PPL record is asked for and read back: the organisers' request (``prompt_logprobs`` on
               ``/v1/completions``, vLLM's answer shape) unless the stack's API differs
     phases    where its boot went, from its own log: phase name -> a pattern whose first group is seconds
+    settings  what it resolved, from its own log: setting name -> a pattern whose first group is the value
     stamp     the pattern of a timestamped line of its log (the first one says when the stack began work)
     name      what provenance calls it when its ``GET /version`` does not say
     recipe    the install of its own virtual environment (``python -m engine.install``), where it has one
@@ -24,7 +25,12 @@ from typing import Any
 
 from engine.data import PplRecord
 
-__all__ = ["MetricNames", "PplWire", "Recipe", "StackAdapter"]
+__all__ = ["STEP_BUCKETS", "MetricNames", "PplWire", "Recipe", "StackAdapter"]
+
+# The bounds of a step-time histogram this project asks a stack for where it can (vLLM's
+# --custom-histogram-buckets; the reference stack's own): 0.5 ms to ~2 minutes, each bound 1.25 times the
+# last, so that a median is known to within 25% and a stall of any length is counted.
+STEP_BUCKETS = tuple(float(f"{0.0005 * 1.25**k:.6g}") for k in range(56))
 
 
 @dataclass(frozen=True)
@@ -51,10 +57,14 @@ class MetricNames:
     drafts: str  # drafting steps: one a step per request that drafted
     steps: str  # engine steps
     more: tuple[str, ...] = ()  # other counters and histograms' _sum/_count kept with a run
+    # a histogram observing one value a step at one request at a time (its buckets and _sum are read:
+    # engine.bench._steps); None where the stack has none
+    step_seconds: str | None = None
 
     @property
     def counters(self) -> tuple[str, ...]:
-        return (self.drafts, self.drafted, self.accepted, self.steps, *self.more)
+        step_sum = () if self.step_seconds is None else (f"{self.step_seconds}_sum",)
+        return tuple(dict.fromkeys((self.drafts, self.drafted, self.accepted, self.steps, *self.more, *step_sum)))
 
 
 @dataclass(frozen=True)
@@ -74,5 +84,6 @@ class StackAdapter:
     ppl: PplWire
     metrics: MetricNames | None = None
     phases: dict[str, re.Pattern[str]] = field(default_factory=dict)
+    settings: dict[str, re.Pattern[str]] = field(default_factory=dict)
     stamp: re.Pattern[str] | None = None
     recipe: Recipe | None = None

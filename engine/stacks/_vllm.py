@@ -25,6 +25,8 @@ VLLM_METRICS = MetricNames(
         "vllm:request_decode_time_seconds_sum",
         "vllm:request_prefill_time_seconds_sum",
     ),
+    # observed once a step for each request that got tokens in it (the time since its last ones)
+    step_seconds="vllm:inter_token_latency_seconds",
 )
 
 # vLLM 0.24 logs its boot as INFO lines (``INFO MM-DD HH:MM:SS [file.py:line] message``); the patterns are its
@@ -40,6 +42,12 @@ _PHASES = {
     ),
     "cuda_graphs": re.compile(r"Graph capturing finished in ([\d.]+) secs"),
     "engine_init": re.compile(r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s"),
+}
+# What it resolved: the CUDA-graph mode of its config line ("Initializing a V1 LLM engine ... with config:", the
+# mode as an enum, a name or JSON) and the modes of the graphs it captured ("Capturing CUDA graphs (decode, FULL)")
+_SETTINGS = {
+    "cudagraph_mode": re.compile(r"""cudagraph_mode['"]?\s*[:=]\s*['"<]?(?:CUDAGraphMode\.)?([A-Z][A-Z_]+)"""),
+    "cudagraphs_captured": re.compile(r"Capturing CUDA graphs? \([^,)]*,\s*([A-Z][A-Z_]+)\)"),
 }
 _STAMP = re.compile(r"^(?:\(\w+ pid=\d+\) )?(?:INFO|WARNING|DEBUG|ERROR) (\d\d-\d\d \d\d:\d\d:\d\d)")
 
@@ -66,6 +74,7 @@ VLLM = StackAdapter(
     ppl=ORGANISERS,
     metrics=VLLM_METRICS,
     phases=_PHASES,
+    settings=_SETTINGS,
     stamp=_STAMP,
     recipe=Recipe(
         name="vllm-cpu",

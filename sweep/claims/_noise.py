@@ -5,7 +5,10 @@ one run of a boot moves. To remove noise one must know which part it is, so each
 are taken apart further, from what every boot records (``Measurement.telemetry``: each timed run's
 requests as ``[start, seconds, tokens]``, the stack's own step figures, the machine's):
 
-- **boot** and **run**: the configuration's own fit (its boots alone, its own degrees of freedom);
+- **boot** and **run**: the configuration's own fit (its boots alone, its own degrees of freedom). Where every
+  boot timed the same runs in the same order (``benchmarks.noise``: slices of prompts, two or more), the
+  fit's model with the order fixed: each run's log TPS is a level for its position, plus the boot, plus the
+  run's own noise (two-way, no interaction; with two runs it is the fit's figures);
 - **prompt**: how far one prompt's request rate sits from another's (log tokens a second). Every boot
   times the same prompts in the same order, so this part cancels between boots; it is the scale
   against which the rest reads;
@@ -17,6 +20,11 @@ requests as ``[start, seconds, tokens]``, the stack's own step figures, the mach
 - the stack's **step** time (ms a step, from its ``/metrics``) and **acceptance** over the runs, each
   as mean and coefficient of variation: a drafter whose acceptance holds still while the step time
   moves puts the noise on the host side;
+- where the stack has a step-time histogram (``engine.bench._steps``): the median and 99th percentile step,
+  the share of a run's step time in **stalls** (steps slower than three times the median, counted as a
+  lower bound), and the run part again with each run's stall time taken out of its wall time
+  (``run_without_stalls``): a run noise that falls there came from stalls; one that stays, from every
+  step running slower;
 - the stack's thread **migrations** a run and the CPUs' **steal** share, where telemetry has them.
 """
 
@@ -26,7 +34,7 @@ import math
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sweep.claims._fit import fit
@@ -54,6 +62,11 @@ class NoiseParts:
     window_cv: float | None
     step_ms: float | None  # mean over the runs
     step_cv: float | None
+    step_p50_ms: float | None  # means over the runs whose histogram places them (a first bucket does not)
+    step_p99_ms: float | None
+    stall_share: float | None
+    stalled_runs: int | None  # of those runs, how many stalled (engine.bench._steps.STALLED_SHARE)
+    run_without_stalls: float | None
     acceptance: float | None
     acceptance_cv: float | None
     migrations: float | None  # the stack's thread migrations a run, mean
@@ -121,6 +134,59 @@ def _requests(boots: Sequence[BootRecord]) -> dict[str, Any]:
     }
 
 
+def _fixed_order(bs: Sequence[BootRecord], value: Any) -> tuple[float, float, float] | None:
+    """(boot, run, df) where every boot timed the same runs in the same order (at least two boots of two runs):
+    log ``value(run)`` = position + boot + run, two-way without interaction; None where the orders differ or a
+    run has no value."""
+    table = [[value(run) for run in b.telemetry.get("runs", [])] for b in bs]
+    labels = {tuple(run.get("label") for run in b.telemetry.get("runs", [])) for b in bs}
+    n_boots, n_runs = len(table), len(table[0]) if table else 0
+    if len(labels) != 1 or n_boots < 2 or n_runs < 2 or any(v is None or v <= 0 for row in table for v in row):
+        return None
+    logs = [[math.log(v) for v in row] for row in table]
+    grand = statistics.fmean(v for row in logs for v in row)
+    boot_means = [statistics.fmean(row) for row in logs]
+    position_means = [statistics.fmean(row[j] for row in logs) for j in range(n_runs)]
+    residual = sum(
+        (logs[i][j] - boot_means[i] - position_means[j] + grand) ** 2 for i in range(n_boots) for j in range(n_runs)
+    )
+    run_var = residual / ((n_boots - 1) * (n_runs - 1))
+    boot_var = statistics.variance(boot_means) - run_var / n_runs
+    return math.sqrt(max(boot_var, 0.0)), math.sqrt(run_var), float(n_boots - 1)
+
+
+def _tps(run: dict[str, Any]) -> float | None:
+    return run.get("tps")
+
+
+def _tps_without_stalls(run: dict[str, Any]) -> float | None:
+    """The run's TPS with its stalls' time taken out of its wall time; None without a step distribution."""
+    times = (run.get("stack") or {}).get("step_times")
+    wall, tps = run.get("wall_s"), run.get("tps")
+    if not times or not wall or not tps or times["stall_s"] >= wall:
+        return None
+    return float(tps * wall / (wall - times["stall_s"]))
+
+
+def _split(bs: Sequence[BootRecord], trial: int, value: Any) -> tuple[float, float, float] | None:
+    """(boot, run, df) of the runs' ``value``: fixed-order boots two-way, else the claims' fit of the boots'
+    public and held-out runs (``value`` of each, where the runs are labelled so)."""
+    fixed = _fixed_order(bs, value)
+    if fixed is not None:
+        return fixed
+    if value is _tps:
+        spread = fit(bs, floor=0.0).spreads[trial]
+    else:
+        adjusted = []
+        for b in bs:
+            by_label = {run.get("label"): value(run) for run in b.telemetry.get("runs", [])}
+            if by_label.get("public") is None or by_label.get("heldout") is None:
+                return None
+            adjusted.append(replace(b, public_tps=by_label["public"], tps=by_label["heldout"]))
+        spread = fit(adjusted, floor=0.0).spreads[trial]
+    return spread.sigma_boot, spread.sigma_run, spread.df
+
+
 def decompose(boots: Iterable[BootRecord]) -> list[NoiseParts]:
     """Each configuration's noise, taken apart, from its measured boots (by trial number)."""
     by_trial: dict[int, list[BootRecord]] = defaultdict(list)
@@ -129,8 +195,12 @@ def decompose(boots: Iterable[BootRecord]) -> list[NoiseParts]:
             by_trial[b.trial_number].append(b)
     parts = []
     for trial, bs in sorted(by_trial.items()):
-        spread = fit(bs, floor=0.0).spreads[trial]
+        split = _split(bs, trial, _tps)
+        assert split is not None  # measured boots have both runs' TPS
+        boot, run, df = split
+        without = _split(bs, trial, _tps_without_stalls)
         runs = [run for b in bs for run in b.telemetry.get("runs", [])]
+        times = [t for run in runs if (t := (run.get("stack") or {}).get("step_times"))]
         steps = [s for run in runs if (s := (run.get("stack") or {}).get("step_ms"))]
         accepted = [a for run in runs if (a := (run.get("stack") or {}).get("acceptance")) is not None]
         hosts = [run.get("host") or {} for run in runs]
@@ -140,12 +210,17 @@ def decompose(boots: Iterable[BootRecord]) -> list[NoiseParts]:
                 trial_number=trial,
                 boots=len(bs),
                 runs=len(runs),
-                boot=spread.sigma_boot,
-                run=spread.sigma_run,
-                df=spread.df,
+                boot=boot,
+                run=run,
+                df=df,
                 **_requests(bs),
                 step_ms=_mean(steps),
                 step_cv=_cv(steps),
+                step_p50_ms=_mean([t["p50_ms"] for t in times if t["p50_ms"] is not None]),
+                step_p99_ms=_mean([t["p99_ms"] for t in times if t["p99_ms"] is not None]),
+                stall_share=_mean([t["stall_share"] for t in times]),
+                stalled_runs=sum(bool(t["stalled"]) for t in times) if times else None,
+                run_without_stalls=None if without is None else without[1],
                 acceptance=_mean(accepted),
                 acceptance_cv=_cv(accepted),
                 migrations=_mean(migrations),

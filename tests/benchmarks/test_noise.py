@@ -17,7 +17,7 @@ def test_arms_are_interleaved_behind_the_anchor_and_the_noisy_one_is_found(tmp_p
     )
     out = tmp_path / "noise"
     argv = ["--manifest", str(manifest), "--arm", "steady", "--arm", "noisy:centroid_top_k=64", "--boots", "5"]
-    argv += ["--anchor", str(manifest), "--profile", "quick", "--prompts", "3", "--out", str(out)]
+    argv += ["--anchor", str(manifest), "--profile", "quick", "--prompts", "3", "--runs", "3", "--out", str(out)]
     # stopped after a few boots by its time limit, each boot stored as it ended ...
     assert main([*argv, "--time-limit", "6"]) == 3
     first = json.loads((out / "boots.json").read_text())["boots"]
@@ -28,14 +28,21 @@ def test_arms_are_interleaved_behind_the_anchor_and_the_noisy_one_is_found(tmp_p
     assert code == 0, printed.err
     boots = json.loads((out / "boots.json").read_text())["boots"]
     assert boots[: len(first)] == first
-    # anchor, steady, noisy in every round, five rounds; every boot timed both slices and kept its telemetry
+    # anchor, steady, noisy in every round, five rounds; every boot timed its three slices and kept its telemetry
     assert [(b["repeat"], b["trial_number"]) for b in boots] == [(r, n) for r in range(5) for n in range(3)]
-    assert all(b["status"] == "complete" and len(b["telemetry"]["runs"]) == 2 for b in boots)
+    assert all(b["status"] == "complete" and len(b["telemetry"]["runs"]) == 3 for b in boots)
     assert (out / "noise.txt").read_text().startswith("python -m benchmarks.noise")
     # the decomposition's rows: arm, knobs, boots x runs (three words), TPS, vs anchor, one boot, ...
-    rows = [line.split() for line in printed.out.splitlines() if line.startswith(("steady ", "noisy "))]
+    # ... then "one boot, anchored" (each round divided by its anchor's reading); the steps table's rows are shorter
+    lines = [line.split() for line in printed.out.splitlines() if line.startswith(("steady ", "noisy "))]
+    rows = [row for row in lines if len(row) >= 13]
     boot_part = {row[0]: float(row[7].rstrip("%")) for row in rows}
+    anchored = {row[0]: float(row[8].rstrip("%")) for row in rows}
     assert set(boot_part) == {"steady", "noisy"} and boot_part["noisy"] > 3 * boot_part["steady"], printed.out
+    assert anchored["noisy"] > 3 * anchored["steady"], printed.out
+    # a steady stub never stalls: no run of either arm stalled
+    steps = {row[0]: row for row in lines if len(row) < 13}
+    assert set(steps) == {"steady", "noisy"} and all(row[6] == "0/15" for row in steps.values()), printed.out
     assert "load average" in printed.out  # the machine that booted them
     # once every boot is stored, the command only reports, and says whose load it cannot give
     assert main(argv) == 0 and json.loads((out / "boots.json").read_text())["boots"] == boots

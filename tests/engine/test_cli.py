@@ -33,6 +33,7 @@ def test_dry_run_of_the_winning_manifest_prints_the_patched_argv_and_env():
         "centroid_top_k": 44,
         "num_speculative_tokens": 7,
         "warmup_prompts": 64,  # its own bridge (WARMUP_BRIDGE=1): the argv above is not wrapped
+        "warmup_max_tokens": 1,
     }
 
 

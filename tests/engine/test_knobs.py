@@ -45,12 +45,19 @@ def test_the_registry_holds_the_challenge_knobs_with_ranges_and_their_lossless_f
 
 def test_the_winning_manifest_consumes_all_three_and_its_bridge_and_its_baseline_is_as_published():
     m = load_manifest(VIDRAFT)
-    assert consumed_knobs(m) == ["sliding_window", "centroid_top_k", "num_speculative_tokens", "warmup_prompts"]
+    assert consumed_knobs(m) == [
+        "sliding_window",
+        "centroid_top_k",
+        "num_speculative_tokens",
+        "warmup_prompts",
+        "warmup_max_tokens",
+    ]
     assert baseline_knobs(m) == {
         "sliding_window": 188,
         "centroid_top_k": 49,
         "num_speculative_tokens": 7,
-        "warmup_prompts": 64,  # its own serve.py's warm-up bridge (WARMUP_BRIDGE=1)
+        "warmup_prompts": 64,  # its own serve.py's warm-up bridge (WARMUP_BRIDGE=1) ...
+        "warmup_max_tokens": 1,  # ... of one token a request
     }
 
 
@@ -123,7 +130,7 @@ def test_an_unknown_knob_lists_the_valid_ones():
     with pytest.raises(
         KnobError,
         match=r"unknown knob 'windw'; valid knobs: \['async_scheduling', 'centroid_top_k', "
-        r"'cpu_affinity', 'cudagraph_mode', .*'sliding_window', 'warmup_prompts'\]",
+        r"'cpu_affinity', 'cudagraph_mode', .*'sliding_window', 'warmup_kind', 'warmup_max_tokens', 'warmup_prompts'\]",
     ):
         parse_knobs(load_manifest(VIDRAFT), {"windw": 3})
 

@@ -13,7 +13,9 @@ API (the same shapes as vLLM and the reference stack)
                                prompt token at rank 2 and a rival at rank 1)
     GET  /metrics              vllm:spec_decode_num_drafts_total (one a speculative step),
                                vllm:spec_decode_num_draft_tokens_total and
-                               vllm:spec_decode_num_accepted_tokens_total (model_name label)
+                               vllm:spec_decode_num_accepted_tokens_total (model_name label), and the
+                               step-time histogram vllm:inter_token_latency_seconds (one value a step
+                               of a chat request but its first, at the bounds of engine.stacks.STEP_BUCKETS)
 
 Knobs, read from the same env vars as the real stacks
     HF_OVERRIDES (text_config.sliding_window or sliding_window) over SLIDING_WINDOW (default 512),
@@ -50,7 +52,9 @@ Other env
     fixes the draw; STUB_BOOT_NOISE_IF="CENTROID_TOP_K=32:0.1[,VAR=VALUE:sd...]" gives a boot whose env has
     that value that sd instead: a configuration noisier than the rest), STUB_DRIFT=r (a server that warms up: the n-th chat request since boot runs
     (1 + r)^n times faster), STUB_HELDOUT_FACTOR=f (prompts whose text starts "Held-out" run f times
-    faster: a held-out set that drafts better or worse than the public one).
+    faster: a held-out set that drafts better or worse than the public one), STUB_STALL_EVERY=n and
+    STUB_STALL_S=s (every n-th chat step since boot takes s seconds longer: stalls among steady steps; a
+    request's steps share its decode time evenly, ceil(tokens / tokens_per_step) of them).
     GET /version answers {"version": "stub-1", "stack": "stub"}.
 
 Faults: STUB_FAULT, comma-separated

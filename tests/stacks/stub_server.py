@@ -7,6 +7,7 @@ for the env it reads and the model it follows.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 import math
@@ -23,6 +24,9 @@ import zlib
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+# vLLM's step-time histogram at the bounds this project asks a stack for (engine.stacks.STEP_BUCKETS: the
+# stub imports nothing of the project's, so the rule is written again here; a test holds the two equal)
+STEP_BUCKETS = tuple(float(f"{0.0005 * 1.25**k:.6g}") for k in range(56))
 BASE_PPL = 2.30
 DEFAULT_WINDOW = 512
 FAULTS = {
@@ -131,11 +135,31 @@ class StubState:
     boot_factor: float = 1.0  # this boot's speed: every request's time is divided by it
     drift: float = 0.0  # each chat request served makes the next this much faster (a warming server)
     heldout_factor: float = 1.0  # prompts whose text starts "Held-out" run this much faster
+    stall_every: int = 0  # every n-th step since boot stalls (0: none) ...
+    stall_s: float = 0.0  # ... for this much longer
+    steps: int = 0  # chat steps served since boot
+    step_counts: list[int] = field(default_factory=lambda: [0] * (len(STEP_BUCKETS) + 1))
+    step_sum: float = 0.0
     chat_requests: int = 0
     drafted: int = 0
     accepted: int = 0
     drafts: int = 0  # speculative steps: one draft each
     seen: set[str] = field(default_factory=set)  # the prefix cache: prompts served since boot
+
+    def step_times(self, tokens: int, seconds: float) -> list[float]:
+        """One request's steps (``tokens`` at the knobs' tokens a step, ``seconds`` shared evenly), each stalled
+        as the boot's count of steps says, observed in the step-time histogram but the first (the prefill's)."""
+        n = max(1, math.ceil(tokens / tokens_per_step(self.knobs)))
+        with self.lock:
+            first, self.steps = self.steps, self.steps + n
+            times = [
+                seconds / n + (self.stall_s if self.stall_every and (first + i + 1) % self.stall_every == 0 else 0.0)
+                for i in range(n)
+            ]
+            for gap in times[1:]:
+                self.step_counts[bisect.bisect_left(STEP_BUCKETS, gap)] += 1
+            self.step_sum += sum(times[1:])
+        return times
 
     def prefill(self, prompt_key: str) -> float:
         with self.lock:
@@ -199,7 +223,13 @@ class Handler(BaseHTTPRequestHandler):
         label = f'{{model_name="{self.state.model}"}}'
         with self.state.lock:
             drafted, accepted, drafts = self.state.drafted, self.state.accepted, self.state.drafts
+            counts, total = list(self.state.step_counts), self.state.step_sum
+        name, cumulative, buckets = "vllm:inter_token_latency_seconds", 0, ""
+        for bound, n in zip([*(repr(b) for b in STEP_BUCKETS), "+Inf"], counts):
+            cumulative += n
+            buckets += f'{name}_bucket{{model_name="{self.state.model}",le="{bound}"}} {cumulative}\n'
         return (
+            f"# TYPE {name} histogram\n{buckets}{name}_sum{label} {total}\n{name}_count{label} {cumulative}\n"
             "# HELP vllm:spec_decode_num_drafts_total Number of spec decoding drafts.\n"
             "# TYPE vllm:spec_decode_num_drafts_total counter\n"
             f"vllm:spec_decode_num_drafts_total{label} {float(drafts)}\n"
@@ -242,10 +272,8 @@ class Handler(BaseHTTPRequestHandler):
             * (1 + state.drift) ** served
             * (state.heldout_factor if prompt_key.startswith("Held-out") else 1.0)
         )
-        time.sleep(
-            state.prefill(prompt_key)
-            + request_time(state.knobs, tokens=max_tokens, base_s=state.base_s, overhead_s=state.overhead_s) / speed
-        )
+        decode = (max_tokens * token_time(state.knobs, state.base_s)) / speed
+        time.sleep(state.prefill(prompt_key) + state.overhead_s / speed + sum(state.step_times(max_tokens, decode)))
         shift = 1 if "wrong_tokens" in state.faults else 0
         ids = generated_tokens(prompt_key, max_tokens, state.vocab, shift=shift)
         drafted, accepted = spec_counts(state.knobs, max_tokens)
@@ -481,6 +509,8 @@ def main() -> None:
         boot_factor=_boot_factor(env),
         drift=float(env.get("STUB_DRIFT", 0.0)),
         heldout_factor=float(env.get("STUB_HELDOUT_FACTOR", 1.0)),
+        stall_every=int(env.get("STUB_STALL_EVERY", 0)),
+        stall_s=float(env.get("STUB_STALL_S", 0.0)),
     )
     host, port = env.get("HOST", "127.0.0.1"), int(env["PORT"])
     server = ThreadingHTTPServer((host, port), Handler)

@@ -112,3 +112,79 @@ def test_boots_without_telemetry_keep_the_boot_and_run_parts_alone():
     (parts,) = decompose(bare)
     assert parts.boot > 0 and parts.runs == 0
     assert (parts.prompt, parts.request, parts.lag1, parts.window_cv, parts.step_ms, parts.migrations) == (None,) * 6
+
+
+def _fixed(trial, *, boots, runs, boot_sd, run_sd, seed, stall=None):
+    """Boots of ``runs`` runs in one fixed order (benchmarks.noise's slices); ``stall(rng)``: seconds of stalls a
+    run gains on top of its steady time, recorded in its step distribution."""
+    rng = random.Random(seed)
+    out = []
+    for r in range(boots):
+        u = rng.gauss(0, boot_sd)
+        entries = []
+        for j in range(runs):
+            steady = 512 * PROMPTS / (500 * math.exp(0.03 * j + u + rng.gauss(0, run_sd)))
+            stalled = stall(rng) if stall else 0.0
+            wall = steady + stalled
+            times = {"stall_s": stalled, "stall_share": stalled / wall, "stalled": stalled > 0.02 * wall}
+            entries.append(
+                {
+                    "label": "public",
+                    "tps": 512 * PROMPTS / wall,
+                    "wall_s": wall,
+                    "stack": {"step_times": {**times, "p50_ms": 4.0, "p99_ms": 5.0}},
+                }
+            )
+        out.append(
+            BootRecord(
+                study_name="n",
+                trial_number=trial,
+                run_id="noise",
+                repeat=r,
+                order=r,
+                status="complete",
+                claimed_tps=0.0,
+                claimed_ppl=0.0,
+                gate=None,
+                prompts="slice 2",
+                refs="r",
+                profile="q",
+                first="public",
+                public_tps=entries[0]["tps"],
+                tps=entries[1]["tps"],
+                ppl=2.3,
+                telemetry={"runs": entries},
+            )
+        )
+    return out
+
+
+def test_boots_of_one_fixed_order_split_into_boot_and_run_over_all_their_runs():
+    (parts,) = decompose(_fixed(0, boots=60, runs=4, boot_sd=0.04, run_sd=0.02, seed=3))
+    assert parts.runs == 240 and parts.df == 59
+    assert parts.boot == pytest.approx(0.04, rel=0.25)
+    assert parts.run == pytest.approx(0.02, rel=0.15)
+
+
+def test_with_two_runs_in_one_order_the_split_is_the_fit_of_the_claims():
+    from sweep.claims import fit
+
+    boots = _fixed(0, boots=12, runs=2, boot_sd=0.03, run_sd=0.02, seed=4)
+    (parts,) = decompose(boots)
+    spread = fit(boots, floor=0.0).spreads[0]
+    assert (parts.boot, parts.run) == pytest.approx((spread.sigma_boot, spread.sigma_run))
+
+
+def test_run_noise_that_stalls_made_falls_once_their_time_is_taken_out():
+    # runs steady to 0.5%, but one run in three gains 1-3 s of frozen steps
+    boots = _fixed(
+        0, boots=20, runs=4, boot_sd=0.01, run_sd=0.005, seed=5, stall=lambda r: r.uniform(1, 3) * (r.random() < 0.33)
+    )
+    (parts,) = decompose(boots)
+    assert parts.run > 0.03
+    assert parts.run_without_stalls is not None and parts.run_without_stalls < 0.01
+    assert 0 < parts.stalled_runs < 80 and parts.stall_share > 0.01
+    # slow steps instead (every step of a run slower): the run noise stays where it is
+    (steady,) = decompose(_fixed(0, boots=20, runs=4, boot_sd=0.01, run_sd=0.04, seed=6))
+    assert steady.run_without_stalls == pytest.approx(steady.run)
+    assert steady.stalled_runs == 0

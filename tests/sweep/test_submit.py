@@ -86,7 +86,7 @@ def test_a_verified_point_is_written_and_its_copy_boots_from_an_empty_folder(pro
     if code == 1:  # the verification was UNDECIDED on a busy machine: asked for, it is written all the same
         assert "no point of the study is VERIFIED" in printed
         assert main(["--study", str(study), "--storage", url, "--allow-unverified"]) == 0
-    # the folder carries the stub's script (its manifest ran it from the checkout) and the bridge's wrapper
+    # the folder carries the stub's script (its manifest ran it from the checkout), the bridge's wrapper and hooks
     assert sorted(p.name for p in folder.iterdir()) == [
         "README.md",
         "check-data",
@@ -95,10 +95,12 @@ def test_a_verified_point_is_written_and_its_copy_boots_from_an_empty_folder(pro
         "manifest.json",
         "serve.py",
         "stack",
+        "stackhooks",
         "stackwrap.py",
         "startup.py",
     ]
     assert (folder / "stack" / "tests" / "stacks" / "stub_server.py").is_file()
+    assert (folder / "stackhooks" / "sitecustomize.py").is_file()  # the collector's policy, as it was measured
     # the stack computes on the threads its claim was measured with (Ray's num_cpus), not on every core there
     threads = {b.provenance["threads"] for b in view.boots}
     assert len(threads) == 1 and isinstance(min(threads), int)
