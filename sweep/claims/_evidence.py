@@ -39,6 +39,7 @@ from sweep.store import BootKind, BootRecord, Storage, TrialRecord, shown_url
 __all__ = ["OFFSET_ATTR", "Confirmation", "StudyClaims", "StudyEvidence", "claims_of", "load_evidence"]
 
 FLOOR_ATTR = "noise_floor"  # the study's user attribute: its [promotion] noise_floor
+TARGET_ATTR = "target"  # and its [promotion] target, for a study verified with no promotion stored
 OFFSET_ATTR = "client_offset"  # the study's user attribute: ClientOffset, where it was measured
 
 
@@ -217,7 +218,7 @@ class StudyEvidence:
 
     @property
     def target(self) -> float:
-        return self.plan.target if self.plan else DEFAULT_TARGET
+        return self.plan.target if self.plan else float(self.user_attrs.get(TARGET_ATTR, DEFAULT_TARGET))
 
     def record(self, trial_number: int) -> TrialRecord | None:
         return next((r for r in self.records if r.trial_number == trial_number), None)

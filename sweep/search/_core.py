@@ -153,6 +153,7 @@ class StudyCore:
         study.set_user_attr("gate", spec.gate.describe())
         # what its claims and verdicts are judged with, for readers that have no study spec (the dashboards)
         study.set_user_attr("noise_floor", spec.promotion.noise_floor)
+        study.set_user_attr("target", spec.promotion.target)
         study.set_user_attr("objectives", "maximize tps, minimize ppl")
         return study
 

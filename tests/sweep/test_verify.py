@@ -87,7 +87,10 @@ def test_an_inflated_point_is_invalid_on_tps_and_an_honest_one_verified(ray_conn
         # the stub's timing moves well under 1%; at the default floor of 2% one re-run's odds of landing within 5%
         # reach 0.9 only on >= ~4 degrees of freedom, and where a loaded machine makes the configurations' noise
         # differ (CI: Bartlett apart, 2.3 df) an honest point read UNDECIDED: at that floor the odds top out at 0.886
-        promotion={"candidates": 0, "noise_floor": 0.01},
+        # and a target of 0.8: on a loaded 2-core machine the stub's claim and its re-runs move by 1-2% (CI read an
+        # honest point UNDECIDED at 0.9 with 1.7 degrees of freedom, here at 5.7 with the public runs 2.3% off);
+        # the test is of VERIFIED against INVALID, which a 50% inflation tells at any target
+        promotion={"candidates": 0, "noise_floor": 0.01, "target": 0.8},
     )
     url = f"sqlite:///{tmp_path / 's.db'}"
     result, _ = run_in_process(study, url, tmp_path / "runs")
@@ -110,7 +113,7 @@ def test_an_inflated_point_is_invalid_on_tps_and_an_honest_one_verified(ray_conn
             "--trials",
             f"{honest},{inflated}",
             "--repeats",
-            "3",
+            "4",
         ]
     )
     out = capsys.readouterr().out
@@ -125,17 +128,19 @@ def test_an_inflated_point_is_invalid_on_tps_and_an_honest_one_verified(ray_conn
         storage.close()
     baseline = next(r.trial_number for r in result.records if r.is_baseline)
     # the relative gate is re-resolved on the held-out references: the baseline is re-run first
-    # the baseline's boots first (they resolve the gate), then the two points' interleaved: A B A B A B; three
-    # boots of each leave the pooled noise 5 degrees of freedom, where two left 2 and one more re-run's odds of
-    # landing within 5% of an honest claim sat at the 0.9 target
-    assert [r.trial_number for r in reruns] == [baseline] * 3 + [honest, inflated] * 3
+    # the baseline's boots first (they resolve the gate), then the two points' interleaved: A B A B A B A B. Where
+    # a loaded machine makes the two points' noise differ (Bartlett apart) each keeps only its own boots: three
+    # left 1.7 degrees of freedom on CI and one more re-run's odds of landing within 5% of an honest claim under
+    # the 0.9 target (UNDECIDED); four leave about 3
+    assert [r.trial_number for r in reruns] == [baseline] * 4 + [honest, inflated] * 4
     assert all(r.status == "complete" and r.prompts == prompts and r.refs == refs for r in reruns)
-    assert len({r.run_id for r in reruns}) == 1 and [r.repeat for r in reruns] == [0, 1, 2, 0, 0, 1, 1, 2, 2]
-    assert [r.order for r in reruns] == list(range(9)) and [r.first for r in reruns[3:]] == ["public"] * 2 + [
-        "heldout"
-    ] * 2 + ["public"] * 2
+    assert len({r.run_id for r in reruns}) == 1 and [r.repeat for r in reruns] == [0, 1, 2, 3, 0, 0, 1, 1, 2, 2, 3, 3]
+    assert [r.order for r in reruns] == list(range(12)) and [r.first for r in reruns[4:]] == (
+        ["public"] * 2 + ["heldout"] * 2
+    ) * 2
     assert all(r.public_tps is not None for r in reruns)  # every boot timed the public prompts too
-    assert verdicts[honest].verdict == "VERIFIED", verdicts[honest]
+    good = verdicts[honest]
+    assert good.verdict == "VERIFIED", f"{good.undecided} (gap {good.tps_gap_pct:+.2f}%, df {good.df})"
     assert abs(verdicts[honest].tps_gap_pct) <= 5.0
     bad = verdicts[inflated]
     assert bad.verdict == "INVALID" and bad.claimed_tps == pytest.approx(claimed[inflated] * INFLATION)
