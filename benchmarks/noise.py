@@ -50,7 +50,7 @@ from engine.manifest import Manifest, load_manifest
 from engine.profiles import BenchProfile, get_profile
 from engine.trial import run_trial
 from errors import ConfigError, UsageError
-from sweep.claims import decompose
+from sweep.claims import NoiseParts, decompose
 from sweep.store import BootRecord
 
 __all__ = ["Arm", "main", "parse_arm"]
@@ -221,6 +221,77 @@ def _share(value: float | None, digits: str = ".1%") -> str:
     return "-" if value is None else format(value, digits)
 
 
+_NOISE_COLUMNS = [
+    "arm",
+    "knobs",
+    "boots x runs",
+    "TPS",
+    "vs anchor",
+    "one boot",
+    "one boot, anchored",
+    "one run",
+    "prompt",
+    "request",
+    "lag-1",
+    "10 s windows",
+    "migrations/run",
+]
+_STEP_COLUMNS = [
+    "arm",
+    "step ms (cv)",
+    "p50 ms",
+    "p99 ms",
+    "slowest ms",
+    "stall share",
+    "runs stalled",
+    "one run",
+    "one run, stalls out",
+    "gc s/run",
+    "longest gc s",
+]
+
+
+def _noise_row(
+    arm: Arm, parts: NoiseParts, mine: list[BootRecord], *, base: float | None, against: NoiseParts | None, runs: int
+) -> list[str]:
+    """One arm's noise taken apart: its level, against the anchor, and its spreads."""
+    level = statistics.fmean(_level(b) for b in mine)
+    anchor = arm.name == ANCHOR
+    return [
+        arm.name,
+        " ".join(f"{k}={v}" for k, v in sorted(arm.knobs.items())) or "-",
+        f"{len(mine)} x {runs}",
+        f"{level:.2f}",
+        "-" if base is None or anchor else f"{level / base:.3f}",
+        f"{parts.boot:.1%}",
+        "-" if against is None or anchor else f"{against.boot:.1%}",
+        f"{parts.run:.1%}",
+        _share(parts.prompt),
+        _share(parts.request),
+        "-" if parts.lag1 is None else f"{parts.lag1:.2f}",
+        _share(parts.window_cv),
+        "-" if parts.migrations is None else f"{parts.migrations:.0f}",
+    ]
+
+
+def _steps_row(arm: Arm, parts: NoiseParts, mine: list[BootRecord]) -> list[str]:
+    """One arm's engine steps: their time and spread, percentiles, stalls, and the collector's time."""
+    gc_s = _per_run(mine, "gc_s")
+    return [
+        arm.name,
+        "-" if parts.step_ms is None else f"{parts.step_ms:.3f} ({(parts.step_cv or 0):.1%})",
+        "-" if parts.step_p50_ms is None else f"{parts.step_p50_ms:.3f}",
+        "-" if parts.step_p99_ms is None else f"{parts.step_p99_ms:.3f}",
+        _slowest(mine),
+        _share(parts.stall_share, ".2%"),
+        "-" if parts.stalled_runs is None else f"{parts.stalled_runs}/{parts.runs}",
+        f"{parts.run:.1%}",
+        _share(parts.run_without_stalls),
+        "-" if gc_s is None else f"{gc_s:.3f}",
+        _share(_per_run(mine, "gc_max_s"), ".3f"),
+    ]
+
+
 def _report(
     arms: list[Arm], records: list[BootRecord], *, boots: int, profile: BenchProfile, booted: bool, out: Path | None
 ) -> str:
@@ -234,46 +305,14 @@ def _report(
     ]
     anchor = [b for b in records if names[b.trial_number] == ANCHOR and b.measured]
     anchored = {p.trial_number: p for p in decompose(_anchored(records, 0))} if anchor else {}
+    base = statistics.fmean(_level(b) for b in anchor) if anchor else None
     noise, steps = [], []
     for parts in decompose(records):
         arm = arms[parts.trial_number]
         mine = [b for b in records if b.trial_number == parts.trial_number and b.measured]
-        level = statistics.fmean(_level(b) for b in mine)
-        base = statistics.fmean(_level(b) for b in anchor) if anchor else None
         against = anchored.get(parts.trial_number)
-        noise.append(
-            [
-                arm.name,
-                " ".join(f"{k}={v}" for k, v in sorted(arm.knobs.items())) or "-",
-                f"{len(mine)} x {profile.tps_repeats}",
-                f"{level:.2f}",
-                "-" if base is None or arm.name == ANCHOR else f"{level / base:.3f}",
-                f"{parts.boot:.1%}",
-                "-" if against is None or arm.name == ANCHOR else f"{against.boot:.1%}",
-                f"{parts.run:.1%}",
-                _share(parts.prompt),
-                _share(parts.request),
-                "-" if parts.lag1 is None else f"{parts.lag1:.2f}",
-                _share(parts.window_cv),
-                "-" if parts.migrations is None else f"{parts.migrations:.0f}",
-            ]
-        )
-        gc_s = _per_run(mine, "gc_s")
-        steps.append(
-            [
-                arm.name,
-                "-" if parts.step_ms is None else f"{parts.step_ms:.3f} ({(parts.step_cv or 0):.1%})",
-                "-" if parts.step_p50_ms is None else f"{parts.step_p50_ms:.3f}",
-                "-" if parts.step_p99_ms is None else f"{parts.step_p99_ms:.3f}",
-                _slowest(mine),
-                _share(parts.stall_share, ".2%"),
-                "-" if parts.stalled_runs is None else f"{parts.stalled_runs}/{parts.runs}",
-                f"{parts.run:.1%}",
-                _share(parts.run_without_stalls),
-                "-" if gc_s is None else f"{gc_s:.3f}",
-                _share(_per_run(mine, "gc_max_s"), ".3f"),
-            ]
-        )
+        noise.append(_noise_row(arm, parts, mine, base=base, against=against, runs=profile.tps_repeats))
+        steps.append(_steps_row(arm, parts, mine))
     failed = [f"round {b.repeat + 1}, {names[b.trial_number]}: {b.reason}" for b in records if not b.measured]
     return "\n".join(
         [
@@ -286,43 +325,12 @@ def _report(
             "",
             "each arm's noise taken apart (log-scale spreads; one boot and one run on the arm's own boots; anchored: "
             "each round divided by its anchor's reading):",
-            table(
-                [
-                    "arm",
-                    "knobs",
-                    "boots x runs",
-                    "TPS",
-                    "vs anchor",
-                    "one boot",
-                    "one boot, anchored",
-                    "one run",
-                    "prompt",
-                    "request",
-                    "lag-1",
-                    "10 s windows",
-                    "migrations/run",
-                ],
-                noise,
-            ),
+            table(_NOISE_COLUMNS, noise),
             "",
-            "each arm's steps (means over its runs; a percentile its histogram's first bucket holds is only under that bucket's bound: -; a stall: a step slower than 3x the run's median, its time a lower "
-            "bound; garbage collections of 1 ms or more, the stack's Python processes):",
-            table(
-                [
-                    "arm",
-                    "step ms (cv)",
-                    "p50 ms",
-                    "p99 ms",
-                    "slowest ms",
-                    "stall share",
-                    "runs stalled",
-                    "one run",
-                    "one run, stalls out",
-                    "gc s/run",
-                    "longest gc s",
-                ],
-                steps,
-            ),
+            "each arm's steps (means over its runs; a percentile its histogram's first bucket holds is only under "
+            "that bucket's bound: -; a stall: a step slower than 3x the run's median, its time a lower bound; "
+            "garbage collections of 1 ms or more, the stack's Python processes):",
+            table(_STEP_COLUMNS, steps),
             *(["", "failed boots:", *failed] if failed else []),
             "",
             # the load of the machine that booted them, unless every boot was stored by an earlier command

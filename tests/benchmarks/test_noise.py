@@ -33,16 +33,17 @@ def test_arms_are_interleaved_behind_the_anchor_and_the_noisy_one_is_found(tmp_p
     assert all(b["status"] == "complete" and len(b["telemetry"]["runs"]) == 3 for b in boots)
     assert (out / "noise.txt").read_text().startswith("python -m benchmarks.noise")
     # the decomposition's rows: arm, knobs, boots x runs (three words), TPS, vs anchor, one boot, ...
-    # ... then "one boot, anchored" (each round divided by its anchor's reading); the steps table's rows are shorter
-    lines = [line.split() for line in printed.out.splitlines() if line.startswith(("steady ", "noisy "))]
-    rows = [row for row in lines if len(row) >= 13]
+    # ... then "one boot, anchored" (each round divided by its anchor's reading); then the steps table
+    noise_part, steps_part = printed.out.split("each arm's noise taken apart")[1].split("each arm's steps")
+    arms = ("steady ", "noisy ")
+    rows = [line.split() for line in noise_part.splitlines() if line.startswith(arms)]
     boot_part = {row[0]: float(row[7].rstrip("%")) for row in rows}
     anchored = {row[0]: float(row[8].rstrip("%")) for row in rows}
     assert set(boot_part) == {"steady", "noisy"} and boot_part["noisy"] > 3 * boot_part["steady"], printed.out
     assert anchored["noisy"] > 3 * anchored["steady"], printed.out
     # a steady stub never stalls: no run of either arm stalled
-    steps = {row[0]: row for row in lines if len(row) < 13}
-    assert set(steps) == {"steady", "noisy"} and all(row[6] == "0/15" for row in steps.values()), printed.out
+    steps = {line.split()[0]: line for line in steps_part.splitlines() if line.startswith(arms)}
+    assert set(steps) == {"steady", "noisy"} and all(" 0/15 " in row for row in steps.values()), printed.out
     assert "load average" in printed.out  # the machine that booted them
     # once every boot is stored, the command only reports, and says whose load it cannot give
     assert main(argv) == 0 and json.loads((out / "boots.json").read_text())["boots"] == boots

@@ -158,7 +158,12 @@ def test_metrics_count_what_the_responses_report(server):
     assert after["vllm:spec_decode_num_accepted_tokens_total"] <= after["vllm:spec_decode_num_draft_tokens_total"]
     # every sample has HELP and TYPE lines under its own name, as prometheus_client writes vLLM's
     text = server.get("/metrics").text
+    # (a histogram's under its family's name, its series _bucket, _sum and _count beneath)
+    step = "vllm:inter_token_latency_seconds"
+    assert delta[f"{step}_count"] > 0 and f"# TYPE {step} histogram" in text
     for name in after:
+        if name.startswith(step):
+            continue
         kind = "counter" if name.endswith("_total") else "gauge"
         assert f"# HELP {name} " in text and f"# TYPE {name} {kind}" in text, name
 

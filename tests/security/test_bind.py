@@ -37,7 +37,11 @@ temp = Path(sys.argv[1])
 with ray_session(address=None, temp_dir=temp):
     import ray
     ray.get(ray.remote(lambda: os.getpid()).remote())  # a worker up, too
-    ours = [p for p in psutil.process_iter() if p.pid == os.getpid() or str(temp) in " ".join(p.cmdline())]
+    # process_iter's cmdline is None for a process that ended meanwhile (another test's zombie): not ours
+    ours = [
+        p for p in psutil.process_iter(["cmdline"])
+        if p.pid == os.getpid() or str(temp) in " ".join(p.info["cmdline"] or [])
+    ]
     ours += psutil.Process().children(recursive=True)
     print(json.dumps([[l.name, l.ip, l.port] for l in listeners({p.pid: p for p in ours}.values())]))
 """

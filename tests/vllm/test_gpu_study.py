@@ -26,7 +26,10 @@ FLAGS = {  # each swept knob, and where it must show in a trial's argv
 
 def test_the_manifest_declares_vllm_serving_knobs_of_every_kind():
     manifest = load_manifest("vllm-gpu")
-    stability = {"warmup_prompts", "cpu_affinity", "disable_compile_cache", "ngram_drafter"}  # off in the manifest
+    stability = {  # off in the manifest
+        *("warmup_prompts", "warmup_kind", "warmup_max_tokens", "cpu_affinity", "disable_compile_cache"),
+        *("ngram_drafter", "gc_policy", "numba_threads"),
+    }
     assert set(consumed_knobs(manifest)) == {*FLAGS, "async_scheduling", "enable_prefix_caching", *stability}
     base = baseline_knobs(manifest)
     assert (base["kv_cache_dtype"], base["quantization"], base["async_scheduling"]) == ("auto", "None", False)

@@ -19,7 +19,8 @@ def flag(argv: list[str], name: str) -> str:
 
 def test_it_consumes_the_window_and_the_speculative_tokens_but_not_the_centroids():
     manifest = load_manifest("vllm-cpu")
-    # the stability knobs at their off values too (the warm-up bridge, the stack's CPUs, where the drafter runs)
+    # the stability knobs at their off values too (the warm-up bridge, the stack's CPUs, where the drafter runs,
+    # the collector, numba's pool at the CPU count the manifest was made for, the bridge's prompts)
     assert consumed_knobs(manifest) == [
         "sliding_window",
         "num_speculative_tokens",
@@ -27,6 +28,10 @@ def test_it_consumes_the_window_and_the_speculative_tokens_but_not_the_centroids
         "warmup_prompts",
         "cpu_affinity",
         "ngram_drafter",
+        "gc_policy",
+        "numba_threads",
+        "warmup_max_tokens",
+        "warmup_kind",
     ]
     assert baseline_knobs(manifest) == {
         "sliding_window": 512,
@@ -35,6 +40,10 @@ def test_it_consumes_the_window_and_the_speculative_tokens_but_not_the_centroids
         "warmup_prompts": 0,
         "cpu_affinity": "none",
         "ngram_drafter": "ngram",
+        "gc_policy": "default",
+        "numba_threads": 2,
+        "warmup_max_tokens": 1,
+        "warmup_kind": "plain",
     }
     with pytest.raises(KnobError, match=r"vllm-cpu\.json does not consume knob 'centroid_top_k'"):
         parse_knobs(manifest, {"centroid_top_k": 32})
