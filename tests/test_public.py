@@ -284,6 +284,7 @@ SURFACE = {
     "engine.http": ["first_choice", "post_json"],
     "dashboards.claims": ["claims_lines"],
     "engine.gclog": ["GcLog"],
+    "engine.stepbuckets": ["STEP_BUCKETS"],
     "dashboards": [
         "StudyData",
         "TrialRow",

@@ -24,13 +24,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from engine.data import PplRecord
+from engine.stepbuckets import STEP_BUCKETS
 
 __all__ = ["STEP_BUCKETS", "MetricNames", "PplWire", "Recipe", "StackAdapter"]
-
-# The bounds of a step-time histogram this project asks a stack for where it can (vLLM's
-# --custom-histogram-buckets; the reference stack's own): 0.5 ms to ~2 minutes, each bound 1.25 times the
-# last, so that a median is known to within 25% and a stall of any length is counted.
-STEP_BUCKETS = tuple(float(f"{0.0005 * 1.25**k:.6g}") for k in range(56))
 
 
 @dataclass(frozen=True)
