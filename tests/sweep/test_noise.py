@@ -57,27 +57,37 @@ def _boots(trial, *, boots, boot_sd, run_sd, request_sd, rho, seed):
         ]
         tps = {run["label"]: run["tps"] for run in runs}
         out.append(
-            BootRecord(
-                study_name="n",
-                trial_number=trial,
+            _boot(
+                trial,
+                r,
+                runs,
                 run_id="p",
-                repeat=r,
-                order=r,
-                status="complete",
                 claimed_tps=500.0,
                 claimed_ppl=2.3,
                 gate=2.42,
                 prompts="h",
-                refs="r",
-                profile="q",
                 first=order[0],
                 public_tps=tps["public"],
                 tps=tps["heldout"],
-                ppl=2.3,
-                telemetry={"runs": runs},
             )
         )
     return out
+
+
+def _boot(trial: int, r: int, runs: list[dict], **fields) -> BootRecord:
+    """A complete boot, the ``r``-th of its run, whose telemetry holds ``runs``."""
+    return BootRecord(
+        study_name="n",
+        trial_number=trial,
+        repeat=r,
+        order=r,
+        status="complete",
+        refs="r",
+        profile="q",
+        ppl=2.3,
+        telemetry={"runs": runs},
+        **fields,
+    )
 
 
 def test_each_part_is_the_part_put_in():
@@ -136,24 +146,18 @@ def _fixed(trial, *, boots, runs, boot_sd, run_sd, seed, stall=None):
                 }
             )
         out.append(
-            BootRecord(
-                study_name="n",
-                trial_number=trial,
+            _boot(
+                trial,
+                r,
+                entries,
                 run_id="noise",
-                repeat=r,
-                order=r,
-                status="complete",
                 claimed_tps=0.0,
                 claimed_ppl=0.0,
                 gate=None,
                 prompts="slice 2",
-                refs="r",
-                profile="q",
                 first="public",
                 public_tps=entries[0]["tps"],
                 tps=entries[1]["tps"],
-                ppl=2.3,
-                telemetry={"runs": entries},
             )
         )
     return out
