@@ -82,6 +82,9 @@ class Manifest(BaseModel):
     prefix_caching: bool = True
     # The stack whose knob limits apply (engine.knobs: a study may not ask a stack for more than it accepts).
     stack: str | None = Field(default=None, min_length=1)
+    # Absolute paths the stack makes itself at boot (a cache it fills, a socket): the only ones outside the system's
+    # that a submission folder may name (sweep.submission's write-time rule)
+    creates: list[str] = Field(default_factory=list)
 
     _source: Path | None = PrivateAttr(default=None)
 
@@ -119,6 +122,13 @@ class Manifest(BaseModel):
                 os.fsencode(text)
             except UnicodeEncodeError:
                 raise ValueError(f"{text!r} holds a lone surrogate, which cannot be encoded for the OS") from None
+        return self
+
+    @model_validator(mode="after")
+    def _absolute_creates(self) -> Manifest:
+        for path in self.creates:
+            if not path.startswith("/") or path.rstrip("/") == "":
+                raise ValueError(f"creates: {path!r} is not an absolute path below / (a path the stack makes at boot)")
         return self
 
     @model_validator(mode="after")

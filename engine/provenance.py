@@ -33,7 +33,6 @@ import importlib.metadata
 import json
 import os
 import platform
-import re
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -96,10 +95,6 @@ while todo:
             todo.append(sub)
 print(json.dumps(found))
 """
-# A local version label that names a build of one release for one accelerator (torch's 2.13.0+cpu, +cu129,
-# +rocm6.2, +xpu): the index of the machine that installs it picks the build, so the pin names the release.
-# Any other label (vLLM's +g3e8afdf78, a commit) is part of the code and stays.
-_BUILD_LABEL = re.compile(r"\+(cpu|cu\d+|rocm[\d.]+|xpu)$")
 
 
 def _stack_version(base_url: str) -> tuple[dict[str, Any], str | None]:
@@ -146,15 +141,17 @@ def _boot_id() -> tuple[str | None, str | None]:
 
 
 def _requirement(name: str, version: str, direct: str | None) -> str:
-    """A distribution as installed, as pip would install it again: from the URL it came from (a direct
-    reference; its credentials redacted), else its release from an index."""
+    """A distribution as installed, as exactly as pip can name it: from the URL it came from (a direct
+    reference, a local file's or folder's ``file:`` URL included; credentials redacted), else its release with
+    its local label (``2.13.0+cpu``, ``0.24.0+cu130``: the build the trials ran). What an index cannot serve
+    (a local file, a label of a local build) is the submission's to carry or refuse (``sweep.submission``)."""
     info = json.loads(direct) if direct else {}
     url = info.get("url", "")
-    if url and not url.startswith("file:") and "dir_info" not in info:
+    if url:
         vcs = info.get("vcs_info")
         where = f"{vcs['vcs']}+{url}@{vcs['commit_id']}" if vcs else url
         return f"{name} @ {redact_text(where)}"
-    return f"{name}=={_BUILD_LABEL.sub('', version)}"
+    return f"{name}=={version}"
 
 
 def pins(

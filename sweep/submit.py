@@ -11,7 +11,13 @@ engine.install sglang-bench``, or ``--bench-python`` / ``--bench-script``) on th
 prompts, scores PPL, sends the audit request, and says whether this one draw lands within 5% of the claim,
 beside its P(VERIFIED): one boot gives no verdict. ``python`` is this interpreter (or ``--python``) and HOME
 this machine's; with ``--fresh`` the interpreter is a new virtual environment built from the manifest's
-``dependencies`` alone and HOME an empty folder, as on a machine that never ran this project.
+``dependencies`` alone (pip in a clean environment), and the stack boots in an isolated view of this machine
+(bubblewrap: the folder, that environment, the system's programs and libraries, HOME and /tmp empty), as on a
+machine that never ran this project; a path it needs outside that view is named.
+
+``--wheelhouse DIR``: writing, the wheels the folder's dependencies resolve to are collected there (``pip
+wheel``); checking with ``--fresh``, the folder is installed from them alone, no index and no network: the
+check of a folder on a machine that reaches no index. The folder itself keeps its pins.
 
 Exit status: 0 written (or, checking, the folder booted, was timed, scored under the gate and answered the
 audit), 1 nothing to submit (or the stack failed to install, boot or answer, or its PPL is over the gate), 2
@@ -48,6 +54,7 @@ class SubmitArgs:
     bench_python: str | None
     bench_script: str | None
     tokenizer: str | None
+    wheelhouse: Path | None
 
 
 def parse_args(argv: list[str] | None = None) -> SubmitArgs:
@@ -72,6 +79,13 @@ def parse_args(argv: list[str] | None = None) -> SubmitArgs:
         help="with --check: in a new virtual environment built from the manifest's dependencies alone, HOME an "
         "empty folder",
     )
+    parser.add_argument(
+        "--wheelhouse",
+        type=Path,
+        metavar="DIR",
+        help="with --study: collect the wheels of the folder's dependencies into DIR; with --check --fresh: install "
+        "from DIR alone, no index",
+    )
     parser.add_argument("--port", type=int, help="with --check: the port to boot on (default the manifest's)")
     parser.add_argument(
         "--python", default=sys.executable, help="with --check: the interpreter `python` means (default this one)"
@@ -93,6 +107,10 @@ def parse_args(argv: list[str] | None = None) -> SubmitArgs:
         parser.error("give --study (write a submission) or --check DIR (boot one), one of the two")
     if ns.fresh and ns.check is None:
         parser.error("--fresh goes with --check DIR")
+    if ns.wheelhouse is not None and ns.check is not None and not ns.fresh:
+        parser.error("--wheelhouse with --check goes with --fresh (the new environment installs from it)")
+    if ns.wheelhouse is not None and ns.check is not None and not ns.wheelhouse.is_dir():
+        parser.error(f"--wheelhouse {ns.wheelhouse}: no such folder")
     if (ns.bench_python is None) != (ns.bench_script is None):
         parser.error("--bench-python and --bench-script go together")
     if ns.port is not None and not 1 <= ns.port <= 65535:
@@ -110,6 +128,7 @@ def parse_args(argv: list[str] | None = None) -> SubmitArgs:
         bench_python=ns.bench_python,
         bench_script=ns.bench_script,
         tokenizer=ns.tokenizer,
+        wheelhouse=ns.wheelhouse,
     )
 
 
@@ -154,6 +173,15 @@ def _write(args: SubmitArgs, out: Console) -> int:
         out.print(
             f"  and {len(done.written) - len(top)} file(s) in its folders: the stack's, the check's data", markup=False
         )
+    if args.wheelhouse is not None:
+        from sweep.submission import collect_wheels, read_dependencies
+
+        wheels = collect_wheels(read_dependencies(folder), args.wheelhouse, folder=folder, out=out)
+        out.print(
+            f"wheelhouse {args.wheelhouse}: {len(wheels)} wheel(s); check the folder from them alone with "
+            f"`python -m sweep.submit --check {folder} --fresh --wheelhouse {args.wheelhouse}`",
+            markup=False,
+        )
     return 0
 
 
@@ -194,6 +222,7 @@ def _check(args: SubmitArgs, out: Console) -> int:
         bench_python=args.bench_python,
         bench_script=args.bench_script,
         tokenizer=args.tokenizer,
+        wheelhouse=args.wheelhouse.resolve() if args.wheelhouse else None,
     )
     return 0 if check_folder(source, options, out) else 1
 

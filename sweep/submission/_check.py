@@ -3,16 +3,22 @@
 ``check_folder`` copies the folder into an empty temporary folder and boots it there as the harness runs a
 manifest: from that folder, its ``serve`` argv (``python`` is the check's interpreter), the manifest's env over
 a clean one (only ``PATH``, ``HOME``, the locale, ``TMPDIR`` and ``CUDA_VISIBLE_DEVICES``: no ``GEMMA_SWEEP_*``,
-no ``PYTHONPATH``, nothing that names this checkout; the one variable added is the owner mark by which
-``engine.process`` finds a stack its checker lost), on its port, until ``GET /v1/models`` answers. With
-``fresh`` it is the organisers' machine as near as this one gets: a new virtual environment built from the
-manifest's ``dependencies`` alone (plain ``pip install``, with this machine's pip configuration: the index
-the README's install uses) is the interpreter, and ``HOME`` an empty folder, so the folder finds nothing this
-machine prepared (its model, caches). Then it times the stack with the organisers' client (``bench_serving``,
-``engine.organisers``) on the held-out prompts (a fresh boot's first run: a private re-run's stand-in) and
-the public ones, at the claim's sizes, scores PPL on the claim's references as their ``ppl_endpoint.py``
-does, sends the audit request, and stops the stack. Every temporary folder goes whatever happens (a failure,
-Ctrl-C, SIGTERM).
+no ``PYTHONPATH``, nothing that names this checkout), on its port, until ``GET /v1/models`` answers. With
+``fresh`` it is the organisers' machine as near as this one gets:
+
+- a new virtual environment built from the manifest's ``dependencies`` alone is the interpreter. Its ``pip
+  install`` runs with a clean environment (no ``PIP_*``, an empty HOME: none of this user's configuration or
+  cache; the system's pip configuration, which names this machine's index, as the organisers' machine has
+  its own), or, given a wheelhouse (``sweep.submit --wheelhouse``), from those wheels alone, no index, in the
+  isolated view below with no network;
+- the stack boots in an isolated view of this machine (``_sandbox``): the folder's copy, that environment,
+  the system's programs and libraries read-only, an empty HOME and ``/tmp``, nothing else. A path it needs
+  outside that view is missing there, and the check names it.
+
+Then it times the stack with the organisers' client (``bench_serving``, ``engine.organisers``) on the held-out
+prompts (a fresh boot's first run: a private re-run's stand-in) and the public ones, at the claim's sizes,
+scores PPL on the claim's references as their ``ppl_endpoint.py`` does, sends the audit request, and stops
+the stack. Every temporary folder goes whatever happens (a failure, Ctrl-C, SIGTERM).
 
 One boot is one draw of a private re-run: the check says whether this draw lands within 5% of the claim,
 beside the claim's P(VERIFIED), and gives no verdict. It passes (``True``) when the folder booted, was timed,
@@ -25,8 +31,6 @@ import json
 import os
 import shutil
 import signal
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -45,13 +49,15 @@ from engine.install import install_stack
 from engine.launch import LaunchConfig
 from engine.manifest import Manifest, parse_manifest
 from engine.organisers import audit, bench_serving
-from engine.process import EngineProcess
+from engine.process import OWNER_ENV, EngineProcess
 from engine.profiles import BenchProfile
-from errors import EngineError, InstallError, UsageError
+from errors import EngineError, UsageError
 from sweep.interrupts import raise_interrupt
 from sweep.judgement import TPS_TOLERANCE, over_gate, within_tolerance
 from sweep.submission._claimfile import CLAIM_FILE, ClaimFile, read_claim
 from sweep.submission._folder import FOLDER_MARK
+from sweep.submission._install import SYSTEM_PATH, fresh_python
+from sweep.submission._sandbox import isolated, missing_paths
 
 __all__ = ["CLEAN_ENV", "CheckOptions", "check_folder"]
 
@@ -71,6 +77,7 @@ class CheckOptions:
     bench_python: str | None  # None: engine.install sglang-bench's
     bench_script: str | None
     tokenizer: str | None  # None: the served model's own folder (its GET /v1/models root), else model_id
+    wheelhouse: Path | None = None  # with ``fresh``: install from these wheels alone, no index
 
 
 @contextmanager
@@ -81,61 +88,6 @@ def _terminated_as_interrupt() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
-
-
-def _stream(argv: list[str], *, cwd: Path, env: dict[str, str], title: str, out: Console) -> None:
-    """Run one step, its last output line as the progress line; its output's tail in the error if it fails."""
-    began, lines = time.monotonic(), []
-    with out.status(title) as status:
-        proc = subprocess.Popen(
-            argv,
-            cwd=cwd,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            stdin=subprocess.DEVNULL,
-        )
-        try:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                lines.append(line)
-                if line.strip():
-                    status.update(f"{title} ({time.monotonic() - began:.0f} s): {line.strip()[:100]}")
-            code = proc.wait()
-        finally:
-            if proc.poll() is None:  # interrupted: the step goes too
-                proc.kill()
-                proc.wait()
-    if code != 0:
-        raise InstallError(f"{title} failed (exit {code}):\n{''.join(lines[-25:]).rstrip()}")
-    out.print(f"  {title}: {time.monotonic() - began:.0f} s", markup=False)
-
-
-def _fresh_python(root: Path, dependencies: list[str], *, folder: Path, out: Console) -> Path:
-    """A new virtual environment under ``root`` with ``dependencies`` installed as the organisers' ``pip
-    install`` would, from the folder (a relative path in them is the folder's); its interpreter."""
-    venv = root / "venv"
-    # pip with this machine's configuration (its index, find-links, constraints): HOME and PIP_* stay; nothing
-    # of this checkout goes in
-    pip_env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
-    _stream(
-        [sys.executable, "-m", "venv", str(venv)],
-        cwd=root,
-        env=pip_env,
-        title="a new virtual environment",
-        out=out,
-    )
-    python = venv / "bin" / "python"
-    if dependencies:
-        _stream(
-            [str(python), "-m", "pip", "install", "--disable-pip-version-check", *dependencies],
-            cwd=folder,
-            env=pip_env,
-            title=f"pip install of the manifest's {len(dependencies)} dependencies",
-            out=out,
-        )
-    return python
 
 
 def _last_line(path: Path) -> str:
@@ -243,20 +195,25 @@ def _run(
     copy = root / "submission"
     shutil.copytree(source, copy)
     clean = {k: os.environ[k] for k in CLEAN_ENV if k in os.environ}
+    shown: list[Path] = []
     if options.fresh:
-        home, tmp = root / "home", root / "tmp"
+        home = root / "home"
         home.mkdir()
-        tmp.mkdir()
+        (root / "tmp").mkdir()
         out.print(
             f"checking {source} in a fresh environment: its {len(manifest.dependencies)} dependencies in a new virtual "
-            "environment, HOME an empty folder",
+            "environment, booted in an isolated view of this machine (the folder, that environment, the system's "
+            "programs and libraries; HOME and /tmp empty)",
             markup=False,
         )
-        python = _fresh_python(root, manifest.dependencies, folder=copy, out=out)
-        clean |= {"HOME": str(home), "TMPDIR": str(tmp), "PATH": os.pathsep.join([str(python.parent), clean["PATH"]])}
+        python = fresh_python(root, manifest.dependencies, folder=copy, wheelhouse=options.wheelhouse, out=out)
+        clean |= {"HOME": str(home), "TMPDIR": "/tmp", "PATH": os.pathsep.join([str(python.parent), SYSTEM_PATH])}
+        shown = [copy, python.parent.parent, home]
     else:
         python = Path(options.python)
     argv = [str(python) if manifest.serve[0] == "python" else manifest.serve[0], *manifest.serve[1:]]
+    if shown:  # the engine's owner mark stays on the sandbox's own process, which takes the stack with it
+        argv = isolated(argv, writable=shown, cwd=copy, unset=[OWNER_ENV])
     launch = LaunchConfig(
         argv=argv,
         env={**manifest.env, "PORT": str(port)},
@@ -278,7 +235,15 @@ def _run(
         try:
             out.print(f"  ready after {_boot(engine, out=out):.1f} s", markup=False)
         except EngineError as exc:
-            out.print(f"the stack's log, its last lines:\n{exc.log_tail or engine.log_tail()}", markup=False)
+            tail = exc.log_tail or engine.log_tail()
+            out.print(f"the stack's log, its last lines:\n{tail}", markup=False)
+            outside = missing_paths(tail, shown=shown) if shown else []
+            if outside:
+                raise type(exc)(
+                    f"{exc}\nIn the isolated view it looked for {', '.join(outside)}: outside the folder, a path of "
+                    "the machine that wrote it, which the organisers' machine does not have",
+                    log_tail=tail,
+                ) from None
             raise
         tokenizer = Path(options.tokenizer or _tokenizer(launch.base_url, manifest.model_id))
         timed = {}

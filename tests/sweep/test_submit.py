@@ -29,7 +29,9 @@ def promoted(ray_connected, tmp_path, monkeypatch):
     manifest = write_manifest(tmp_path, STUB_DECODE_STEP_S="0.01")
     manifest.write_text(json.dumps({**json.loads(manifest.read_text()), "dependencies": [DEPENDENCY]}))
     monkeypatch.chdir(tmp_path)
-    study, url, view = promoted_stub_study(tmp_path, manifest=manifest, name="sub", choices=[32, 64])
+    # a target of 0.8: on a loaded 2-core machine the stub's re-runs move by 1-2%, which can leave a 0.9 target
+    # UNDECIDED over four repeats; a verified point is what the test writes
+    study, url, view = promoted_stub_study(tmp_path, manifest=manifest, name="sub", choices=[32, 64], target=0.8)
     return study, url, view
 
 
@@ -78,14 +80,12 @@ def test_nothing_unverified_is_written_unless_asked_and_then_it_says_so(promoted
 
 def test_a_verified_point_is_written_and_its_copy_boots_from_an_empty_folder(promoted, tmp_path, capsys):
     study, url, view = promoted
-    assert verify_main(["--study", str(study), "--storage", url, "--top", "1", "--repeats", "2"]) in (0, 1)
-    capsys.readouterr()
-    code = main(["--study", str(study), "--storage", url])
-    printed = capsys.readouterr().out
+    assert verify_main(["--study", str(study), "--storage", url, "--top", "1", "--repeats", "4"]) == 0
+    assert "VERIFIED" in capsys.readouterr().out
+    assert main(["--study", str(study), "--storage", url]) == 0  # written without --allow-unverified: VERIFIED
     folder = tmp_path / "runs" / "exports" / "sub" / "submission"
-    if code == 1:  # the verification was UNDECIDED on a busy machine: asked for, it is written all the same
-        assert "no point of the study is VERIFIED" in printed
-        assert main(["--study", str(study), "--storage", url, "--allow-unverified"]) == 0
+    assert json.loads((folder / "claim.json").read_text())["verified"] is True
+    assert "**UNVERIFIED.**" not in (folder / "README.md").read_text()
     # the folder carries the stub's script (its manifest ran it from the checkout), the bridge's wrapper and hooks
     assert sorted(p.name for p in folder.iterdir()) == [
         "README.md",
