@@ -10,7 +10,8 @@ its timed runs only (``window``: engine.bench opens one around each timed run):
   which CPUs it ran on (field 39 of its ``stat``, counted at the samples it had run since the last);
 - the CPUs the stack's threads may use (their ``Cpus_allowed_list``, the union) and those of the
   timing client (the measuring thread's own mask);
-- the GPU's SM clock, power and utilisation, from one ``nvidia-smi --loop-ms`` process that only reads
+- the resident memory of the stack's processes (``statm``), its peak over the timed runs;
+- the GPU's SM clock, power, utilisation and memory in use, from one ``nvidia-smi --loop-ms`` process that only reads
   (never a setting changed); where there is no nvidia-smi or no visible GPU, recorded as not available;
 - with ``gc_log`` (``engine.gclog``): the garbage collections of the stack's Python processes that began in a
   run, and each process's collector as it was set (policy, enabled, frozen objects); and the stack's
@@ -49,8 +50,9 @@ __all__ = ["INTERVAL_S", "Telemetry", "thread_cpus_allowed"]
 INTERVAL_S = 0.5
 _TICK_NS = 1_000_000_000 // os.sysconf("SC_CLK_TCK")
 _REFRESH_EVERY = 10  # samples between two scans of /proc for the group's processes
-_GPU_QUERY = "index,clocks.sm,power.draw,utilization.gpu"
-_GPU_FIELDS = ("sm_clock_mhz", "power_w", "utilization")
+_GPU_QUERY = "index,clocks.sm,power.draw,utilization.gpu,memory.used"
+_GPU_FIELDS = ("sm_clock_mhz", "power_w", "utilization", "memory_used_mib")
+_PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,7 @@ class _Sample:
     at: float  # time.perf_counter()
     cpus: dict[int, CpuTimes]
     threads: dict[int, _Thread]
+    rss_bytes: int = 0  # the resident memory of the stack's processes, summed
 
 
 @dataclass
@@ -89,6 +92,12 @@ def _read(path: str) -> str | None:
         return None
     finally:
         os.close(fd)
+
+
+def _resident(proc: Path, pid: int) -> int:
+    """A process's resident memory in bytes (``statm``'s second field); 0 for one gone."""
+    fields = (_read(f"{proc}/{pid}/statm") or "").split()
+    return int(fields[1]) * _PAGE if len(fields) > 1 and fields[1].isdigit() else 0
 
 
 def _thread(task: str, pid: int, *, migrations: bool) -> _Thread | None:
@@ -300,7 +309,10 @@ class Telemetry:
             for pid, tid, task in _tasks(self.proc, self._members)
             if (t := _thread(task, pid, migrations=boundary))
         }
-        window.samples.append(_Sample(at=time.perf_counter(), cpus=per_cpu_times(self.proc / "stat"), threads=threads))
+        rss = sum(_resident(self.proc, pid) for pid in self._members)
+        window.samples.append(
+            _Sample(at=time.perf_counter(), cpus=per_cpu_times(self.proc / "stat"), threads=threads, rss_bytes=rss)
+        )
         self._samples += 1
         self._cost_s += time.thread_time() - began
 
@@ -421,6 +433,9 @@ class Telemetry:
                 "threads": len(threads),
                 "threads_ran": len(ran),
                 "cpu_s": round(sum(t["ns"] for t in threads) / 1e9, 4),
+                # its processes' resident memory at its highest sample during the timed runs (on a GPU the
+                # device's memory is the gpu section's memory_used_mib)
+                "rss_peak_mib": round(max((x.rss_bytes for w in windows for x in w.samples), default=0) / 2**20, 1),
                 "migrations": None if None in migrations else sum(migrations),
                 "ran_on": _share(on),
             },

@@ -14,6 +14,11 @@ these rules and none keeps its own copy.
   the calibration all hold a re-run to this one rule.
 - **Feasibility** (``is_feasible``): measured, under a known gate, and greedy-identical where the
   study requires it.
+- **Serving SLOs** (``Slo``): latency bounds a request must meet under load (TTFT, TPOT, end-to-end, in ms,
+  as bench_serving's ``--goodput`` names them); ``Slo.met`` is the one comparison (a request at a bound
+  meets it, one just over does not), ``goodput`` the requests a second that met every bound, over the run's
+  wall time, as bench_serving computes it; ``Slo.holds`` judges a run's percentile against a bound
+  (``p99 TTFT <= X``), the constraint of a serving study.
 - **Stops** (``GATE_STOP``, ``FRONT_STOP``): how multi-fidelity may end a trial before its full
   measurement; such a trial is never a front point.
 - **The front**, noise-aware. Each ``FrontPoint`` carries the noise of its own figures: ``tps_sd``,
@@ -46,6 +51,7 @@ __all__ = [
     "FrontPoint",
     "Gate",
     "Noise",
+    "Slo",
     "StopKind",
     "chance_under_gate",
     "dominates",
@@ -53,6 +59,7 @@ __all__ = [
     "front_point",
     "front_records",
     "front_ties",
+    "goodput",
     "is_feasible",
     "lower_ppl",
     "over_gate",
@@ -146,6 +153,60 @@ def is_feasible(*, ppl: float | None, gate: float | None, identity_diff: int | N
     if ppl is None or gate is None:
         return False
     return not over_gate(ppl, gate) and not (identity_required and identity_diff)
+
+
+class Timed(Protocol):
+    """One request under load, as ``engine.bench``'s ``StreamTiming`` times it."""
+
+    @property
+    def ttft_s(self) -> float: ...
+    @property
+    def tpot_s(self) -> float: ...
+    @property
+    def latency_s(self) -> float: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class Slo:
+    """Latency bounds in milliseconds (None: no bound on that figure); ``percentile`` is the run's percentile a
+    serving study holds to them (``holds``)."""
+
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    e2e_ms: float | None = None
+    percentile: int = 99
+
+    def __post_init__(self) -> None:
+        for name in ("ttft_ms", "tpot_ms", "e2e_ms"):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, (int, float)) and 0 < value < math.inf):
+                raise ValueError(f"SLO {name} must be a positive number of milliseconds, got {value!r}")
+        if self.percentile not in (50, 90, 99):
+            raise ValueError(f"SLO percentile must be 50, 90 or 99, got {self.percentile!r}")
+
+    def bounds(self) -> dict[str, float]:
+        """{figure: bound in ms} for the bounds set (the figures are ``engine.bench``'s load figures' keys)."""
+        named = {"ttft_ms": self.ttft_ms, "tpot_ms": self.tpot_ms, "e2e_ms": self.e2e_ms}
+        return {k: v for k, v in named.items() if v is not None}
+
+    def met(self, request: Timed) -> bool:
+        """Whether one request met every bound: its TTFT, TPOT and latency each at most the bound."""
+        seen = {"ttft_ms": request.ttft_s, "tpot_ms": request.tpot_s, "e2e_ms": request.latency_s}
+        return all(1000.0 * seen[k] <= bound for k, bound in self.bounds().items())
+
+    def holds(self, figures: dict[str, dict[str, float]]) -> bool:
+        """Whether a run's figures (``LoadResult.figures()``) keep every bound at the SLO's percentile."""
+        return all(figures[k][f"p{self.percentile}"] <= bound for k, bound in self.bounds().items())
+
+    def text(self) -> str:
+        return ", ".join(
+            f"p{self.percentile} {k.removesuffix('_ms').upper()} <= {v:g} ms" for k, v in self.bounds().items()
+        )
+
+
+def goodput(requests: Sequence[Timed], slo: Slo, *, wall_s: float) -> float:
+    """Requests a second that met every bound of ``slo``, over the run's wall time (bench_serving's goodput)."""
+    return sum(slo.met(r) for r in requests) / wall_s
 
 
 def chance_under_gate(ppls: Sequence[float], *, gate: float, sd: float, df: int) -> float:

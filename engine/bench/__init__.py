@@ -43,10 +43,12 @@ from typing import Any
 
 import httpx
 
+from engine.bench._load import LoadResult, Workload, long_prompts, measure_load, percentiles
 from engine.bench._metrics import parse_counters, read_counters, stack_figures
 from engine.bench._ppl import PplResult, measure_ppl
 from engine.bench._stats import coefficient_of_variation, summarize
 from engine.bench._tps import (
+    StreamTiming,
     TpsResult,
     TpsRuns,
     acceptance_rate,
@@ -65,17 +67,23 @@ from engine.stages import Partial, Stages, Stop
 from engine.telemetry import Telemetry
 
 __all__ = [
+    "LoadResult",
     "PplResult",
+    "StreamTiming",
     "TpsResult",
     "TpsRuns",
+    "Workload",
     "chat_payload",
     "coefficient_of_variation",
+    "long_prompts",
     "measure",
+    "measure_load",
     "measure_ppl",
     "measure_tps",
     "open_client",
     "parse_chat",
     "parse_counters",
+    "percentiles",
     "read_counters",
     "stream_pass",
     "summarize",

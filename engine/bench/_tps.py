@@ -222,11 +222,30 @@ def measure_tps(
     )
 
 
-def _stream_one(client: httpx.Client, prompt: Prompt, *, model: str, max_tokens: int) -> tuple[float, list[float]]:
+@dataclass(frozen=True)
+class StreamTiming:
+    """One streamed request, timed as sglang's ``bench_serving`` times it: from the request's start to the first
+    content chunk (TTFT), between content chunks (inter-token latency), to the stream's end (latency)."""
+
+    start_s: float  # time.perf_counter() when it was sent
+    ttft_s: float
+    itl_s: list[float]
+    latency_s: float
+    output_tokens: int  # the stream's usage.completion_tokens, else its content chunks
+
+    @property
+    def tpot_s(self) -> float:
+        """Time per output token after the first, as bench_serving's TPOT: (latency - TTFT) / (tokens - 1)."""
+        return (self.latency_s - self.ttft_s) / (self.output_tokens - 1) if self.output_tokens > 1 else 0.0
+
+
+def stream_one(client: httpx.Client, prompt: Prompt, *, model: str, max_tokens: int) -> StreamTiming:
+    """One streaming request with the organisers' request fields (``chat_payload``), timed."""
     what = f"streaming prompt {prompt.id}"
     payload = chat_payload(prompt, model=model, max_tokens=max_tokens, stream=True)
     start = time.perf_counter()
-    arrivals = []
+    arrivals: list[float] = []
+    usage: int | None = None
     try:
         with client.stream("POST", CHAT, json=payload) as response:
             if response.status_code != 200:
@@ -249,14 +268,23 @@ def _stream_one(client: httpx.Client, prompt: Prompt, *, model: str, max_tokens:
                 delta = first.get("delta") if isinstance(first, dict) else None
                 if isinstance(delta, dict) and delta.get("content"):
                     arrivals.append(time.perf_counter())
+                counted = chunk.get("usage")
+                if isinstance(counted, dict) and isinstance(counted.get("completion_tokens"), int):
+                    usage = counted["completion_tokens"]
     except httpx.TimeoutException:
         raise BenchmarkError(f"{what}: timed out after {client.timeout.read} s") from None
     except httpx.HTTPError as exc:
         raise BenchmarkError(f"{what}: failed ({type(exc).__name__}: {exc})") from None
+    end = time.perf_counter()
     if not arrivals:
         raise BenchmarkError(f"{what}: the stream carried no content")
-    gaps = [b - a for a, b in zip(arrivals, arrivals[1:])]
-    return arrivals[0] - start, gaps
+    return StreamTiming(
+        start_s=start,
+        ttft_s=arrivals[0] - start,
+        itl_s=[b - a for a, b in zip(arrivals, arrivals[1:])],
+        latency_s=end - start,
+        output_tokens=usage if usage is not None else len(arrivals),
+    )
 
 
 def stream_pass(
@@ -265,7 +293,7 @@ def stream_pass(
     """Time to first token per prompt, and every gap between content chunks (inter-token latency)."""
     ttfts, itls = [], []
     for prompt in prompts:
-        ttft, gaps = _stream_one(client, prompt, model=model, max_tokens=output_len)
-        ttfts.append(ttft)
-        itls.extend(gaps)
+        timing = stream_one(client, prompt, model=model, max_tokens=output_len)
+        ttfts.append(timing.ttft_s)
+        itls.extend(timing.itl_s)
     return ttfts, itls

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import httpx
+import psutil
 import pytest
 
 from engine.affinity import client_cpus, is_client_rule, pinned
@@ -69,6 +70,7 @@ def test_a_stub_pinned_to_one_cpu_runs_only_there_and_its_telemetry_says_so(tmp_
         with httpx.Client(base_url=launch.base_url) as client:  # an open connection: its serving threads live
             assert client.get("/v1/models").status_code == 200
             allowed = _tasks_allowed(engine.pid)
+            resident_mib = sum(psutil.Process(pid).memory_info().rss for pid in processes) / 2**20
         with Telemetry(engine.pid) as probe:
             m = measure(
                 launch.base_url,
@@ -84,6 +86,8 @@ def test_a_stub_pinned_to_one_cpu_runs_only_there_and_its_telemetry_says_so(tmp_
     t = m.telemetry
     _check_ran_only_on(t, CPU)
     assert t["stack"]["processes"] == len(processes)
+    # the stack's memory, read with every boot: its processes' resident set at its peak during the timed run
+    assert resident_mib > 5 and t["stack"]["rss_peak_mib"] >= 0.8 * resident_mib
     # one run, its requests as (start offset, duration, tokens), and the stack's own step figures
     (run,) = t["runs"]
     assert run["label"] == "public" and run["tps"] == m.tps and run["wall_s"] == pytest.approx(m.tps_wall_s, abs=1e-3)
@@ -190,7 +194,7 @@ loop = next(int(a.split("=")[1]) for a in sys.argv if a.startswith("--loop-ms=")
 i = 0
 while True:
     power = "[N/A]" if i % 2 else "310.5"
-    print(f"0, {{1980 - 10 * (i % 3)}}, {{power}}, 97", flush=True)
+    print(f"0, {{1980 - 10 * (i % 3)}}, {{power}}, 97, {{4000 + 10 * i}}", flush=True)
     i += 1
     time.sleep(loop / 1000)
 """
@@ -213,15 +217,18 @@ def test_the_gpu_is_only_read_and_its_readings_summarised(tmp_path, monkeypatch)
     assert stats["sm_clock_mhz"]["min"] >= 1960 and stats["sm_clock_mhz"]["max"] <= 1980
     assert stats["power_w"]["mean"] == 310.5 and stats["power_w"]["n"] < stats["sm_clock_mhz"]["n"]  # [N/A] skipped
     assert stats["utilization"]["mean"] == 97.0 and 5 <= stats["utilization"]["n"] <= 12
+    # the memory in use: its peak over the window is the run's, the readings before it are not
+    assert stats["memory_used_mib"]["max"] > stats["memory_used_mib"]["min"] >= 4040
     assert probe.run_figures(0)["gpu"] == {
         "sm_clock_mhz": stats["sm_clock_mhz"]["mean"],
         "power_w": 310.5,
         "utilization": 97.0,
+        "memory_used_mib": stats["memory_used_mib"]["mean"],
     }
     # one query process, nothing but a query: no setting of the GPU's is ever changed
     (argv,) = [eval(line) for line in log.read_text().splitlines()]  # noqa: S307 - the fake's own repr
     assert argv == [
-        "--query-gpu=index,clocks.sm,power.draw,utilization.gpu",
+        "--query-gpu=index,clocks.sm,power.draw,utilization.gpu,memory.used",
         "--format=csv,noheader,nounits",
         "--loop-ms=100",
         "--id=0",

@@ -54,7 +54,9 @@ Other env
     (1 + r)^n times faster), STUB_HELDOUT_FACTOR=f (prompts whose text starts "Held-out" run f times
     faster: a held-out set that drafts better or worse than the public one), STUB_STALL_EVERY=n and
     STUB_STALL_S=s (every n-th chat step since boot takes s seconds longer: stalls among steady steps; a
-    request's steps share its decode time evenly, ceil(tokens / tokens_per_step) of them).
+    request's steps share its decode time evenly, ceil(tokens / tokens_per_step) of them), STUB_SERIAL=1
+    (streamed requests served one at a time, as the reference stack serves: under load each waits for those
+    before it, so its TTFT is known in advance).
     GET /version answers {"version": "stub-1", "stack": "stub"}.
 
 Faults: STUB_FAULT, comma-separated

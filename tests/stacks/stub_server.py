@@ -137,6 +137,9 @@ class StubState:
     heldout_factor: float = 1.0  # prompts whose text starts "Held-out" run this much faster
     stall_every: int = 0  # every n-th step since boot stalls (0: none) ...
     stall_s: float = 0.0  # ... for this much longer
+    # serves one request at a time (STUB_SERIAL=1), as the reference stack does: a request's latency under load
+    # is then its wait for the ones before it plus its own, known in advance
+    serial: threading.Lock | None = None
     steps: int = 0  # chat steps served since boot
     step_counts: list[int] = field(default_factory=lambda: [0] * (len(STEP_BUCKETS) + 1))
     step_sum: float = 0.0
@@ -333,6 +336,13 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Connection", "close")
         self.end_headers()
         self.close_connection = True
+        if state.serial is not None:
+            with state.serial:
+                return self._stream_tokens(prompt, max_tokens, body, ids, per_token)
+        return self._stream_tokens(prompt, max_tokens, body, ids, per_token)
+
+    def _stream_tokens(self, prompt: str, max_tokens: int, body: dict, ids: list[int], per_token: float) -> None:
+        state = self.state
         start = time.time()
         time.sleep(state.overhead_s)
         for token in ids:
@@ -511,6 +521,7 @@ def main() -> None:
         heldout_factor=float(env.get("STUB_HELDOUT_FACTOR", 1.0)),
         stall_every=int(env.get("STUB_STALL_EVERY", 0)),
         stall_s=float(env.get("STUB_STALL_S", 0.0)),
+        serial=threading.Lock() if env.get("STUB_SERIAL") == "1" else None,
     )
     host, port = env.get("HOST", "127.0.0.1"), int(env["PORT"])
     server = ThreadingHTTPServer((host, port), Handler)
