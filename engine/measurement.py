@@ -63,6 +63,9 @@ class Measurement:
     # Every timed run's requests and step figures, and what the machine did meanwhile (engine.bench,
     # engine.telemetry; the shape is in docs/ARCHITECTURE.md, "Telemetry")
     telemetry: dict[str, Any] = field(default_factory=dict)
+    # The serving load's runs (profile load_concurrency), one per level: engine.bench's LoadResult.figures() and
+    # each request's [TTFT, TPOT, latency] in seconds, from which an SLO's goodput is judged (sweep.judgement)
+    load: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def full(self) -> bool:

@@ -60,12 +60,23 @@ class BenchProfile:
     # Where the timing client runs while a boot is measured: "none", "rest" (the CPUs the stack's may not
     # use) or a CPU list (engine.affinity; recorded in Measurement.telemetry["affinity"])
     client_cpus: str = "none"
+    # Serving load after the challenge's measurement (engine.bench's measure_load): one run at each concurrency
+    # (none: no load pass), load_num_prompts streamed requests of load_output_len tokens, arriving at
+    # load_request_rate a second (0: all at once), on the public prompts or long-context ones built from them
+    load_concurrency: tuple[int, ...] = ()
+    load_num_prompts: int = 16
+    load_output_len: int = 64
+    load_request_rate: float = 0.0
+    load_prompts: str = "public"
 
     @classmethod
     def from_record(cls, stored: dict[str, Any]) -> BenchProfile:
         """A profile as a trial record stored it (``asdict``); fields added since read as their defaults."""
         known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in stored.items() if k in known})
+        values = {k: v for k, v in stored.items() if k in known}
+        if "load_concurrency" in values:
+            values["load_concurrency"] = tuple(values["load_concurrency"])
+        return cls(**values)
 
     def path(self, value: str) -> Path:
         if value.startswith(_CHALLENGE):
@@ -91,6 +102,14 @@ class BenchProfile:
             )
         return prompts[:needed], load_ppl_records(self.path(self.refs), limit=self.ppl_records)
 
+    def load_public(self, count: int) -> list[Prompt]:
+        """The first ``count`` public prompts, as ``load_data`` orders them (the serving load's)."""
+        path = self.path(self.prompts)
+        prompts = load_prompts(path, shuffle_seed=self.shuffle_seed or None)
+        if count > len(prompts):
+            raise DataError(f"{path}: {count} prompts asked for by the serving load, the file has {len(prompts)}")
+        return prompts[:count]
+
     def load_heldout(self) -> list[Prompt]:
         """The held-out run's prompts: the first ``num_prompts`` of ``heldout_prompts`` in the file's
         order (a set the sweep never timed, as the organisers' private one is to a participant)."""
@@ -105,7 +124,7 @@ class BenchProfile:
         prompts and one of the held-out prompts (``heldout_prompts``, or ``prompts`` given) in the same
         boot, then PPL on the public references (promotion: the gate's own data) or on the held-out
         ones (verification: ``heldout_refs``, or ``refs`` given)."""
-        overrides: dict[str, Any] = {"tps_repeats": 1, "stream_pass": False}
+        overrides: dict[str, Any] = {"tps_repeats": 1, "stream_pass": False, "load_concurrency": ()}
         if prompts:
             overrides["heldout_prompts"] = prompts
         if refs:
@@ -148,7 +167,24 @@ def _validated(profile: BenchProfile, *, source: str) -> BenchProfile:
             f"{source}: profile field 'client_cpus' must be 'none', 'rest' or a CPU list such as '2-3', "
             f"got {profile.client_cpus!r}"
         )
-    for name in ("warmup_pause_s", "boot_timeout_s", "request_timeout_s", "gpu_free_timeout_s"):
+    levels = profile.load_concurrency
+    if not isinstance(levels, (list, tuple)) or not all(
+        isinstance(c, int) and not isinstance(c, bool) and c >= 1 for c in levels
+    ):
+        raise StudySpecError(
+            f"{source}: profile field 'load_concurrency' must be a list of integers >= 1 (requests in flight), got "
+            f"{levels!r}"
+        )
+    profile = replace(profile, load_concurrency=tuple(levels))
+    for name in ("load_num_prompts", "load_output_len"):
+        value = getattr(profile, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise StudySpecError(f"{source}: profile field {name!r} must be an integer >= 1, got {value!r}")
+    if profile.load_prompts not in ("public", "long"):
+        raise StudySpecError(
+            f"{source}: profile field 'load_prompts' must be 'public' or 'long', got {profile.load_prompts!r}"
+        )
+    for name in ("warmup_pause_s", "boot_timeout_s", "request_timeout_s", "gpu_free_timeout_s", "load_request_rate"):
         value = getattr(profile, name)
         # NaN passes every comparison and inf overflows a socket timeout: both are refused.
         if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value < math.inf:

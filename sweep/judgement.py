@@ -18,7 +18,8 @@ these rules and none keeps its own copy.
   as bench_serving's ``--goodput`` names them); ``Slo.met`` is the one comparison (a request at a bound
   meets it, one just over does not), ``goodput`` the requests a second that met every bound, over the run's
   wall time, as bench_serving computes it; ``Slo.holds`` judges a run's percentile against a bound
-  (``p99 TTFT <= X``), the constraint of a serving study.
+  (``p99 TTFT <= X``). ``judge_serving`` is a serving study's objective and constraint: the highest goodput
+  among a trial's load levels, and how far that level's percentiles stand over the bounds.
 - **Stops** (``GATE_STOP``, ``FRONT_STOP``): how multi-fidelity may end a trial before its full
   measurement; such a trial is never a front point.
 - **The front**, noise-aware. Each ``FrontPoint`` carries the noise of its own figures: ``tps_sd``,
@@ -51,6 +52,7 @@ __all__ = [
     "FrontPoint",
     "Gate",
     "Noise",
+    "Served",
     "Slo",
     "StopKind",
     "chance_under_gate",
@@ -60,6 +62,7 @@ __all__ = [
     "front_records",
     "front_ties",
     "goodput",
+    "judge_serving",
     "is_feasible",
     "lower_ppl",
     "over_gate",
@@ -207,6 +210,47 @@ class Slo:
 def goodput(requests: Sequence[Timed], slo: Slo, *, wall_s: float) -> float:
     """Requests a second that met every bound of ``slo``, over the run's wall time (bench_serving's goodput)."""
     return sum(slo.met(r) for r in requests) / wall_s
+
+
+@dataclass(frozen=True)
+class _Stored:
+    """A request as a measurement stores it: [TTFT, TPOT, latency] in seconds."""
+
+    ttft_s: float
+    tpot_s: float
+    latency_s: float
+
+
+@dataclass(frozen=True)
+class Served:
+    """A serving study's judgement of one trial's load levels: the level of the highest goodput, that goodput
+    (the objective), and how far its percentile figures stand over the SLO's bounds (the constraint: the
+    largest relative excess, <= 0 where every bound holds)."""
+
+    level: str
+    goodput: float
+    excess: float
+
+
+def _percentile(level: dict[str, object], figure: str, percentile: int) -> float:
+    stats = level.get(figure)
+    value = stats.get(f"p{percentile}") if isinstance(stats, dict) else None
+    return float(value) if isinstance(value, (int, float)) else math.inf  # unmeasured: no bound holds
+
+
+def judge_serving(levels: Sequence[dict[str, object]], slo: Slo) -> Served | None:
+    """``levels``: a measurement's load runs (``Measurement.load``); None where it has none."""
+    best: Served | None = None
+    for level in levels:
+        timings = level.get("timings")
+        wall = level.get("wall_s")
+        if not isinstance(timings, list) or not isinstance(wall, (int, float)) or wall <= 0:
+            continue
+        value = goodput([_Stored(*t) for t in timings], slo, wall_s=float(wall))
+        excess = max(_percentile(level, k, slo.percentile) / bound - 1.0 for k, bound in slo.bounds().items())
+        if best is None or value > best.goodput:
+            best = Served(level=str(level.get("workload")), goodput=value, excess=excess)
+    return best
 
 
 def chance_under_gate(ppls: Sequence[float], *, gate: float, sd: float, df: int) -> float:

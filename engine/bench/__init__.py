@@ -36,6 +36,7 @@ far (``engine.stages.Partial``: the PPL too, measured right after the first stag
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -177,7 +178,33 @@ def measure(
                 ttfts, itls = stream_pass(client, model=model, prompts=slices[0], output_len=profile.output_len)
             stream = summarize(ttfts, prefix="ttft_") | summarize(itls, prefix="itl_")
         ppl = runs.ppl or runs.scored()
-    return runs.measurement(ppl, stream=stream, host_steal=host_steal, order=order if runs.held else [])
+        load = _serving_load(client, model=model, profile=profile) if runs.stopped is None else []
+    measured = runs.measurement(ppl, stream=stream, host_steal=host_steal, order=order if runs.held else [])
+    measured.load = load
+    return measured
+
+
+def _serving_load(client: httpx.Client, *, model: str, profile: BenchProfile) -> list[dict[str, Any]]:
+    """The profile's serving load (``load_concurrency``), one run a level, after the challenge's measurement."""
+    if not profile.load_concurrency:
+        return []
+    prompts = profile.load_public(profile.load_num_prompts)
+    if profile.load_prompts == "long":
+        prompts = long_prompts(prompts, profile.load_num_prompts)
+    levels = []
+    for concurrency in profile.load_concurrency:
+        workload = Workload(
+            name=f"c{concurrency}",
+            concurrency=concurrency,
+            request_rate=profile.load_request_rate or math.inf,
+            num_prompts=profile.load_num_prompts,
+            output_len=profile.load_output_len,
+            prompts=profile.load_prompts,
+        )
+        result = measure_load(client, model=model, prompts=prompts, workload=workload)
+        timings = [[r.ttft_s, r.tpot_s, r.latency_s] for r in result.requests]
+        levels.append(result.figures() | {"timings": timings})
+    return levels
 
 
 class _Runs:

@@ -57,6 +57,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from engine.knobs import KNOBS, KnobValues
 from engine.measurement import TrialOutcome
+from engine.profiles import BenchProfile
 from engine.secrets import redact_manifest
 from errors import BaselineFailed, StudyMismatchError
 from sweep.judgement import over_gate
@@ -142,7 +143,7 @@ class StudyCore:
             stored = study.user_attrs.get(key)
             if stored is None:
                 study.set_user_attr(key, value)
-            elif stored != value:
+            elif not _same(key, stored, value):
                 raise StudyMismatchError(
                     f"study {spec.name!r} was measured with {key} {stored!r}; this run asks for {value!r}, "
                     "which would mix incomparable measurements. Use another --storage, or rename the "
@@ -154,7 +155,9 @@ class StudyCore:
         # what its claims and verdicts are judged with, for readers that have no study spec (the dashboards)
         study.set_user_attr("noise_floor", spec.promotion.noise_floor)
         study.set_user_attr("target", spec.promotion.target)
-        study.set_user_attr("objectives", "maximize tps, minimize ppl")
+        study.set_user_attr("objectives", f"maximize {spec.objective}, minimize ppl")
+        if spec.serving is not None:  # what the dashboards judge the load levels with
+            study.set_user_attr("serving_slo", asdict(spec.serving))
         return study
 
     # --- reading ----------------------------------------------------------------------
@@ -370,7 +373,7 @@ class StudyCore:
         if not record.measured:
             self.study.tell(trial, state=TrialState.FAIL)
             return
-        constraints = record.constraints(identity_required=self.spec.identity_required)
+        constraints = record.constraints(identity_required=self.spec.identity_required, slo=self.spec.serving)
         for key, value in constraints.items():
             trial.set_constraint(key, value)
         # optuna-dashboard 0.21 reads a trial's feasibility from the older list attribute only:
@@ -380,7 +383,15 @@ class StudyCore:
             self._trial_id(record.trial_number), DASHBOARD_CONSTRAINTS, list(constraints.values())
         )
         assert record.tps is not None and record.ppl is not None  # measured, above
-        self.study.tell(trial, [record.tps, record.ppl])
+        self.study.tell(trial, [self._objective(record), record.ppl])
+
+    def _objective(self, record: TrialRecord) -> float:
+        """The value maximised beside PPL: the TPS, or a serving study's goodput (0 for a trial with no load run)."""
+        if self.spec.serving is None:
+            assert record.tps is not None
+            return record.tps
+        served = record.served(self.spec.serving)
+        return served.goodput if served is not None else 0.0
 
     def reconcile(self) -> list[TrialRecord]:
         """Close the trials a dead driver left RUNNING; returns the records it closed."""
@@ -410,6 +421,14 @@ class StudyCore:
             self.close(record)
             closed.append(record)
         return closed
+
+
+def _same(key: str, stored: Any, value: Any) -> bool:
+    """Whether a study's stored identity entry is this run's: a profile as read back (a field added since
+    a study began reads as its default, a list as the tuple it was)."""
+    if key == "profile" and isinstance(stored, dict):
+        return BenchProfile.from_record(stored) == BenchProfile.from_record(value)
+    return bool(stored == value)
 
 
 def _ppl_moving(knobs: dict[str, Any]) -> dict[str, Any]:

@@ -16,7 +16,8 @@ is a fixed set, lists the valid choices. The layout::
                                   #   measurement, no boot; "allow" boots it again, recorded as a repeat
     ppl_memo = true               # a proposal whose PPL-moving knobs measured over the gate: told
                                   #   infeasible, no boot (sweep.search); false boots it
-    objectives = { tps = "maximize", ppl = "minimize" }   # the only pair; may be left out
+    objectives = { tps = "maximize", ppl = "minimize" }   # may be left out; a serving study's is
+                                  #   { goodput = "maximize", ppl = "minimize" }
 
     [gate]                        # exactly one of:
     ppl_max_ratio = 1.05          #   relative to the baseline trial's PPL (the challenge's +5%)
@@ -52,6 +53,11 @@ is a fixed set, lists the valid choices. The layout::
     between_prior = 0.01          #   how far a run on another machine reads from one of yours (sd of the
                                   #   log ratio): the odds' machine term where the study's runs measure less
 
+    [serving]                     # a serving study: after the challenge's measurement each trial runs the
+    ttft_ms = 2000                #   profile's load levels (load_concurrency, ...); its objective is the
+    # tpot_ms = 100, e2e_ms = ... #   highest goodput among them (requests a second that met every bound),
+    percentile = 99               #   its constraint that level's p99 under each bound (sweep.judgement)
+
     [resources]                   # per trial (one engine)
     accelerator_type = "A10G"     # nodes advertising accelerator_type:A10G; none: any node
     num_gpus = 1
@@ -73,7 +79,7 @@ from engine.manifest import NAME_RULE, Manifest, is_plain_name, load_manifest
 from engine.profiles import STUDIES_DIR, BenchProfile, get_profile
 from engine.stacks import adapter_for
 from errors import ConfigError, StudySpecError
-from sweep.judgement import BETWEEN_PRIOR, DEFAULT_CONFIRM_BOOTS, DEFAULT_TARGET, NOISE_FLOOR, Gate
+from sweep.judgement import BETWEEN_PRIOR, DEFAULT_CONFIRM_BOOTS, DEFAULT_TARGET, NOISE_FLOOR, Gate, Slo
 from sweep.search._fidelity import FidelitySpec, front_rule_for, gate_first_unsafe, stage_counts
 
 __all__ = [
@@ -92,6 +98,7 @@ SAMPLERS = ("tpe", "nsga2", "gp", "random", "grid")
 DEFAULT_SAMPLER = "tpe"
 REPEATS = ("copy", "allow")
 OBJECTIVES = {"tps": "maximize", "ppl": "minimize"}
+SERVING_OBJECTIVES = {"goodput": "maximize", "ppl": "minimize"}
 _TOP_FIELDS = {
     "name",
     "manifest",
@@ -110,6 +117,7 @@ _TOP_FIELDS = {
     "repeats",
     "ppl_memo",
     "promotion",
+    "serving",
 }
 
 
@@ -175,6 +183,12 @@ class StudySpec:
     fidelity: FidelitySpec = field(default_factory=lambda: FidelitySpec(mode="full"))
     promotion: PromotionSpec = field(default_factory=PromotionSpec)
     resources: Resources = field(default_factory=Resources)
+    serving: Slo | None = None  # a serving study's SLO: its objective is goodput under it (sweep.judgement)
+
+    @property
+    def objective(self) -> str:
+        """What the study maximises beside PPL: the challenge's TPS, or a serving study's goodput."""
+        return "goodput" if self.serving is not None else "tps"
 
     def baseline(self) -> KnobValues:
         """The manifest's own value of every knob it consumes: trial 0."""
@@ -245,7 +259,8 @@ def _parse(
         raise StudySpecError(f"{where}: field 'manifest' is required (a name in studies/manifests/ or a path)")
     loaded = _manifest(manifest_ref, path, from_cli=manifest is not None)
 
-    _check_objectives(raw.get("objectives", OBJECTIVES), where)
+    serving = _serving(raw.get("serving"), where)
+    _check_objectives(raw.get("objectives", SERVING_OBJECTIVES if serving else OBJECTIVES), where, serving=serving)
     sampler = _str(raw.get("sampler", DEFAULT_SAMPLER), where, "sampler")
     if sampler not in SAMPLERS:
         raise StudySpecError(f"{where}: field 'sampler': unknown sampler {sampler!r}; valid: {list(SAMPLERS)}")
@@ -264,6 +279,11 @@ def _parse(
         if budget is None:
             raise StudySpecError(f"{where}: field 'n_trials' is required (the trial budget, baseline included)")
     bench = _profile(raw.get("profile", "quick"), where, override=profile)
+    if serving is not None and not bench.load_concurrency:
+        raise StudySpecError(
+            f"{where}: [serving] judges the profile's serving load, and profile {bench.name!r} runs none: set its "
+            "load_concurrency (e.g. [profile] load_concurrency = [1, 4])"
+        )
     return StudySpec(
         name=name,
         source=path,
@@ -284,6 +304,7 @@ def _parse(
         ),
         resources=_resources(raw.get("resources", {}), where),
         promotion=_promotion(raw.get("promotion"), where, profile=bench),
+        serving=serving,
     )
 
 
@@ -349,12 +370,32 @@ def _manifest(ref: Any, study: Path, *, from_cli: bool) -> Manifest:
         raise StudySpecError(f"{where}: {exc}") from None
 
 
-def _check_objectives(value: Any, where: str) -> None:
-    if value != OBJECTIVES:
+def _check_objectives(value: Any, where: str, *, serving: Slo | None) -> None:
+    expected = SERVING_OBJECTIVES if serving is not None else OBJECTIVES
+    if value != expected:
+        pair = ", ".join(f'{k} = "{v}"' for k, v in expected.items())
         raise StudySpecError(
-            f'{where}: field \'objectives\' must be {{ tps = "maximize", ppl = "minimize" }} '
-            f"(PPL is gated by [gate], not traded), got {value!r}"
+            f"{where}: field 'objectives' must be {{ {pair} }} "
+            + ("(a study with [serving] maximises goodput) " if serving is not None else "")
+            + f"(PPL is gated by [gate], not traded), got {value!r}"
         )
+
+
+def _serving(raw: Any, where: str) -> Slo | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise StudySpecError(f"{where}: [serving] must be a table (ttft_ms, tpot_ms, e2e_ms, percentile)")
+    known = {"ttft_ms", "tpot_ms", "e2e_ms", "percentile"}
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise StudySpecError(f"{where}: [serving] unknown field(s) {unknown}; valid: {sorted(known)}")
+    if not set(raw) & {"ttft_ms", "tpot_ms", "e2e_ms"}:
+        raise StudySpecError(f"{where}: [serving] needs at least one bound (ttft_ms, tpot_ms or e2e_ms)")
+    try:
+        return Slo(**raw)
+    except (TypeError, ValueError) as exc:
+        raise StudySpecError(f"{where}: [serving] {exc}") from None
 
 
 def _knob_known(knob: str, manifest: Manifest, where: str, table: str) -> None:

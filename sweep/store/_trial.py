@@ -10,18 +10,20 @@ by the rules of ``sweep.judgement``.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
 from engine.knobs import KNOBS, KnobValues
 from engine.measurement import Measurement, TrialOutcome
-from sweep.judgement import FRONT_STOP, Gate, is_feasible
+from sweep.judgement import FRONT_STOP, Gate, Served, Slo, is_feasible, judge_serving
 from sweep.store._identity import differing_prompts
 
 __all__ = [
     "GATE_CONSTRAINT",
     "IDENTITY_CONSTRAINT",
+    "SLO_CONSTRAINT",
     "FailKind",
     "Judge",
     "RecordStatus",
@@ -35,6 +37,7 @@ __all__ = [
 
 GATE_CONSTRAINT = "ppl_gate"  # ppl - gate: feasible when <= 0
 IDENTITY_CONSTRAINT = "greedy_identity"  # differing prompts: feasible when 0
+SLO_CONSTRAINT = "serving_slo"  # a serving study's: the best level's percentile / bound - 1, feasible when <= 0
 
 # complete: measured (to the end, or stopped by the PPL gate with its TPS probe: measurement.stopped)
 # pruned:   stopped by the front rule of multi-fidelity (sweep.search); its partial figures kept
@@ -156,7 +159,11 @@ class TrialRecord:
         attrs.update(reuse=self.reuse, source_trial=self.source)
         return {key: value for key, value in attrs.items() if value is not None}
 
-    def constraints(self, *, identity_required: bool) -> dict[str, float]:
+    def served(self, slo: Slo) -> Served | None:
+        """A serving study's judgement of this record's load levels (sweep.judgement); None without any."""
+        return judge_serving(self.measurement.load, slo) if self.measurement is not None else None
+
+    def constraints(self, *, identity_required: bool, slo: Slo | None = None) -> dict[str, float]:
         """The constraint values a judged, measured record is told with: feasible when all are <= 0."""
         values = {}
         if self.gate is not None:
@@ -167,6 +174,9 @@ class TrialRecord:
             # have nothing to differ from, so 0. Without identity_required a differing trial is
             # flagged (its attribute), not excluded.
             values[IDENTITY_CONSTRAINT] = float(self.identity_diff_prompts or 0)
+        if slo is not None:
+            served = self.served(slo)
+            values[SLO_CONSTRAINT] = served.excess if served is not None else math.inf
         return values
 
 

@@ -1,0 +1,93 @@
+"""A serving study: each trial runs its profile's load levels after the challenge's measurement, and the study
+maximises goodput (requests a second that met the SLO) subject to that level's p99 under the SLO's bounds, with
+PPL under the gate, through the one ask/tell core (``sweep.search``)."""
+
+from __future__ import annotations
+
+import json
+
+import optuna
+import pytest
+
+from errors import StudySpecError
+from sweep.judgement import Slo, judge_serving
+from sweep.search import load_study
+from sweep.store import open_storage
+from sweep.store._trial import SLO_CONSTRAINT
+from tests.stacks import stub_profile
+from tests.sweep.kit import run_in_process, write_manifest, write_study
+
+
+def _serving_study(tmp_path, *, slo: dict, load: dict | None = None):
+    # one request at a time, ~0.16 s each (8 tokens at 20 ms): at 3 in flight the last waits for two
+    manifest = write_manifest(tmp_path, STUB_SERIAL="1", STUB_DECODE_STEP_S="0.02")
+    profile = stub_profile(tmp_path).with_overrides(
+        load or {"load_concurrency": (1, 3), "load_num_prompts": 3, "load_output_len": 8}, source="test"
+    )
+    return write_study(
+        tmp_path,
+        manifest=manifest,
+        profile=profile,
+        name="serving",
+        space={"centroid_top_k": {"choices": [32, 64]}},
+        sampler="grid",
+        serving=slo,
+    )
+
+
+def test_a_serving_study_maximises_goodput_under_its_slo(ray_connected, tmp_path):
+    study = _serving_study(tmp_path, slo={"ttft_ms": 120, "percentile": 99})
+    spec = load_study(study)
+    assert spec.objective == "goodput" and spec.serving == Slo(ttft_ms=120)
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    run_in_process(study, url, tmp_path / "runs")
+    storage = open_storage(url)
+    try:
+        optuna_study = optuna.load_study(study_name="serving", storage=storage.optuna)
+        assert optuna_study.user_attrs["objectives"] == "maximize goodput, minimize ppl"
+        trials = [t for t in optuna_study.get_trials() if t.state.name == "COMPLETE"]
+        records = {r.trial_number: r for r in storage.records("serving")}
+    finally:
+        storage.close()
+    assert len(trials) == 3  # the baseline (32), the grid's 32 (told the baseline's measurement, no boot), 64
+    for trial in trials:
+        record = records[trial.number]
+        load = record.measurement.load
+        assert [level["workload"] for level in load] == ["c1", "c3"] and all(len(x["timings"]) == 3 for x in load)
+        # one at a time: at 3 in flight the last request's TTFT is two requests' wait, over the bound
+        assert load[1]["ttft_ms"]["p99"] > 120 >= load[0]["ttft_ms"]["p99"]
+        served = judge_serving(load, spec.serving)
+        assert served is not None and served.level == "c1"  # all three met the bound there, one of three at c3
+        assert trial.values[0] == pytest.approx(served.goodput) and trial.values[1] == pytest.approx(record.ppl)
+        assert trial.system_attrs["constraints"][-1] == pytest.approx(served.excess) and served.excess <= 0
+    # a bound nothing meets: the best level's excess is the constraint, > 0, and its goodput counts no request
+    tight = judge_serving(records[0].measurement.load, Slo(ttft_ms=1))
+    assert tight is not None and tight.excess > 0 and tight.goodput == 0.0
+    assert SLO_CONSTRAINT in records[0].constraints(identity_required=False, slo=spec.serving)
+
+
+@pytest.mark.parametrize(
+    ("slo", "load", "fragment"),
+    [
+        ({"ttft_ms": 100}, {"load_concurrency": ()}, "runs none: set its load_concurrency"),
+        ({"percentile": 99}, None, "[serving] needs at least one bound"),
+        ({"ttft_ms": 100, "itl": 5}, None, "[serving] unknown field(s) ['itl']"),
+        ({"ttft_ms": -5}, None, "ttft_ms must be a positive number"),
+        ({"ttft_ms": 100, "percentile": 95}, None, "percentile must be 50, 90 or 99"),
+    ],
+)
+def test_a_bad_serving_table_is_refused_naming_the_field(tmp_path, slo, load, fragment):
+    study = _serving_study(tmp_path, slo=slo, load=load)
+    with pytest.raises(StudySpecError) as refused:
+        load_study(study)
+    assert fragment in str(refused.value) and str(study) in str(refused.value)
+
+
+def test_a_serving_study_states_goodput_as_its_objective(tmp_path):
+    study = _serving_study(tmp_path, slo={"ttft_ms": 100})
+    text = study.read_text() + '\nobjectives = { tps = "maximize", ppl = "minimize" }\n'
+    lines = text.splitlines()
+    study.write_text("\n".join([lines[-1], *lines[:-1]]) + "\n")  # a top-level field goes before the tables
+    with pytest.raises(StudySpecError, match=r"must be \{ goodput = \"maximize\", ppl = \"minimize\" \}"):
+        load_study(study)
+    assert json.loads(json.dumps(load_study("serving-cpu").profile.load_concurrency)) == [1, 4]
