@@ -4,7 +4,11 @@ Writes ``pareto.html`` (self-contained: plotly.js inlined, opens with no network
 chart, one knob-versus-metric chart per swept knob, the optimisation history, the knobs'
 importances for TPS and for PPL and Optuna's slice plots), ``pareto.png`` and ``pareto.svg``
 (kaleido through the system Chromium), ``trials.csv``, ``importances.csv`` and ``best/`` (the
-point to submit and its claim, or that there is none yet: ``dashboards.best``),
+point to submit and its claim, or that there is none yet: ``dashboards.best``); for a study whose
+trials ran a serving load, ``serving.html`` and ``serving.png`` (p99 TTFT against output tok/s, one
+line per configuration through its load levels: ``dashboards.serving``) and ``serving.csv`` (every
+level's figures; under a serving study's SLO its goodput, whether the SLO held, and the goodput-vs-PPL
+front under the gate and the SLO, by the one front rule),
 by default into ``runs/exports/<study>/``. ``sweep.run`` runs this command when a sweep ends.
 
 Exit codes: 0 written; 1 Chromium failed to render (the HTML and CSV are written); 2 bad input
@@ -19,17 +23,21 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import optuna
+import pandas as pd
 import plotly.graph_objects as go
 
 from dashboards.best import write_best
-from dashboards.data import StudyData, load_study_data, require_measured
+from dashboards.data import StudyData, TrialRow, load_study_data, require_measured
 from dashboards.figures import THEMES, Theme, history_figure, knob_figure, pareto_figure
 from dashboards.images import write_images
 from dashboards.importance import importance_figure, knob_importances, slice_figures
+from dashboards.serving import serving_figure
 from dashboards.table import trials_frame
 from errors import ConfigError, GemmaSweepError
+from sweep.judgement import FrontPoint, Served, Slo, level_goodput, pareto_front
 from sweep.store import DEFAULT_STORAGE_URL, open_existing
 
 __all__ = ["EXPORTS_DIR", "export_study", "main"]
@@ -63,8 +71,75 @@ def export_study(
     ]
     shares_path.write_text("\n".join(rows) + "\n")
     best = write_best(data, out, storage=storage_url)
+    serving = _serving_files(data, out, theme=theme)
     images = write_images(pareto_figure(data, theme=theme), [out / "pareto.png", out / "pareto.svg"])
-    return [html_path, *images, csv_path, shares_path, *best]
+    return [html_path, *images, csv_path, shares_path, *best, *serving]
+
+
+def _label(row: TrialRow, data: StudyData) -> str:
+    knobs = " ".join(f"{k}={row.knobs[k]}" for k in data.knob_names if k in row.knobs)
+    return f"trial {row.number}" + (f": {knobs}" if knobs else "")
+
+
+def _serving_front(loaded: list[TrialRow], served: dict[int, Served]) -> set[int]:
+    """The goodput-vs-PPL front under the gate and the SLO, by the one front rule (one boot each: no noise)."""
+    points = []
+    for t in loaded:
+        judged = served.get(t.number)
+        if judged is not None and t.record is not None and t.record.ppl is not None:
+            feasible = bool(t.feasible) and judged.excess <= 0
+            points.append(FrontPoint(number=t.number, tps=judged.goodput, ppl=t.record.ppl, feasible=feasible))
+    return {p.number for p in pareto_front(points)}
+
+
+def _serving_row(
+    t: TrialRow, level: dict[str, Any], slo: Slo | None, served: Served | None, front: set[int]
+) -> dict[str, Any]:
+    assert t.record is not None
+    return {
+        "number": t.number,
+        **{f"knob.{k}": v for k, v in t.knobs.items()},
+        "workload": level["workload"],
+        "concurrency": level["concurrency"],
+        "requests": level["requests"],
+        "output_tps": level["output_tps"],
+        "requests_per_s": level["requests_per_s"],
+        **{f"{f}_{p}_ms": level[f"{f}_ms"][p] for f in ("ttft", "tpot", "itl", "e2e") for p in ("p50", "p99")},
+        "ppl": t.record.ppl,
+        "feasible": t.feasible,
+        "slo": slo.text() if slo else None,
+        "goodput": level_goodput(level, slo) if slo else None,
+        "slo_held": slo.holds(level) if slo else None,
+        "best_level": served.level == level["workload"] if served else None,
+        "on_serving_front": t.number in front if slo else None,
+    }
+
+
+def _serving_files(data: StudyData, out: Path, *, theme: Theme) -> list[Path]:
+    """The serving chart and table where the measured trials ran a load (see the module's docstring)."""
+    loaded = [t for t in data.measured if t.record is not None and t.record.measurement and t.record.measurement.load]
+    if not loaded:
+        return []
+    stored = data.user_attrs.get("serving_slo")
+    slo = Slo(**stored) if isinstance(stored, dict) else None
+    served = {
+        t.number: judged
+        for t in loaded
+        if slo is not None and t.record is not None and (judged := t.record.served(slo)) is not None
+    }
+    front = _serving_front(loaded, served) if slo else set()
+    rows, lines = [], []
+    for t in loaded:
+        assert t.record is not None and t.record.measurement is not None  # loaded, above
+        rows += [_serving_row(t, level, slo, served.get(t.number), front) for level in t.record.measurement.load]
+        lines.append({"label": _label(t, data), "levels": t.record.measurement.load})
+    table = out / "serving.csv"
+    pd.DataFrame(rows).to_csv(table, index=False)
+    title = f"{data.study_name}: p99 TTFT against output throughput, each configuration through its load levels (one boot each)"
+    fig = serving_figure(lines, title=title, theme=theme)
+    page = out / "serving.html"
+    page.write_text(fig.to_html(full_html=True, include_plotlyjs=True, config={"displaylogo": False}), encoding="utf-8")
+    return [table, page, *write_images(fig, [out / "serving.png"])]
 
 
 def report_html(data: StudyData, *, theme: Theme = "light", analyses: Sequence[go.Figure] = ()) -> str:

@@ -63,6 +63,7 @@ __all__ = [
     "front_ties",
     "goodput",
     "judge_serving",
+    "level_goodput",
     "is_feasible",
     "lower_ppl",
     "over_gate",
@@ -238,15 +239,22 @@ def _percentile(level: dict[str, object], figure: str, percentile: int) -> float
     return float(value) if isinstance(value, (int, float)) else math.inf  # unmeasured: no bound holds
 
 
+def level_goodput(level: dict[str, object], slo: Slo) -> float | None:
+    """The goodput of one stored load level (``Measurement.load``: its ``timings`` and ``wall_s``); None for a
+    level without them."""
+    timings, wall = level.get("timings"), level.get("wall_s")
+    if not isinstance(timings, list) or not isinstance(wall, (int, float)) or wall <= 0:
+        return None
+    return goodput([_Stored(*t) for t in timings], slo, wall_s=float(wall))
+
+
 def judge_serving(levels: Sequence[dict[str, object]], slo: Slo) -> Served | None:
     """``levels``: a measurement's load runs (``Measurement.load``); None where it has none."""
     best: Served | None = None
     for level in levels:
-        timings = level.get("timings")
-        wall = level.get("wall_s")
-        if not isinstance(timings, list) or not isinstance(wall, (int, float)) or wall <= 0:
+        value = level_goodput(level, slo)
+        if value is None:
             continue
-        value = goodput([_Stored(*t) for t in timings], slo, wall_s=float(wall))
         excess = max(_percentile(level, k, slo.percentile) / bound - 1.0 for k, bound in slo.bounds().items())
         if best is None or value > best.goodput:
             best = Served(level=str(level.get("workload")), goodput=value, excess=excess)

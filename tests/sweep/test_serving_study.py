@@ -7,8 +7,10 @@ from __future__ import annotations
 import json
 
 import optuna
+import pandas as pd
 import pytest
 
+from dashboards.export import export_study
 from errors import StudySpecError
 from sweep.judgement import Slo, judge_serving
 from sweep.search import load_study
@@ -64,6 +66,17 @@ def test_a_serving_study_maximises_goodput_under_its_slo(ray_connected, tmp_path
     tight = judge_serving(records[0].measurement.load, Slo(ttft_ms=1))
     assert tight is not None and tight.excess > 0 and tight.goodput == 0.0
     assert SLO_CONSTRAINT in records[0].constraints(identity_required=False, slo=spec.serving)
+
+    # the exports: the latency-vs-throughput chart (a real browser's PNG) and every level's figures and judgement
+    out = tmp_path / "exports"
+    written = export_study("serving", url, out)
+    assert out / "serving.png" in written and (out / "serving.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "c=3" in (out / "serving.html").read_text()
+    table = pd.read_csv(out / "serving.csv")
+    assert sorted(set(table["number"])) == sorted({t.number for t in trials if not records[t.number].reused})
+    assert set(table["workload"]) == {"c1", "c3"} and set(table["slo"]) == {"p99 TTFT <= 120 ms"}
+    best = table[table["best_level"]]
+    assert list(best["workload"].unique()) == ["c1"] and best["slo_held"].all() and table["on_serving_front"].any()
 
 
 @pytest.mark.parametrize(

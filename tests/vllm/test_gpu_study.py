@@ -30,11 +30,19 @@ def test_the_manifest_declares_vllm_serving_knobs_of_every_kind():
         *("warmup_prompts", "warmup_kind", "warmup_max_tokens", "cpu_affinity", "disable_compile_cache"),
         *("ngram_drafter", "gc_policy", "numba_threads"),
     }
-    assert set(consumed_knobs(manifest)) == {*FLAGS, "async_scheduling", "enable_prefix_caching", *stability}
+    serving = {"max_num_seqs"}  # the batch size, which a serving study sweeps
+    assert set(consumed_knobs(manifest)) == {
+        *FLAGS,
+        "async_scheduling",
+        "enable_prefix_caching",
+        *stability,
+        *serving,
+    }
     base = baseline_knobs(manifest)
     assert (base["kv_cache_dtype"], base["quantization"], base["async_scheduling"]) == ("auto", "None", False)
     moves_ppl = {k for k in consumed_knobs(manifest) if not KNOBS[k].lossless}
-    assert moves_ppl == {"sliding_window", "kv_cache_dtype", "quantization"}  # the rest are speed-only
+    # the rest are speed-only; the batch size is not declared lossless (a batch may reorder floating-point sums)
+    assert moves_ppl == {"sliding_window", "kv_cache_dtype", "quantization", "max_num_seqs"}
     plain = load_manifest("vllm-gpu-plain")
     assert "--speculative-config" not in plain.serve and "num_speculative_tokens" not in consumed_knobs(plain)
 

@@ -20,11 +20,14 @@ def flag(argv: list[str], name: str) -> str:
 def test_it_consumes_the_window_and_the_speculative_tokens_but_not_the_centroids():
     manifest = load_manifest("vllm-cpu")
     # the stability knobs at their off values too (the warm-up bridge, the stack's CPUs, where the drafter runs,
-    # the collector, numba's pool at the CPU count the manifest was made for, the bridge's prompts)
+    # the collector, numba's pool at the CPU count the manifest was made for, the bridge's prompts), and the
+    # serving knobs: the batch size and the chunked-prefill budget at vLLM's own CPU default
     assert consumed_knobs(manifest) == [
         "sliding_window",
         "num_speculative_tokens",
         "prompt_lookup_max",
+        "max_num_seqs",
+        "max_num_batched_tokens",
         "warmup_prompts",
         "cpu_affinity",
         "ngram_drafter",
@@ -37,6 +40,8 @@ def test_it_consumes_the_window_and_the_speculative_tokens_but_not_the_centroids
         "sliding_window": 512,
         "num_speculative_tokens": 3,
         "prompt_lookup_max": 4,
+        "max_num_seqs": 1,
+        "max_num_batched_tokens": 2048,
         "warmup_prompts": 0,
         "cpu_affinity": "none",
         "ngram_drafter": "ngram",
