@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from engine.knobs import KnobValues
-from sweep.judgement import Noise, Z, front_point, front_records, front_ties
+from sweep.judgement import Noise, Slo, Z, front_point, front_records, front_ties, level_goodput
 from sweep.store import TrialRecord
 
 __all__ = ["Progress", "SweepConsole"]
@@ -77,7 +77,7 @@ class SweepConsole:
         label = "baseline " if baseline else ""
         self.out.print(f"  trial {number}: {label}started  {escape(knobs.text(sorted(knobs)))}")
 
-    def finished(self, record: TrialRecord, *, requeued: bool) -> None:
+    def finished(self, record: TrialRecord, *, requeued: bool, slo: Slo | None = None) -> None:
         head = f"  trial {record.trial_number}: "
         m = record.measurement
         if record.reused:
@@ -111,6 +111,7 @@ class SweepConsole:
                 f"{head}TPS {record.tps:.2f}{_spread(record)}  PPL {record.ppl:.4f}{gate}  {mark}{identity}"
                 f"{booted}{repeat}"
             )
+            self._serving(record, slo)
         else:
             again = "; re-queued" if requeued else ""
             self.out.print(f"{head}[red]FAILED[/] ({record.fail_kind}): {escape(record.reason or '')}{again}")
@@ -123,6 +124,24 @@ class SweepConsole:
         if held:
             where = ", ".join(f"GPU {gpu}: {mib} MiB" for gpu, mib in held.items())
             self.out.print(f"    [yellow]its stack left GPU memory held after it stopped ({where})[/]")
+
+    def _serving(self, record: TrialRecord, slo: Slo | None) -> None:
+        """Its serving load, a line a level (one boot, one run each), judged under a serving study's SLO."""
+        m = record.measurement
+        for level in m.load if m is not None else []:
+            judged = ""
+            if slo is not None:
+                good = level_goodput(level, slo)
+                held = "held" if slo.holds(level) else "[yellow]missed[/]"
+                judged = f"  goodput {good or 0.0:.2f} req/s, SLO ({slo.text()}) {held}"
+            self.out.print(
+                f"    load {level['workload']} ({level['requests']} requests, one run): {level['output_tps']:.2f} "
+                f"output tok/s, {level['requests_per_s']:.2f} req/s, p99 TTFT {level['ttft_ms']['p99']:.0f} ms, "
+                f"p99 ITL {level['itl_ms']['p99']:.0f} ms{judged}"
+            )
+        rss = (m.telemetry.get("stack") or {}).get("rss_peak_mib") if m is not None else None
+        if m is not None and m.load and rss:
+            self.out.print(f"    the stack's resident memory at its peak in the timed runs: {rss:.0f} MiB")
 
     def progress(self, p: Progress) -> None:
         best = "-" if p.best_tps is None else f"{p.best_tps:.2f}"

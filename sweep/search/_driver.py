@@ -183,7 +183,7 @@ class _Driver:
     def _close(self, record: TrialRecord) -> None:
         self._counted = None
         requeued = self.core.close(record)
-        self.console.finished(record, requeued=requeued)
+        self.console.finished(record, requeued=requeued, slo=self.core.spec.serving)
 
     def collect(self, slot: _Slot) -> None:
         planned, node = slot.planned, slot.node or {}

@@ -42,7 +42,10 @@ def test_a_serving_study_maximises_goodput_under_its_slo(ray_connected, tmp_path
     spec = load_study(study)
     assert spec.objective == "goodput" and spec.serving == Slo(ttft_ms=120)
     url = f"sqlite:///{tmp_path / 's.db'}"
-    run_in_process(study, url, tmp_path / "runs")
+    _, printed = run_in_process(study, url, tmp_path / "runs")
+    # each trial's levels as it finished: one boot, one run a level, judged under the SLO
+    assert "load c1 (3 requests, one run)" in printed and "SLO (p99 TTFT <= 120 ms) held" in printed
+    assert "load c3 (3 requests, one run)" in printed and "SLO (p99 TTFT <= 120 ms) missed" in printed
     storage = open_storage(url)
     try:
         optuna_study = optuna.load_study(study_name="serving", storage=storage.optuna)
