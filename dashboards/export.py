@@ -37,7 +37,7 @@ from dashboards.importance import importance_figure, knob_importances, slice_fig
 from dashboards.serving import serving_figure
 from dashboards.table import trials_frame
 from errors import ConfigError, GemmaSweepError
-from sweep.judgement import FrontPoint, Served, Slo, level_goodput, pareto_front
+from sweep.judgement import Served, Slo, level_goodput, pareto_front, serving_point
 from sweep.store import DEFAULT_STORAGE_URL, open_existing
 
 __all__ = ["EXPORTS_DIR", "export_study", "main"]
@@ -83,12 +83,11 @@ def _label(row: TrialRow, data: StudyData) -> str:
 
 def _serving_front(loaded: list[TrialRow], served: dict[int, Served]) -> set[int]:
     """The goodput-vs-PPL front under the gate and the SLO, by the one front rule (one boot each: no noise)."""
-    points = []
-    for t in loaded:
-        judged = served.get(t.number)
-        if judged is not None and t.record is not None and t.record.ppl is not None:
-            feasible = bool(t.feasible) and judged.excess <= 0
-            points.append(FrontPoint(number=t.number, tps=judged.goodput, ppl=t.record.ppl, feasible=feasible))
+    points = [
+        serving_point(t.number, judged, ppl=t.record.ppl, feasible=bool(t.feasible))
+        for t in loaded
+        if (judged := served.get(t.number)) is not None and t.record is not None and t.record.ppl is not None
+    ]
     return {p.number for p in pareto_front(points)}
 
 

@@ -64,6 +64,7 @@ __all__ = [
     "goodput",
     "judge_serving",
     "level_goodput",
+    "serving_point",
     "is_feasible",
     "lower_ppl",
     "over_gate",
@@ -237,6 +238,12 @@ def _percentile(level: dict[str, object], figure: str, percentile: int) -> float
     stats = level.get(figure)
     value = stats.get(f"p{percentile}") if isinstance(stats, dict) else None
     return float(value) if isinstance(value, (int, float)) else math.inf  # unmeasured: no bound holds
+
+
+def serving_point(number: int, served: Served, *, ppl: float, feasible: bool) -> FrontPoint:
+    """A serving study's trial as a point of its front: its goodput in the speed slot (one boot, one run a level:
+    no noise), feasible under the gate (``feasible``) and the SLO (its best level's percentiles within bounds)."""
+    return FrontPoint(number=number, tps=served.goodput, ppl=ppl, feasible=feasible and served.excess <= 0)
 
 
 def level_goodput(level: dict[str, object], slo: Slo) -> float | None:

@@ -149,6 +149,8 @@ def _sweep(spec: StudySpec, args: RunArgs, out: Console) -> int:
         title=f"Pareto front of {spec.name} ({spec.gate.describe()}), from the search: one boot per trial",
         claims=None if view is None else {n: f"{c.claim:.2f} ({c.odds_text()})" for n, c in view.best_claims().items()},
     )
+    if spec.serving is not None:
+        console.serving_front(result.records, knobs=list(spec.space), slo=spec.serving)
     if view is not None:
         print_claims(out, view, knobs=list(spec.space), study=spec.name)
     console.summary(result.progress, db=shown_url(args.storage))

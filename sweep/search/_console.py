@@ -17,7 +17,17 @@ from rich.table import Table
 from rich.text import Text
 
 from engine.knobs import KnobValues
-from sweep.judgement import Noise, Slo, Z, front_point, front_records, front_ties, level_goodput
+from sweep.judgement import (
+    Noise,
+    Slo,
+    Z,
+    front_point,
+    front_records,
+    front_ties,
+    level_goodput,
+    pareto_front,
+    serving_point,
+)
 from sweep.store import TrialRecord
 
 __all__ = ["Progress", "SweepConsole"]
@@ -230,6 +240,41 @@ class SweepConsole:
                 f"points closer than {Z:g} deviations of that in both are ties"
                 + (", numbered alike in column 'tie'" if groups else "")
             )
+
+    def serving_front(self, records: Sequence[TrialRecord], *, knobs: Sequence[str], slo: Slo) -> None:
+        """A serving study's front: goodput at each trial's best level against PPL, under the gate and the SLO, by
+        the one front rule (one boot, one run a level: no noise model), the most goodput first."""
+        judged = {r.trial_number: s for r in records if r.measured and not r.reused and (s := r.served(slo))}
+        points = [
+            serving_point(r.trial_number, judged[r.trial_number], ppl=r.ppl, feasible=bool(r.feasible))
+            for r in records
+            if r.trial_number in judged and r.ppl is not None
+        ]
+        front = sorted(pareto_front(points), key=lambda p: -p.tps)
+        if not front:
+            self.out.print(f"serving front: no trial held the SLO ({escape(slo.text())}) under the gate")
+            return
+        by_number = {r.trial_number: r for r in records}
+        table = Table(
+            title=escape(f"Serving front: goodput under {slo.text()}, PPL under the gate (one boot, one run a level)"),
+            title_justify="left",
+        )
+        for name in ["trial", *knobs, "level", "goodput req/s", "output tok/s", f"p{slo.percentile} TTFT ms", "PPL"]:
+            table.add_column(name, justify="right")
+        for p in front:
+            r, s = by_number[p.number], judged[p.number]
+            level = next(x for x in (r.measurement.load if r.measurement else []) if x["workload"] == s.level)
+            cells = [str(r.knobs.get(k, "")) for k in knobs]
+            table.add_row(
+                str(p.number),
+                *cells,
+                s.level,
+                f"{s.goodput:.3f}",
+                f"{level['output_tps']:.2f}",
+                f"{level['ttft_ms'][f'p{slo.percentile}']:.0f}",
+                f"{p.ppl:.4f}",
+            )
+        self.out.print(table)
 
     def summary(self, p: Progress, *, db: str) -> None:
         gated = f" ({p.gate_stopped} stopped at the PPL gate)" if p.gate_stopped else ""

@@ -57,14 +57,13 @@ from optuna.trial import FrozenTrial, TrialState
 
 from engine.knobs import KNOBS, KnobValues
 from engine.measurement import TrialOutcome
-from engine.profiles import BenchProfile
 from engine.secrets import redact_manifest
 from errors import BaselineFailed, StudyMismatchError
 from sweep.judgement import over_gate
 from sweep.search._fidelity import FidelityPlan, build_plan, full_plan
 from sweep.search._sampling import make_sampler, sampler_exhausted, suggest_knobs
 from sweep.search._spec import StudySpec
-from sweep.store import FailKind, Judge, TrialRecord, failure_record, outcome_record, reused_record
+from sweep.store import FailKind, Judge, TrialRecord, failure_record, outcome_record, reused_record, same_profile
 
 __all__ = ["CONVERGED_AFTER", "MemoryRecords", "PlannedTrial", "RecordBook", "StudyCore"]
 
@@ -427,7 +426,7 @@ def _same(key: str, stored: Any, value: Any) -> bool:
     """Whether a study's stored identity entry is this run's: a profile as read back (a field added since
     a study began reads as its default, a list as the tuple it was)."""
     if key == "profile" and isinstance(stored, dict):
-        return BenchProfile.from_record(stored) == BenchProfile.from_record(value)
+        return same_profile(stored, value)
     return bool(stored == value)
 
 

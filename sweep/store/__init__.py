@@ -14,7 +14,15 @@ dashboards read both. Nothing here imports the stages above it.
 from sweep.store._boot import BootKind, BootRecord, boot_record
 from sweep.store._database import DEFAULT_STORAGE_URL, Storage, StudyRecords, open_existing, open_storage
 from sweep.store._scrub import scrub_unfinished_logs
-from sweep.store._trial import FailKind, Judge, TrialRecord, failure_record, outcome_record, reused_record
+from sweep.store._trial import (
+    FailKind,
+    Judge,
+    TrialRecord,
+    failure_record,
+    outcome_record,
+    reused_record,
+    same_profile,
+)
 from sweep.store._url import password_note, shown_url
 
 __all__ = [
@@ -33,6 +41,7 @@ __all__ = [
     "outcome_record",
     "password_note",
     "reused_record",
+    "same_profile",
     "scrub_unfinished_logs",
     "shown_url",
 ]

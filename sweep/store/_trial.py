@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from engine.knobs import KNOBS, KnobValues
 from engine.measurement import Measurement, TrialOutcome
+from engine.profiles import BenchProfile
 from sweep.judgement import FRONT_STOP, Gate, Served, Slo, is_feasible, judge_serving
 from sweep.store._identity import differing_prompts
 
@@ -24,6 +25,7 @@ __all__ = [
     "GATE_CONSTRAINT",
     "IDENTITY_CONSTRAINT",
     "SLO_CONSTRAINT",
+    "same_profile",
     "FailKind",
     "Judge",
     "RecordStatus",
@@ -180,6 +182,15 @@ class TrialRecord:
         return values
 
 
+def same_profile(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether two stored profiles are one: read back, a field added since a study began reads as its default (a
+    stored dict that is no whole profile, compared as it stands)."""
+    try:
+        return BenchProfile.from_record(a) == BenchProfile.from_record(b)
+    except TypeError:
+        return a == b
+
+
 def identity_comparable(knobs: dict[str, Any], baseline: dict[str, Any]) -> bool:
     """True when ``knobs`` differ from the baseline's only in lossless knobs (the registry's flag).
 
@@ -209,7 +220,7 @@ class Judge:
             or record.is_baseline
             or not base.measured
             or not record.full  # a partial run's answers are fewer: nothing to compare prompt by prompt
-            or record.profile != base.profile  # other prompts or lengths: nothing to compare
+            or not same_profile(record.profile, base.profile)  # other prompts or lengths: nothing to compare
             or not identity_comparable(record.knobs, base.knobs)
         ):
             return None

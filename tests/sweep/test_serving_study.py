@@ -4,16 +4,18 @@ PPL under the gate, through the one ask/tell core (``sweep.search``)."""
 
 from __future__ import annotations
 
+import io
 import json
 
 import optuna
 import pandas as pd
 import pytest
+from rich.console import Console
 
 from dashboards.export import export_study
 from errors import StudySpecError
 from sweep.judgement import Slo, judge_serving
-from sweep.search import load_study
+from sweep.search import SweepConsole, load_study
 from sweep.store import open_storage
 from sweep.store._trial import SLO_CONSTRAINT
 from tests.stacks import stub_profile
@@ -69,6 +71,15 @@ def test_a_serving_study_maximises_goodput_under_its_slo(ray_connected, tmp_path
     tight = judge_serving(records[0].measurement.load, Slo(ttft_ms=1))
     assert tight is not None and tight.excess > 0 and tight.goodput == 0.0
     assert SLO_CONSTRAINT in records[0].constraints(identity_required=False, slo=spec.serving)
+
+    # the end of the run: the serving front, goodput at each trial's best level, one boot and one run a level
+    buffer = io.StringIO()
+    SweepConsole(Console(file=buffer, width=200)).serving_front(
+        list(records.values()), knobs=["centroid_top_k"], slo=spec.serving
+    )
+    shown = buffer.getvalue()
+    assert "Serving front: goodput under p99 TTFT <= 120 ms, PPL under the gate (one boot" in shown
+    assert " c1 " in shown and " c3 " not in shown
 
     # the exports: the latency-vs-throughput chart (a real browser's PNG) and every level's figures and judgement
     out = tmp_path / "exports"
