@@ -18,17 +18,23 @@ REPO = Path(__file__).resolve().parent.parent
 # change to this table too, made on purpose.
 SURFACE = {
     "engine.bench": [
+        "LoadResult",
         "PplResult",
+        "StreamTiming",
         "TpsResult",
         "TpsRuns",
+        "Workload",
         "chat_payload",
         "coefficient_of_variation",
+        "long_prompts",
         "measure",
+        "measure_load",
         "measure_ppl",
         "measure_tps",
         "open_client",
         "parse_chat",
         "parse_counters",
+        "percentiles",
         "read_counters",
         "stream_pass",
         "summarize",
@@ -130,20 +136,26 @@ SURFACE = {
         "DEFAULT_CONFIRM_BOOTS",
         "DEFAULT_TARGET",
         "FRONT_STOP",
-        "FrontPoint",
         "GATE_STOP",
-        "Gate",
         "NOISE_FLOOR",
-        "Noise",
-        "StopKind",
         "TPS_TOLERANCE",
         "Z",
+        "FrontPoint",
+        "Gate",
+        "Noise",
+        "Served",
+        "Slo",
+        "StopKind",
         "chance_under_gate",
         "dominates",
         "faster",
         "front_point",
         "front_records",
         "front_ties",
+        "goodput",
+        "judge_serving",
+        "level_goodput",
+        "serving_point",
         "is_feasible",
         "lower_ppl",
         "over_gate",
@@ -155,9 +167,9 @@ SURFACE = {
     ],
     "sweep.interrupts": ["raise_interrupt"],
     "sweep.store": [
+        "DEFAULT_STORAGE_URL",
         "BootKind",
         "BootRecord",
-        "DEFAULT_STORAGE_URL",
         "FailKind",
         "Judge",
         "Storage",
@@ -170,6 +182,7 @@ SURFACE = {
         "outcome_record",
         "password_note",
         "reused_record",
+        "same_profile",
         "scrub_unfinished_logs",
         "shown_url",
     ],
@@ -269,6 +282,7 @@ SURFACE = {
     "sweep.run": ["RunArgs", "main", "parse_args"],
     "sweep.verify": ["VerifyArgs", "main", "parse_args"],
     "sweep.submit": ["SubmitArgs", "main", "parse_args"],
+    "sweep.transfer": ["TransferArgs", "main", "parse_args"],
     "engine.startup": ["Start", "StartError", "bridged", "fill", "free_port", "gc_policy", "start", "whole"],
     "engine.stacks": [
         "ADAPTERS",
@@ -307,6 +321,7 @@ SURFACE = {
     "dashboards.figures": ["THEMES", "history_figure", "hover_text", "knob_figure", "pareto_figure"],
     "dashboards.images": ["find_browser", "write_images"],
     "dashboards.serve": ["ServeArgs", "main", "parse_args"],
+    "dashboards.serving": ["main", "serving_figure", "write_serving"],
     "dashboards.table": ["trials_frame"],
 }
 
@@ -435,7 +450,7 @@ def _imports(tree: ast.Module) -> set[str]:
 
 
 # The floors of sweep/, bottom up: the rules, what is stored, the search, the claims, the submission, the commands
-_COMMANDS = ("sweep.run", "sweep.verify", "sweep.submit")
+_COMMANDS = ("sweep.run", "sweep.verify", "sweep.submit", "sweep.transfer")
 _ABOVE_STORE = ("sweep.search", "sweep.claims", "sweep.submission", *_COMMANDS)
 
 

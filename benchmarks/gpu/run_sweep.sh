@@ -538,8 +538,27 @@ stable() {
       "$WORK/vllm-h200-stable.db" && cp "$WORK/vllm-h200-stable.db" "$OUT/"
 }
 
+# --- beyond one stream (issue 46): the vllm-h200 front's top points under serving load ------------------------
+# The same staging (.carry/c1..c6: `bash .carry/cN/install.sh stage .carry/cN`), then one call, carry
+# [.carry/c7, .carry/challenge]:
+#   SMOKE=0 bash .carry/c7/install.sh all .carry/c7 && CALL_N=7 bash benchmarks/gpu/run_sweep.sh transfer
+# sweep.transfer boots each of the committed study's top front points once (TOP, default 3; the promoted
+# database benchmarks/results/gpu-vllm-claims/vllm-h200.db) and runs LEVELS (default 1,4,16) streamed requests
+# of the vllm-gpu profile's prompts, then a long-prompt level, into $OUT/transfer. The machine has no browser:
+# the chart is drawn here afterwards (python -m dashboards.serving <transfer.json>). Results to commit:
+# benchmarks/results/transfer-vllm-h200/.
+transfer() {
+  vllm_env
+  claims_db
+  prepare_once
+  local left=$((CALL_BUDGET_S - SECONDS - 20)) n=${CALL_N:-x}
+  (cd "$WORK" && TAIL=80 step "transfer-$n" "$left" "$PY" -m sweep.transfer --study vllm-h200 \
+      --storage "sqlite:///$WORK/vllm-h200.db" --levels "${LEVELS:-1,4,16}" --top "${TOP:-3}" --out "$OUT/transfer")
+}
+
 case ${1:-} in
   vllm) vllm ;;
+  transfer) transfer ;;
   stable-noise) stable_noise ;;
   stable) stable ;;
   claims) claims ;;
@@ -555,5 +574,5 @@ case ${1:-} in
   engine) shift; (($#)) && stage "$@"; engine ;;
   prepare) shift; (($#)) && stage "$@"; install && tokenizer && step prepare 240 "$PY" -m engine.reference.prepare ;;
   sweep) shift; sweep "$@" ;;
-  *) echo "usage: $0 split | stage DIR... | engine [DIR...] | prepare [DIR...] | sweep [1|2] [DIR...] | vllm | vllm-sweep | vllm-verify | claims | claims-final | waste | calibrate | calibrate-verify | stable-noise | stable" >&2; exit 2 ;;
+  *) echo "usage: $0 split | stage DIR... | engine [DIR...] | prepare [DIR...] | sweep [1|2] [DIR...] | vllm | vllm-sweep | vllm-verify | claims | claims-final | waste | calibrate | calibrate-verify | stable-noise | stable | transfer" >&2; exit 2 ;;
 esac

@@ -1,0 +1,192 @@
+"""Serving curves: p99 TTFT against output throughput, one line per configuration across its load levels.
+
+``serving_figure(lines)`` draws a list of ``{"label": ..., "levels": [figures, ...]}``, each ``figures`` as
+``engine.bench``'s ``LoadResult.figures()`` gives it (``output_tps``, ``ttft_ms``'s ``p99``, ``concurrency``): x the
+output tok/s, y the p99 TTFT in ms (a log scale: a stack that serves one request at a time waits seconds at 16 in
+flight where it answered in tens of milliseconds alone), one line per configuration through its concurrency levels in
+order, each point labelled with its concurrency, as vLLM's and AIPerf's concurrency sweeps are drawn. A level on
+long-context prompts (``"prompts": "long"`` beside its figures) is no step of the concurrency sweep: it is its own
+marker, in its line's colour, not joined to the line.
+
+``python -m dashboards.serving PATH`` draws a ``transfer.json`` (written by ``python -m sweep.transfer``, which runs
+this command as a user would, so that the sweep imports nothing above it): ``transfer.html`` (self-contained: plotly.js
+inlined, opens with no network) and ``transfer.png`` (the system Chromium, ``dashboards.images``) beside it, or in
+``--out``.
+
+Exit codes: 0 written; 1 Chromium failed to render (the HTML is written); 2 bad input (a file that does not load
+or holds no measured level, no Chromium). One line on stderr, no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import plotly.graph_objects as go
+
+from dashboards.figures import THEMES, Theme
+from dashboards.images import write_images
+from engine.files import load_json
+from errors import ConfigError, DataError, GemmaSweepError
+
+__all__ = ["main", "serving_figure", "write_serving"]
+
+X_TITLE = "Output throughput (tokens/s, higher is better)"
+Y_TITLE = "p99 time to first token (ms, log scale, lower is better)"
+# Mid-tones that read on both plotly_white and plotly_dark (the Pareto chart's), one a configuration
+_COLOURS = ("#3b82f6", "#f97316", "#22c55e", "#a855f7", "#ef4444", "#14b8a6", "#eab308", "#9ca3af")
+
+
+@dataclass(frozen=True)
+class _Step:
+    """One measured level of one configuration, as drawn."""
+
+    tps: float
+    ttft_p99_ms: float
+    concurrency: int
+    long: bool
+
+
+def _steps(levels: Sequence[Mapping[str, Any]], label: str) -> list[_Step]:
+    """The levels' figures as points; raises DataError naming the configuration for a level without them."""
+    steps = []
+    for i, level in enumerate(levels):
+        try:
+            steps.append(
+                _Step(
+                    tps=float(level["output_tps"]),
+                    ttft_p99_ms=float(level["ttft_ms"]["p99"]),
+                    concurrency=int(level["concurrency"]),
+                    long=level.get("prompts") == "long",
+                )
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise DataError(
+                f"{label!r}, level {i + 1}: no load figures to draw ({type(exc).__name__}: {exc})"
+            ) from None
+    return steps
+
+
+def _hover(label: str, step: _Step) -> str:
+    kind = "long-context prompts, " if step.long else ""
+    return (
+        f"<b>{html.escape(label)}</b><br>{kind}concurrency {step.concurrency}<br>"
+        f"{step.tps:.2f} output tok/s<br>p99 TTFT {step.ttft_p99_ms:.1f} ms"
+    )
+
+
+def _line(fig: go.Figure, label: str, steps: list[_Step], colour: str) -> None:
+    """The concurrency sweep of one configuration as one line, its long-context level as a marker of its own."""
+    sweep = [s for s in steps if not s.long]
+    if sweep:
+        fig.add_trace(
+            go.Scatter(
+                x=[s.tps for s in sweep],
+                y=[s.ttft_p99_ms for s in sweep],
+                mode="lines+markers+text",
+                line={"color": colour, "width": 2.5},
+                marker={"size": 10, "color": colour},
+                text=[f"c={s.concurrency}" for s in sweep],
+                textposition="top center",
+                name=label,
+                legendgroup=label,
+                hovertext=[_hover(label, s) for s in sweep],
+                hovertemplate="%{hovertext}<extra></extra>",
+            )
+        )
+    long = [s for s in steps if s.long]
+    if long:
+        fig.add_trace(
+            go.Scatter(
+                x=[s.tps for s in long],
+                y=[s.ttft_p99_ms for s in long],
+                mode="markers+text",
+                marker={"size": 13, "color": colour, "symbol": "diamond-open", "line": {"width": 2.5}},
+                text=[f"long, c={s.concurrency}" for s in long],
+                textposition="bottom center",
+                name=f"{label}: long-context prompts",
+                legendgroup=label,
+                hovertext=[_hover(label, s) for s in long],
+                hovertemplate="%{hovertext}<extra></extra>",
+            )
+        )
+
+
+def serving_figure(
+    lines: Sequence[Mapping[str, Any]], *, title: str = "Latency against throughput under load", theme: Theme = "light"
+) -> go.Figure:
+    """p99 TTFT against output tok/s, one line per ``{"label": str, "levels": [figures, ...]}`` (see the module's
+    docstring); a line without levels is left out. Raises DataError for a level without load figures."""
+    fig = go.Figure()
+    for i, line in enumerate(lines):
+        label = str(line.get("label", f"configuration {i + 1}"))
+        steps = _steps(line.get("levels") or [], label)
+        if steps:
+            _line(fig, label, steps, _COLOURS[i % len(_COLOURS)])
+    fig.update_layout(
+        template=THEMES[theme],
+        title={"text": title, "x": 0.01},
+        xaxis={"title": {"text": X_TITLE}, "rangemode": "tozero"},
+        yaxis={"title": {"text": Y_TITLE}, "type": "log"},
+        legend={"orientation": "h", "y": -0.16, "x": 0},
+        margin={"t": 90, "b": 130},
+        hoverlabel={"align": "left"},
+    )
+    return fig
+
+
+def _read(path: Path) -> tuple[str, list[dict[str, Any]]]:
+    """The chart's title and lines from a ``transfer.json``; raises DataError for one with nothing measured."""
+    data = load_json(path, DataError, what="serving figures")
+    points = data.get("points") if isinstance(data, dict) else None
+    if not isinstance(points, list):
+        raise DataError(f"{path}: no 'points' list (written by python -m sweep.transfer)")
+    lines = [
+        {"label": p.get("label", ""), "levels": p.get("levels") or []}
+        for p in points
+        if isinstance(p, dict) and p.get("levels")
+    ]
+    if not lines:
+        raise DataError(f"{path}: no configuration has a measured level to draw")
+    title = str(data.get("title") or f"{path.stem}: p99 TTFT against output throughput under load")
+    return title, lines
+
+
+def write_serving(source: Path, out_dir: Path | None = None, *, theme: Theme = "light") -> list[Path]:
+    """``<stem>.html`` and ``<stem>.png`` of ``source`` (a ``transfer.json``), beside it or in ``out_dir``; the HTML
+    first, so that a browser that fails to render leaves it written. Returns their paths."""
+    title, lines = _read(source)
+    fig = serving_figure(lines, title=title, theme=theme)
+    folder = out_dir if out_dir is not None else source.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    page = folder / f"{source.stem}.html"
+    page.write_text(fig.to_html(full_html=True, include_plotlyjs=True, config={"displaylogo": False}), encoding="utf-8")
+    return [page, *write_images(fig, [folder / f"{source.stem}.png"])]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m dashboards.serving", description=__doc__.splitlines()[0])
+    parser.add_argument("source", type=Path, help="a transfer.json written by python -m sweep.transfer")
+    parser.add_argument("--out", type=Path, help="output folder (default: the file's own)")
+    parser.add_argument("--theme", choices=sorted(THEMES), default="light")
+    ns = parser.parse_args(argv)
+    try:
+        paths = write_serving(ns.source, ns.out, theme=ns.theme)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except GemmaSweepError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    for path in paths:
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

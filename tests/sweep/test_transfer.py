@@ -1,0 +1,158 @@
+"""``python -m sweep.transfer``: a tiny study's front re-measured under serving load, on a stub stack that serves one
+request at a time (``STUB_SERIAL=1``): the table, ``transfer.json``'s figures, the chart drawn through the browser, a
+point whose stack fails to boot, and bad input refused before anything boots."""
+
+from __future__ import annotations
+
+import json
+import struct
+
+import pytest
+
+from sweep import transfer
+from tests.stacks import stub_profile
+from tests.sweep.kit import run_in_process, write_manifest, write_study
+
+# A request of 16 tokens takes about 0.28 s at window 512 (0.22 s at 128), all of it inside the serial stub's lock:
+# long beside what a client and a server overlap outside it (connecting, parsing), and beside a busy machine's jitter
+STEP_S = "0.03"
+OVERHEAD_S = "0.05"
+OUTPUT_LEN = 16
+SLO_TTFT_MS = 250.0  # met alone (about 65 ms); at 4 in flight, only by the first served: the others wait >= 0.22 s
+
+
+@pytest.fixture
+def swept(ray_connected, tmp_path, monkeypatch):
+    """A searched grid over the window on a serial stub: the baseline (window 512) and window 128 (faster, its PPL
+    higher but under the study's gate of +10%) make a front of two."""
+    monkeypatch.chdir(tmp_path)  # the study's cache folder (runs/<study>/cache) is relative to where it runs
+    manifest = write_manifest(tmp_path, STUB_SERIAL="1", STUB_DECODE_STEP_S=STEP_S, STUB_REQUEST_OVERHEAD_S=OVERHEAD_S)
+    study = write_study(
+        tmp_path,
+        manifest=manifest,
+        profile=stub_profile(tmp_path, output_len=OUTPUT_LEN),
+        name="transfer",
+        space={"sliding_window": {"choices": [128, 512]}},
+        gate={"ppl_max_ratio": 1.1},
+        sampler="grid",
+    )
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    run_in_process(study, url, tmp_path / "runs")
+    return study, url
+
+
+def _levels(point: dict) -> dict[str, dict]:
+    return {level["workload"]: level for level in point["levels"]}
+
+
+def _met(level: dict, bound_ms: float) -> int:
+    return sum(1000 * r["ttft_s"] <= bound_ms for r in level["requests_timed"])
+
+
+def test_a_serial_stacks_front_under_load_and_a_point_that_fails_to_boot(swept, tmp_path, capsys):
+    study, url = swept
+    out = tmp_path / "transfer-out"
+    argv = ["--study", str(study), "--storage", url, "--levels", "1,4", "--num-prompts", "4"]
+    argv += ["--output-len", str(OUTPUT_LEN), "--slo-ttft-ms", str(SLO_TTFT_MS), "--out", str(out)]
+    code = transfer.main(argv)
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+
+    doc = json.loads((out / "transfer.json").read_text())
+    assert [w["name"] for w in doc["workloads"]] == ["c1", "c4", "long-c1"]
+    points = doc["points"]
+    baseline, tuned = points  # the baseline booted first, then the front by challenge TPS
+    assert baseline["baseline"] and baseline["knobs"]["sliding_window"] == 512 and baseline["on_front"]
+    assert tuned["knobs"]["sliding_window"] == 128 and tuned["on_front"]
+    assert tuned["challenge_tps"] > baseline["challenge_tps"]
+    for point in points:
+        assert point["error"] is None and point["boots"] == 1
+        levels = _levels(point)
+        for level in levels.values():
+            assert level["requests"] == 4 and level["output_tokens"] == 4 * OUTPUT_LEN
+            assert len(level["requests_timed"]) == 4
+            # goodput as bench_serving computes it, from the requests written beside it (wall_s: to 4 decimals)
+            assert level["goodput"] == pytest.approx(_met(level, SLO_TTFT_MS) / level["wall_s"], rel=1e-3)
+        c1, c4 = levels["c1"], levels["c4"]
+        # one request at a time: four in flight serve hardly faster than one (a stack that serves four at once: about
+        # 4x), while the last of the four waits for the three before it
+        assert c4["output_tps"] < 1.5 * c1["output_tps"], (c1["output_tps"], c4["output_tps"])
+        assert c4["ttft_ms"]["p99"] > 2 * c1["ttft_ms"]["p99"], (c1["ttft_ms"], c4["ttft_ms"])
+        assert _met(c4, SLO_TTFT_MS) <= 1 and c4["goodput"] < c1["goodput"]
+        assert levels["long-c1"]["prompts"] == "long" and levels["long-c1"]["concurrency"] == 1
+    # ranks: the challenge's by the study's TPS, each level's by its output tok/s (one draw: which way a busy machine
+    # tips them is not this test's to say), held where they agree at every level
+    assert tuned["challenge_rank"] == 1 and baseline["challenge_rank"] == 2
+    for name in ("c1", "c4", "long-c1"):
+        by_speed = sorted(points, key=lambda p: -_levels(p)[name]["output_tps"])
+        assert [p["ranks"][name] for p in by_speed] == [1, 2]
+    for point in points:
+        assert point["rank_held"] == all(r == point["challenge_rank"] for r in point["ranks"].values())
+
+    # the table: every point with its figures, and what they rest on
+    assert "trial 0 (baseline): sliding_window=512" in printed
+    assert f"trial {tuned['trial']}: sliding_window=128" in printed
+    assert f"{tuned['challenge_tps']:.2f} (1)" in printed and f"{baseline['challenge_tps']:.2f} (2)" in printed
+    for point in points:
+        for level in point["levels"]:
+            assert f"{level['output_tps']:.2f}" in printed and f"{level['ttft_ms']['p99']:.0f}" in printed
+    held = {True: "yes", False: "no"}
+    assert all(held[p["rank_held"]] in printed for p in points)
+    assert "rank held" in printed and "2 boot(s), one a configuration" in printed
+    assert "3 run(s) on each, one a level" in printed and "one draw, no verdict" in printed
+
+    # the chart: a real PNG, rendered by Chromium at the export's size, and its page
+    png = (out / "transfer.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">II", png[16:24]) == (1200, 700)
+    assert len(png) > 10_000
+    page = (out / "transfer.html").read_text()
+    assert "trial 0 (baseline)" in page and "c=4" in page
+
+    # the same front, on a manifest whose window 128 fails at boot: the point named, the baseline measured and drawn
+    failing = tmp_path / "failing"
+    failing.mkdir()
+    manifest = write_manifest(
+        failing, STUB_SERIAL="1", STUB_DECODE_STEP_S=STEP_S, STUB_BOOT_EXIT_IF="SLIDING_WINDOW=128"
+    )
+    out = tmp_path / "failed-out"
+    argv = ["--study", str(study), "--storage", url, "--manifest", str(manifest), "--levels", "1", "--no-long"]
+    code = transfer.main([*argv, "--num-prompts", "2", "--output-len", "4", "--out", str(out)])
+    printed = capsys.readouterr().out
+    assert code == 1, printed
+    assert "sliding_window=128 failed: EngineBootError" in printed
+    baseline, tuned = json.loads((out / "transfer.json").read_text())["points"]
+    assert [lv["workload"] for lv in baseline["levels"]] == ["c1"] and baseline["error"] is None
+    assert tuned["levels"] == [] and "EngineBootError" in tuned["error"] and tuned["rank_held"] is None
+    assert (out / "transfer.png").is_file()  # the measured point is drawn
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--levels", "1,4,4"], "--levels: each concurrency once"),
+        (["--levels", "1,x"], "--levels must be comma-separated concurrencies"),
+        (["--levels", "1,8", "--num-prompts", "4"], "never puts 8 requests in flight"),
+        (["--study", "no-such-study"], "study 'no-such-study' not found"),
+    ],
+)
+def test_bad_input_is_refused_before_anything_boots(tmp_path, capsys, extra, message):
+    argv = ["--study", "ctk", "--storage", f"sqlite:///{tmp_path / 'none.db'}", "--out", str(tmp_path / "out"), *extra]
+    assert transfer.main(argv) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_study_with_no_front_is_refused(tmp_path, capsys):
+    import optuna
+
+    from sweep.store import open_storage
+
+    url = f"sqlite:///{tmp_path / 'empty.db'}"
+    storage = open_storage(url)
+    try:  # the study's file is the project's own ctk; its rows here: none measured
+        optuna.create_study(study_name="ctk", storage=storage.optuna, directions=["maximize", "minimize"])
+    finally:
+        storage.close()
+    assert transfer.main(["--study", "ctk", "--storage", url, "--out", str(tmp_path / "out")]) == 2
+    assert "study 'ctk' has no front" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
