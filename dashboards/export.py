@@ -34,7 +34,7 @@ from dashboards.data import StudyData, TrialRow, load_study_data, require_measur
 from dashboards.figures import THEMES, Theme, history_figure, knob_figure, pareto_figure
 from dashboards.images import write_images
 from dashboards.importance import importance_figure, knob_importances, slice_figures
-from dashboards.serving import serving_figure
+from dashboards.serving import serving_figure, write_chart
 from dashboards.table import trials_frame
 from errors import ConfigError, GemmaSweepError
 from sweep.judgement import Served, Slo, level_goodput, pareto_front, serving_point
@@ -135,10 +135,7 @@ def _serving_files(data: StudyData, out: Path, *, theme: Theme) -> list[Path]:
     table = out / "serving.csv"
     pd.DataFrame(rows).to_csv(table, index=False)
     title = f"{data.study_name}: p99 TTFT against output throughput, each configuration through its load levels (one boot each)"
-    fig = serving_figure(lines, title=title, theme=theme)
-    page = out / "serving.html"
-    page.write_text(fig.to_html(full_html=True, include_plotlyjs=True, config={"displaylogo": False}), encoding="utf-8")
-    return [table, page, *write_images(fig, [out / "serving.png"])]
+    return [table, *write_chart(serving_figure(lines, title=title, theme=theme), out, "serving")]
 
 
 def report_html(data: StudyData, *, theme: Theme = "light", analyses: Sequence[go.Figure] = ()) -> str:

@@ -34,7 +34,7 @@ from dashboards.images import write_images
 from engine.files import load_json
 from errors import ConfigError, DataError, GemmaSweepError
 
-__all__ = ["main", "serving_figure", "write_serving"]
+__all__ = ["main", "serving_figure", "write_chart", "write_serving"]
 
 X_TITLE = "Output throughput (tokens/s, higher is better)"
 Y_TITLE = "p99 time to first token (ms, log scale, lower is better)"
@@ -157,16 +157,20 @@ def _read(path: Path) -> tuple[str, list[dict[str, Any]]]:
     return title, lines
 
 
+def write_chart(fig: go.Figure, folder: Path, stem: str) -> list[Path]:
+    """``<stem>.html`` (self-contained) and ``<stem>.png`` of ``fig`` in ``folder``; the HTML first, so that a
+    browser that fails to render leaves it written. Returns their paths."""
+    folder.mkdir(parents=True, exist_ok=True)
+    page = folder / f"{stem}.html"
+    page.write_text(fig.to_html(full_html=True, include_plotlyjs=True, config={"displaylogo": False}), encoding="utf-8")
+    return [page, *write_images(fig, [folder / f"{stem}.png"])]
+
+
 def write_serving(source: Path, out_dir: Path | None = None, *, theme: Theme = "light") -> list[Path]:
-    """``<stem>.html`` and ``<stem>.png`` of ``source`` (a ``transfer.json``), beside it or in ``out_dir``; the HTML
-    first, so that a browser that fails to render leaves it written. Returns their paths."""
+    """The chart of ``source`` (a ``transfer.json``) beside it or in ``out_dir`` (``write_chart``)."""
     title, lines = _read(source)
     fig = serving_figure(lines, title=title, theme=theme)
-    folder = out_dir if out_dir is not None else source.parent
-    folder.mkdir(parents=True, exist_ok=True)
-    page = folder / f"{source.stem}.html"
-    page.write_text(fig.to_html(full_html=True, include_plotlyjs=True, config={"displaylogo": False}), encoding="utf-8")
-    return [page, *write_images(fig, [folder / f"{source.stem}.png"])]
+    return write_chart(fig, out_dir if out_dir is not None else source.parent, source.stem)
 
 
 def main(argv: list[str] | None = None) -> int:

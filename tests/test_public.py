@@ -321,7 +321,7 @@ SURFACE = {
     "dashboards.figures": ["THEMES", "history_figure", "hover_text", "knob_figure", "pareto_figure"],
     "dashboards.images": ["find_browser", "write_images"],
     "dashboards.serve": ["ServeArgs", "main", "parse_args"],
-    "dashboards.serving": ["main", "serving_figure", "write_serving"],
+    "dashboards.serving": ["main", "serving_figure", "write_chart", "write_serving"],
     "dashboards.table": ["trials_frame"],
 }
 
