@@ -1,9 +1,12 @@
 """A folder's dependencies installed as the organisers' ``pip install`` would, and its wheelhouse.
 
-Both run pip in a clean environment: no ``PIP_*``, an empty HOME (none of this user's configuration or cache),
-the system's ``PATH``; what reaches the network (a proxy) stays. The system's pip configuration stays too: it
-names this machine's index, as the organisers' machine has its own. From a wheelhouse nothing of it applies:
-``pip install --no-index --find-links`` with no configuration file, in the isolated view without network.
+Both run pip in a clean environment: an empty HOME (none of this user's configuration, no cache), the system's
+``PATH``, no ``PIP_*`` of the caller's but one kind: where this machine's pip finds packages (its index, extra
+indexes and find-links, read from every configuration pip reads here, the user's included), passed as
+``PIP_INDEX_URL`` / ``PIP_EXTRA_INDEX_URL`` / ``PIP_FIND_LINKS``: the stand-in for the organisers' own index
+(on this project's machines the index is configured in the user's pip.conf). What reaches the network (a
+proxy) stays. From a wheelhouse nothing of it applies: ``pip install --no-index --find-links`` with no
+configuration file and none of those variables, in the isolated view without network.
 
     fresh_python    a new virtual environment with the dependencies installed; its interpreter
     collect_wheels  ``sweep.submit --wheelhouse DIR``: the wheels those dependencies resolve to (``pip wheel``),
@@ -29,11 +32,37 @@ __all__ = ["SYSTEM_PATH", "collect_wheels", "fresh_python"]
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 # What pip keeps of this environment: how to reach the network, nothing of this machine's files
 _NETWORK_ENV = ("http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY")
+# Where packages come from, as `pip config list` names the settings, and the variable that passes each
+_SOURCES = {"index-url": "PIP_INDEX_URL", "extra-index-url": "PIP_EXTRA_INDEX_URL", "find-links": "PIP_FIND_LINKS"}
 
 
-def _clean_env(home: Path) -> dict[str, str]:
+def _package_sources() -> dict[str, str]:
+    """This machine's index, extra indexes and find-links as pip resolves them here (the caller's variables over
+    the configuration files), as variables; {} where pip cannot tell."""
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "pip", "config", "list"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    files: dict[str, str] = {}
+    variables: dict[str, str] = {}
+    for line in done.stdout.splitlines():
+        key, _, value = line.partition("=")
+        scope, _, name = key.rpartition(".")
+        if name in _SOURCES and scope in (":env:", "global", "install", "wheel", "download"):
+            (variables if scope == ":env:" else files)[_SOURCES[name]] = value.strip().strip("'\"")
+    return files | variables
+
+
+def _clean_env(home: Path, *, sources: bool = True) -> dict[str, str]:
     env = {"PATH": SYSTEM_PATH, "HOME": str(home), "TMPDIR": tempfile.gettempdir(), "LANG": "C.UTF-8"}
-    return env | {k: os.environ[k] for k in _NETWORK_ENV if k in os.environ}
+    env |= {k: os.environ[k] for k in _NETWORK_ENV if k in os.environ}
+    return env | (_package_sources() if sources else {})
 
 
 def _stream(argv: list[str], *, cwd: Path, env: dict[str, str], title: str, out: Console) -> None:
@@ -70,7 +99,7 @@ def fresh_python(root: Path, dependencies: list[str], *, folder: Path, wheelhous
     in them is the folder's), as the module's docstring says; its interpreter."""
     venv, home = root / "venv", root / "pip-home"
     home.mkdir()
-    env = _clean_env(home)
+    env = _clean_env(home, sources=wheelhouse is None)
     _stream([sys.executable, "-m", "venv", str(venv)], cwd=root, env=env, title="a new virtual environment", out=out)
     python = venv / "bin" / "python"
     if not dependencies:
