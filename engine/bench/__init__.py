@@ -179,9 +179,7 @@ def measure(
             stream = summarize(ttfts, prefix="ttft_") | summarize(itls, prefix="itl_")
         ppl = runs.ppl or runs.scored()
         load = _serving_load(client, model=model, profile=profile) if runs.stopped is None else []
-    measured = runs.measurement(ppl, stream=stream, host_steal=host_steal, order=order if runs.held else [])
-    measured.load = load
-    return measured
+    return runs.measurement(ppl, stream=stream, host_steal=host_steal, order=order if runs.held else [], load=load)
 
 
 def _serving_load(client: httpx.Client, *, model: str, profile: BenchProfile) -> list[dict[str, Any]]:
@@ -296,7 +294,13 @@ class _Runs:
         return TpsResult.join(parts)
 
     def measurement(
-        self, ppl: PplResult, *, stream: dict[str, float], host_steal: float | None, order: list[str]
+        self,
+        ppl: PplResult,
+        *,
+        stream: dict[str, float],
+        host_steal: float | None,
+        order: list[str],
+        load: list[dict[str, Any]],
     ) -> Measurement:
         runs = TpsRuns(self.public)
         tps, first = runs.chosen, self.public[0]
@@ -337,4 +341,5 @@ class _Runs:
             run_order=order,
             host_steal=host_steal,
             telemetry=telemetry,
+            load=load,
         )
