@@ -28,6 +28,7 @@ __all__ = [
     "FREE_FLOOR_MIB",
     "GpuState",
     "gpu_identity",
+    "gpu_uuids",
     "gpu_states",
     "held_after_stop",
     "visible_gpus",
@@ -81,6 +82,14 @@ def gpu_identity(indices: list[str] | None) -> tuple[list[str], str | None]:
     if not rows:
         return [], None
     return [row[0] for row in rows], rows[0][1] if len(rows[0]) > 1 else None
+
+
+def gpu_uuids(indices: list[str] | None) -> list[str]:
+    """The UUIDs of these GPUs (None: every GPU): a card, whichever machine lends it; [] without nvidia-smi."""
+    if indices is not None and not indices:
+        return []
+    ids = [] if indices is None else [f"--id={','.join(indices)}"]
+    return [row[0] for row in _smi("--query-gpu=uuid", *ids) or [] if row]
 
 
 def gpu_states(indices: list[str]) -> dict[str, GpuState] | None:

@@ -5,16 +5,25 @@ the eighth figure of ``/proc/stat``'s ``cpu`` line). A reference stack decoding 
 2-core machine slowed by a third while its host took 10-30% of the time (``benchmarks/results/ctk-claims``):
 the share taken during a measurement is part of what its TPS means, so ``engine.bench`` records it.
 ``per_cpu_times`` reads each CPU's own line, for ``engine.telemetry``'s per-CPU busy and stolen shares.
+
+``host_probe`` times one fixed single-thread Python workload: vLLM at batch 1 on a small model spends most of
+a step in its host-side Python (scheduling, n-gram drafting, detokenising), so two leases of one GPU kind ran
+its fastest configuration 30% apart while a GPU-bound stack moved 3%. The probe is the cheap reading of that
+host speed that every boot records beside the lease's CPU model (``engine.provenance``'s ``host``).
 """
 
 from __future__ import annotations
 
+import statistics
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["CpuTimes", "cpu_times", "per_cpu_times", "stolen_share"]
+__all__ = ["CpuTimes", "cpu_model", "cpu_times", "host_probe", "per_cpu_times", "stolen_share"]
 
 _STAT = Path("/proc/stat")
+_CPUINFO = Path("/proc/cpuinfo")
+_PROBE_REPEATS = 7  # the median of these: one repeat caught by a context switch moves it little
 
 
 @dataclass(frozen=True)
@@ -63,3 +72,35 @@ def stolen_share(before: CpuTimes | None, after: CpuTimes | None) -> float | Non
     if before is None or after is None or after.total <= before.total:
         return None
     return (after.steal - before.steal) / (after.total - before.total)
+
+
+def cpu_model(cpuinfo: Path = _CPUINFO) -> str | None:
+    """The host CPU's model name (``/proc/cpuinfo``); None where the kernel does not say."""
+    try:
+        lines = cpuinfo.read_text().splitlines()
+    except OSError:
+        return None
+    return next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), None)
+
+
+def _probe_work() -> int:
+    # dict and list churn over small ints and short strings: the kind of work a serving loop's host side does
+    table: dict[int, list[str]] = {}
+    for i in range(40_000):
+        table.setdefault(i % 1_021, []).append(str(i))
+    return sum(len(v) for v in sorted(table.values(), key=len))
+
+
+def host_probe(repeats: int = _PROBE_REPEATS) -> float:
+    """Milliseconds one fixed single-thread Python workload takes here, the median of ``repeats`` (a faster host
+    reads lower)."""
+    times = []
+    for _ in range(repeats):
+        began = time.perf_counter()
+        _probe_work()
+        times.append((time.perf_counter() - began) * 1000.0)
+    return statistics.median(times)
+
+
+if __name__ == "__main__":  # the lease's reading, first thing on a lent machine (benchmarks/gpu/run_sweep.sh)
+    print(f"host: {cpu_model()}; probe {host_probe():.2f} ms (median of {_PROBE_REPEATS}; lower is faster)")

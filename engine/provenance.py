@@ -14,6 +14,9 @@ and every promotion or verification boot records ``provenance(...)`` next to its
     machine        the kernel's boot id (``/proc/sys/kernel/random/boot_id``): every lent machine, and every
                    restart of one, reads another, so a later run can tell whether it ran on the machine of an
                    earlier one (a shift between machines is not the noise of one: ``sweep.claims``)
+    host           the lease as a person reads it: {"cpu_model", "gpu_uuid" (the cards, [] on a CPU), "probe_ms"
+                   (``engine.host.host_probe``, read while the stack waits for its first request: the host's
+                   single-thread speed, which sets a host-bound stack's)}
     packages       the manifest's ``dependencies`` and everything they require, as the stack's own interpreter
                    has them installed: {name: pip requirement} (``pins``), what a submission pins; {} for a
                    manifest without dependencies
@@ -40,7 +43,8 @@ from typing import Any
 
 import httpx
 
-from engine.gpu import gpu_identity, visible_gpus
+from engine.gpu import gpu_identity, gpu_uuids, visible_gpus
+from engine.host import cpu_model, host_probe
 from engine.secrets import redact_text
 
 __all__ = ["KEYS", "pins", "provenance"]
@@ -53,6 +57,7 @@ KEYS = (
     "cuda_driver",
     "python",
     "machine",
+    "host",
     "packages",
     "threads",
     "resolved",
@@ -223,7 +228,8 @@ def provenance(
             if note:
                 notes.append(note)
     # unset, CUDA_VISIBLE_DEVICES shows a stack every GPU (engine.bench outside Ray); empty, none
-    gpus, driver = gpu_identity(visible_gpus(env) if "CUDA_VISIBLE_DEVICES" in env else None)
+    indices = visible_gpus(env) if "CUDA_VISIBLE_DEVICES" in env else None
+    gpus, driver = gpu_identity(indices)
     machine, note = _boot_id()
     if note:
         notes.append(note)
@@ -235,6 +241,7 @@ def provenance(
         "cuda_driver": driver,
         "python": platform.python_version(),
         "machine": machine,
+        "host": {"cpu_model": cpu_model(), "gpu_uuid": gpu_uuids(indices), "probe_ms": round(host_probe(), 3)},
         "packages": packages,
         "threads": _threads(env, notes),
         "resolved": {},  # engine.trial fills it from the stack's log once the stack answers

@@ -40,6 +40,7 @@ class RunArgs:
     fidelity: str | None
     time_limit: float | None
     ray_address: str | None
+    accelerator: str | None
     dry_run: bool
 
     def resume_command(self) -> str:
@@ -55,6 +56,7 @@ class RunArgs:
             ("--fidelity", self.fidelity),
             ("--time-limit", self.time_limit),
             ("--ray-address", self.ray_address),
+            ("--accelerator", self.accelerator),
         ):
             if value is not None:
                 parts += [flag, str(value)]
@@ -86,6 +88,12 @@ def parse_args(argv: list[str] | None = None) -> RunArgs:
         "long one takes); the same command resumes",
     )
     parser.add_argument("--ray-address", help="join this Ray cluster (default: start a local one)")
+    parser.add_argument(
+        "--accelerator",
+        metavar="TYPE",
+        help="pin the trials to nodes of this accelerator type instead of the study's (H100, H200, A10G; any: no "
+        "pin), for a lent machine of another card; each trial records the card it ran on",
+    )
     parser.add_argument("--dry-run", action="store_true", help="print the trials' argv and env; boot nothing")
     ns = parser.parse_args(argv)
     for name in ("trials", "workers", "time_limit"):
@@ -102,6 +110,7 @@ def parse_args(argv: list[str] | None = None) -> RunArgs:
         fidelity=ns.fidelity,
         time_limit=ns.time_limit,
         ray_address=ns.ray_address,
+        accelerator=ns.accelerator,
         dry_run=ns.dry_run,
     )
 
@@ -178,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
             n_trials=args.trials,
             workers=args.workers,
             fidelity=args.fidelity,
+            accelerator=args.accelerator,
         )
         if args.dry_run:
             from sweep.search import print_dry_run

@@ -56,6 +56,7 @@ class VerifyArgs:
     baseline_boots: int | None = None  # None: --repeats
     time_limit: float | None = None
     resume: str | None = None
+    accelerator: str | None = None  # None: the study's [resources] accelerator_type
 
 
 def _absolute(value: str | None) -> str | None:
@@ -79,6 +80,11 @@ def parse_args(argv: list[str] | None = None) -> VerifyArgs:
     parser.add_argument("--profile", help="measure with this profile's sizes (default: the claim's profile)")
     parser.add_argument("--manifest", help="the study's manifest, if sweep.run was given --manifest")
     parser.add_argument("--ray-address", help="join this Ray cluster (default: start a local one)")
+    parser.add_argument(
+        "--accelerator",
+        metavar="TYPE",
+        help="pin the boots to this accelerator type instead of the study's (any: none)",
+    )
     parser.add_argument(
         "--baseline-boots",
         type=int,
@@ -119,6 +125,7 @@ def parse_args(argv: list[str] | None = None) -> VerifyArgs:
         baseline_boots=ns.baseline_boots,
         time_limit=ns.time_limit,
         resume=ns.resume,
+        accelerator=ns.accelerator,
     )
 
 
@@ -128,7 +135,7 @@ def _verify(args: VerifyArgs, out: Console) -> int:
     from sweep.search import load_study
     from sweep.store import open_existing
 
-    spec = load_study(args.study, manifest=args.manifest)
+    spec = load_study(args.study, manifest=args.manifest, accelerator=args.accelerator)
     storage = open_existing(args.storage)
     try:
         evidence = load_evidence(storage, spec.name)

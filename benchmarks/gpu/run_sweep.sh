@@ -321,7 +321,7 @@ claims_verify() {  # the best claims (VERIFY_TOP, default 1), fresh boots on the
   local left=$((CALL_BUDGET_S - SECONDS - 30))
   (cd "$WORK" && TAIL=30 step "verify-$n" "$left" "$PY" -m sweep.verify --study "$study" \
       --storage "sqlite:///$WORK/$study.db" --top "${VERIFY_TOP:-1}" --repeats "${VERIFY_REPEATS:-3}" \
-      --baseline-boots "${BASELINE_BOOTS:-1}" --time-limit $((left - 20)) "${resume[@]}")
+      --baseline-boots "${BASELINE_BOOTS:-1}" --time-limit $((left - 20)) ${ACCEL:+--accelerator "$ACCEL"} "${resume[@]}")
   rc=$?
   [[ -s $WORK/verify.run ]] || sed -n 's/.* run \([0-9a-f]\{12\}\).*/\1/p' "$OUT/verify-$n.log" | head -n 1 >"$WORK/verify.run"
   ((rc == 0 || rc == 1)) && touch "$WORK/verify.done"  # a verdict (exit 3: stopped at the time limit, go on)
@@ -522,15 +522,29 @@ stable_noise() {  # NOISE_ARMS (names, comma-separated), NOISE_BOOTS and NOISE_A
   mkdir -p "$OUT/noise" && cp "$WORK"/noise/*.json "$WORK"/noise/*.txt "$OUT/noise/" 2>/dev/null
 }
 
+# Issue 53 (the GPU answer on whichever card comes): the same staging, then call after call (carry [.carry/challenge];
+# the first after the staging with .carry/cN too, as above) `CALL_N=N TRIALS=2 bash benchmarks/gpu/run_sweep.sh
+# stable`: the lease's host probe, then the study sized to a lease (search of TRIALS, promotion, confirmation)
+# pinned to the lent card (sweep.run --accelerator), resumed from its stored boots call after call; then, in a
+# later call (another lease where one comes), `VERIFY=1` for sweep.verify of the recommended (else the best) point.
+# FROM_DB=<a returned database> starts $WORK from it on a new machine.
+lent_card() {  # the lent GPU's kind as Ray names it: "NVIDIA H100 80GB HBM3" -> H100
+  nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 | awk '{print ($1 == "NVIDIA" ? $2 : $1)}'
+}
+
 stable() {
   vllm_env
+  [[ -n ${FROM_DB:-} && ! -e $WORK/vllm-h200-stable.db ]] && cp "$FROM_DB" "$WORK/vllm-h200-stable.db"
   prepare_once
-  local db=sqlite:///$WORK/vllm-h200-stable.db left=$((CALL_BUDGET_S - SECONDS - 40)) n=${CALL_N:-x}
+  local db=sqlite:///$WORK/vllm-h200-stable.db left=$((CALL_BUDGET_S - SECONDS - 40)) n=${CALL_N:-x} card
+  card=$(lent_card)
+  echo "== lease: card $card, $("$PY" -m engine.host), boot id $(cat /proc/sys/kernel/random/boot_id)"
+  echo "== plan: vllm-h200-stable at its promotion's profile (vllm-gpu), pinned to $card; ${left} s in this call"
   if [[ ${VERIFY:-0} == 1 ]]; then
-    VSTUDY=vllm-h200-stable VERIFY_TOP=1 VERIFY_REPEATS=4 claims_verify
+    VSTUDY=vllm-h200-stable VERIFY_TOP=1 VERIFY_REPEATS=${VERIFY_REPEATS:-3} ACCEL=$card claims_verify
   else
     (cd "$WORK" && TAIL=40 step "stable-$n" "$left" "$PY" -m sweep.run --study vllm-h200-stable --storage "$db" \
-        --time-limit $((left - 15)))
+        --accelerator "$card" ${TRIALS:+--trials "$TRIALS"} --time-limit $((left - 15)))
   fi
   (cd "$WORK" && "$PY" -m sweep.claims --study vllm-h200-stable --storage "$db" >"$OUT/claims.txt" 2>&1)
   cat "$OUT/claims.txt"

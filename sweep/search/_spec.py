@@ -226,11 +226,20 @@ def load_study(
     n_trials: int | None = None,
     workers: int | None = None,
     fidelity: str | None = None,
+    accelerator: str | None = None,
 ) -> StudySpec:
-    """Read and validate a study; the keyword arguments are the CLI's one-run overrides."""
+    """Read and validate a study; the keyword arguments are the CLI's one-run overrides. ``accelerator``
+    replaces ``[resources] accelerator_type`` for this run ("any": no pin), for a lent machine whose card is not
+    the one the study names: each trial's node record says which card it ran on."""
     path = study_path(name_or_path)
     raw = load_toml(path, StudySpecError)
-    return _parse(raw, path, manifest=manifest, profile=profile, n_trials=n_trials, workers=workers, fidelity=fidelity)
+    spec = _parse(raw, path, manifest=manifest, profile=profile, n_trials=n_trials, workers=workers, fidelity=fidelity)
+    if accelerator is None:
+        return spec
+    if not accelerator.strip() or any(c.isspace() or c in ":," for c in accelerator):
+        raise StudySpecError(f"--accelerator: {accelerator!r} is not an accelerator type (e.g. A10G, H100, H200, any)")
+    pinned = None if accelerator == "any" else accelerator
+    return replace(spec, resources=replace(spec.resources, accelerator_type=pinned))
 
 
 def _parse(

@@ -18,7 +18,7 @@ from datetime import datetime
 import pytest
 
 from engine.boot_phases import boot_phases
-from engine.gpu import FREE_FLOOR_MIB, held_after_stop, visible_gpus, wait_until_free
+from engine.gpu import FREE_FLOOR_MIB, gpu_uuids, held_after_stop, visible_gpus, wait_until_free
 from engine.knobs import parse_knobs
 from engine.process import OWNER_ENV
 from engine.stacks import ADAPTERS
@@ -32,7 +32,9 @@ import json, os, sys
 state = json.load(open(os.environ["FAKE_SMI_STATE"]))
 query = next(a for a in sys.argv if a.startswith("--query"))
 for gpu in state:
-    if query.startswith("--query-gpu"):
+    if query == "--query-gpu=uuid":
+        print(f"GPU-{{gpu['index']}}")
+    elif query.startswith("--query-gpu"):
         print(f"{{gpu['index']}}, GPU-{{gpu['index']}}, {{gpu['used']}}, 143771")
     else:
         for pid in gpu.get("pids", []):
@@ -63,6 +65,11 @@ def smi(tmp_path, monkeypatch):
 def test_the_gpus_are_the_ones_cuda_visible_devices_names():
     assert visible_gpus({"CUDA_VISIBLE_DEVICES": "1,3"}) == ["1", "3"]
     assert visible_gpus({"CUDA_VISIBLE_DEVICES": ""}) == [] and visible_gpus({}) == []
+
+
+def test_a_card_is_named_by_its_uuid_whichever_machine_lends_it(smi):
+    assert gpu_uuids(["0"]) == gpu_uuids(None) == ["GPU-0"]
+    assert gpu_uuids([]) == []
 
 
 def test_a_free_gpu_boots_at_once_and_a_busy_one_after_it_frees(smi):

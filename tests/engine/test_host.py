@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.host import CpuTimes, cpu_times, per_cpu_times, stolen_share
+from engine.host import CpuTimes, cpu_model, cpu_times, host_probe, per_cpu_times, stolen_share
 
 
 def _stat(tmp_path, *ticks: int):
@@ -46,3 +46,11 @@ def test_this_machine_reports_its_cpu_times():
     assert first is not None and second is not None and second.total >= first.total
     share = stolen_share(first, CpuTimes(total=second.total + 1, steal=second.steal))
     assert share is not None and 0.0 <= share <= 1.0
+
+
+def test_the_lease_is_read_by_its_cpu_model_and_a_probe_of_its_single_thread_speed(tmp_path):
+    (tmp_path / "cpuinfo").write_text("processor\t: 0\nvendor_id\t: X\nmodel name\t: Some CPU @ 2.00GHz\n\n")
+    assert cpu_model(tmp_path / "cpuinfo") == "Some CPU @ 2.00GHz"
+    assert cpu_model(tmp_path / "missing") is None
+    # the probe is a time of fixed work: positive, and the median of its repeats (one repeat's reading is one of them)
+    assert host_probe(repeats=1) > 0 and host_probe(repeats=3) > 0

@@ -6,6 +6,8 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
+from errors import ConfigError
+from sweep.search import load_study
 from sweep.store import open_storage
 from tests.stacks import stub_profile
 from tests.sweep.kit import run_in_process, write_manifest, write_study
@@ -120,8 +122,6 @@ def test_the_driver_boots_no_configuration_twice_nor_one_whose_ppl_is_known_over
 
 
 def test_a_study_no_node_can_host_is_refused_before_anything_boots(ray_connected, tmp_path):
-    from errors import ConfigError
-
     study = write_study(
         tmp_path,
         manifest=write_manifest(tmp_path),
@@ -132,3 +132,24 @@ def test_a_study_no_node_can_host_is_refused_before_anything_boots(ray_connected
     )
     with pytest.raises(ConfigError, match=r"no node .* accelerator types the nodes advertise: \['A10G', 'L4'\]"):
         run_in_process(study, f"sqlite:///{tmp_path}/s.db", tmp_path / "runs")
+
+
+def test_a_lent_card_runs_a_study_pinned_to_another_with_the_override_recorded(ray_connected, tmp_path):
+    # a study written for one card (H100, which no node has) runs on the lent one with --accelerator, only there,
+    # and every trial records the card it ran on; "any" drops the pin
+    study = write_study(
+        tmp_path,
+        manifest=write_manifest(tmp_path),
+        profile=stub_profile(tmp_path),
+        n_trials=2,
+        resources={"accelerator_type": "H100", "num_cpus": 1},
+        space={"centroid_top_k": {"choices": [16, 32]}},
+    )
+    url = f"sqlite:///{tmp_path}/s.db"
+    run_in_process(study, url, tmp_path / "runs", accelerator="L4")
+    booted = [r for r in rows(url, "stubstudy") if r.booted]
+    assert booted and all(r.status == "complete" for r in booted)
+    assert {(r.node["node_id"], r.node["accelerator_type"]) for r in booted} == {(ray_connected.l4.node_id, "L4")}
+    assert load_study(study, accelerator="any").resources.accelerator_type is None
+    with pytest.raises(ConfigError, match="--accelerator: 'L4:1' is not an accelerator type"):
+        load_study(study, accelerator="L4:1")
