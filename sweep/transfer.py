@@ -57,15 +57,16 @@ from rich.markup import escape
 from rich.status import Status
 from rich.table import Table
 
-from engine.bench import StreamTiming, Workload, long_prompts, measure_load, open_client, warm_up
-from engine.data import Prompt, load_prompts
+from engine.bench import Workload, harness_warm_up, level_prompts, measure_load, open_client
+from engine.data import Prompt
 from engine.knobs import KnobValues, parse_knobs
 from engine.launch import build_launch, check_machine
+from engine.loadlevel import LoadLevel
 from engine.process import EngineProcess
 from engine.profiles import BenchProfile
 from engine.trial import node_info
 from errors import ConfigError, EngineError, NoCompletedTrialsError, StudyMismatchError, UsageError
-from sweep.judgement import Slo, front_records, goodput
+from sweep.judgement import Slo, front_records, level_goodput
 
 if TYPE_CHECKING:  # imported where used: Ray and Optuna take seconds to import, and bad input should fail fast
     from sweep.search import StudySpec
@@ -219,58 +220,18 @@ def workloads(args: TransferArgs, profile: BenchProfile) -> list[Workload]:
     return made
 
 
-def level_prompts(profile: BenchProfile, plan: Sequence[Workload]) -> dict[str, list[Prompt]]:
-    """Each workload's prompts: the public levels disjoint slices of the profile's prompts in its order (no prompt
-    timed twice in a boot), the long level built from the whole public set; raises UsageError where it runs short."""
-    path = profile.path(profile.prompts)
-    every = load_prompts(path, shuffle_seed=profile.shuffle_seed or None)
-    public = [w for w in plan if w.prompts == "public"]
-    needed = sum(w.num_prompts for w in public)
-    if needed > len(every):
-        raise UsageError(
-            f"{len(public)} levels of {public[0].num_prompts} prompts need {needed} public prompts, none timed twice "
-            f"in a boot; {path} has {len(every)}: lower --num-prompts or drop a level"
-        )
-    slices, start = {}, 0
-    for w in public:
-        slices[w.name] = every[start : start + w.num_prompts]
-        start += w.num_prompts
-    for w in plan:
-        if w.prompts == "long":
-            slices[w.name] = long_prompts(every, w.num_prompts)
-    return slices
-
-
 # --- measuring -------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, kw_only=True)
 class LevelRun:
-    """One workload's run on one boot: its figures (``LoadResult.figures()``) and its requests."""
+    """One workload's run on one boot, and its goodput under the SLO (None without one)."""
 
-    workload: Workload
-    figures: dict[str, Any]
-    requests: list[StreamTiming]
-    goodput: float | None  # requests a second that met the SLO; None without one
+    level: LoadLevel
+    goodput: float | None
 
     def to_dict(self) -> dict[str, Any]:
-        first = min((r.start_s for r in self.requests), default=0.0)
-        return {
-            **self.figures,
-            "prompts": self.workload.prompts,
-            "output_len": self.workload.output_len,
-            "goodput": self.goodput,
-            "requests_timed": [
-                {
-                    "start_s": round(r.start_s - first, 6),
-                    "ttft_s": r.ttft_s,
-                    "itl_s": r.itl_s,
-                    "latency_s": r.latency_s,
-                    "output_tokens": r.output_tokens,
-                }
-                for r in self.requests
-            ],
-        }
+        return self.level.to_dict() | {"goodput": self.goodput}
 
 
 @dataclass(kw_only=True)
@@ -287,7 +248,7 @@ class PointRun:
         return self.error is None and len(self.levels) == len(plan)
 
     def level(self, name: str) -> LevelRun | None:
-        return next((lv for lv in self.levels if lv.workload.name == name), None)
+        return next((lv for lv in self.levels if lv.level.workload == name), None)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -307,24 +268,15 @@ def _measure(run: PointRun, engine: EngineProcess, setup: Setup, status: Status,
     first = setup.prompts[setup.plan[0].name][0]
     with open_client(engine.base_url, timeout_s=profile.request_timeout_s) as client:
         status.update(f"{where}: warming up")
-        warm_up(
-            client,
-            model=model,
-            prompt=first,
-            requests=profile.warmup_requests,
-            output_len=profile.warmup_output_len,
-            pause_s=profile.warmup_pause_s,
-        )
+        harness_warm_up(client, model=model, prompt=first, profile=profile)
         for i, workload in enumerate(setup.plan, start=1):
             status.update(
                 f"{where}: level {workload.name} ({i}/{len(setup.plan)}), "
                 f"{workload.num_prompts} requests x {workload.output_len} tokens"
             )
-            result = measure_load(client, model=model, prompts=setup.prompts[workload.name], workload=workload)
-            good = None if setup.slo is None else goodput(result.requests, setup.slo, wall_s=result.wall_s)
-            run.levels.append(
-                LevelRun(workload=workload, figures=result.figures(), requests=result.requests, goodput=good)
-            )
+            level = measure_load(client, model=model, prompts=setup.prompts[workload.name], workload=workload)
+            good = None if setup.slo is None else level_goodput(level, setup.slo)
+            run.levels.append(LevelRun(level=level, goodput=good))
 
 
 def run_point(run: PointRun, setup: Setup, status: Status, where: str) -> None:
@@ -380,7 +332,7 @@ def rank(runs: Sequence[PointRun], plan: Sequence[Workload]) -> Ranks:
     challenge = _ranked({r.point.number: r.point.challenge_tps for r in compared})
     levels = {}
     for w in plan:
-        measured = {r.point.number: lv.figures["output_tps"] for r in compared if (lv := r.level(w.name))}
+        measured = {r.point.number: lv.level.output_tps for r in compared if (lv := r.level(w.name))}
         levels[w.name] = _ranked(measured)
     return Ranks(challenge=challenge, levels=levels)
 
@@ -469,8 +421,8 @@ def _row(run: PointRun, setup: Setup, ranks: Ranks) -> list[str]:
         if lv is None:
             cells += ["-"] * (5 if setup.slo else 4)
             continue
-        f = lv.figures
-        cells += [f"{f['output_tps']:.2f}", f"{f['ttft_ms']['p99']:.0f}", f"{f['itl_ms']['p99']:.1f}"]
+        f = lv.level
+        cells += [f"{f.output_tps:.2f}", f"{f.ttft_ms.p99:.0f}", f"{f.itl_ms.p99:.1f}"]
         cells += [f"{lv.goodput:.3f}"] if lv.goodput is not None else []
         level_rank = ranks.levels[w.name].get(number)
         cells.append("-" if level_rank is None else str(level_rank))
@@ -551,7 +503,7 @@ def _setup(args: TransferArgs) -> tuple[Setup, list[Point], str]:
     setup = Setup(
         spec=spec,
         plan=plan,
-        prompts=level_prompts(spec.profile, plan),
+        prompts=level_prompts(spec.profile.load_public(), plan),
         slo=Slo(ttft_ms=args.slo_ttft_ms) if args.slo_ttft_ms is not None else None,
         out=args.out if args.out is not None else RUN_DIR / "exports" / spec.name / "transfer",
     )
@@ -563,7 +515,7 @@ def _report(run: PointRun, out: Console) -> None:
     if run.error is not None:
         out.print(f"{escape(run.point.label)}: failed: {escape(run.error)}")
         return
-    figures = ", ".join(f"{lv.workload.name} {lv.figures['output_tps']:.2f} tok/s" for lv in run.levels)
+    figures = ", ".join(f"{lv.level.workload} {lv.level.output_tps:.2f} tok/s" for lv in run.levels)
     out.print(f"{escape(run.point.label)}: booted in {run.boot_s or 0.0:.1f} s; {figures}")
 
 

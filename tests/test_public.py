@@ -18,7 +18,6 @@ REPO = Path(__file__).resolve().parent.parent
 # change to this table too, made on purpose.
 SURFACE = {
     "engine.bench": [
-        "LoadResult",
         "PplResult",
         "StreamTiming",
         "TpsResult",
@@ -26,6 +25,8 @@ SURFACE = {
         "Workload",
         "chat_payload",
         "coefficient_of_variation",
+        "harness_warm_up",
+        "level_prompts",
         "long_prompts",
         "measure",
         "measure_load",
@@ -92,6 +93,7 @@ SURFACE = {
         "get_profile",
         "load_profiles",
     ],
+    "engine.loadlevel": ["LoadLevel", "LoadRequest", "Percentiles"],
     "engine.logpipe": ["LogPipe", "MAX_LINE"],
     "engine.secrets": [
         "REDACTED",
@@ -321,7 +323,7 @@ SURFACE = {
     "dashboards.figures": ["THEMES", "history_figure", "hover_text", "knob_figure", "pareto_figure"],
     "dashboards.images": ["find_browser", "write_images"],
     "dashboards.serve": ["ServeArgs", "main", "parse_args"],
-    "dashboards.serving": ["main", "serving_figure", "write_chart", "write_serving"],
+    "dashboards.serving": ["ServingLine", "main", "serving_figure", "write_chart", "write_serving"],
     "dashboards.table": ["trials_frame"],
 }
 

@@ -141,13 +141,12 @@ class SweepConsole:
         for level in m.load if m is not None else []:
             judged = ""
             if slo is not None:
-                good = level_goodput(level, slo)
                 held = "held" if slo.holds(level) else "[yellow]missed[/]"
-                judged = f"  goodput {good or 0.0:.2f} req/s, SLO ({slo.text()}) {held}"
+                judged = f"  goodput {level_goodput(level, slo):.2f} req/s, SLO ({slo.text()}) {held}"
             self.out.print(
-                f"    load {level['workload']} ({level['requests']} requests, one run): {level['output_tps']:.2f} "
-                f"output tok/s, {level['requests_per_s']:.2f} req/s, p99 TTFT {level['ttft_ms']['p99']:.0f} ms, "
-                f"p99 ITL {level['itl_ms']['p99']:.0f} ms{judged}"
+                f"    load {level.workload} ({len(level.requests)} requests, one run): {level.output_tps:.2f} "
+                f"output tok/s, {level.requests_per_s:.2f} req/s, p99 TTFT {level.ttft_ms.p99:.0f} ms, "
+                f"p99 ITL {level.itl_ms.p99:.0f} ms{judged}"
             )
         rss = (m.telemetry.get("stack") or {}).get("rss_peak_mib") if m is not None else None
         if m is not None and m.load and rss:
@@ -263,15 +262,15 @@ class SweepConsole:
             table.add_column(name, justify="right")
         for p in front:
             r, s = by_number[p.number], judged[p.number]
-            level = next(x for x in (r.measurement.load if r.measurement else []) if x["workload"] == s.level)
+            level = next(x for x in (r.measurement.load if r.measurement else []) if x.workload == s.level)
             cells = [str(r.knobs.get(k, "")) for k in knobs]
             table.add_row(
                 str(p.number),
                 *cells,
                 s.level,
                 f"{s.goodput:.3f}",
-                f"{level['output_tps']:.2f}",
-                f"{level['ttft_ms'][f'p{slo.percentile}']:.0f}",
+                f"{level.output_tps:.2f}",
+                f"{level.ttft_ms.at(slo.percentile):.0f}",
                 f"{p.ppl:.4f}",
             )
         self.out.print(table)

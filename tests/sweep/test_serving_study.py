@@ -60,9 +60,9 @@ def test_a_serving_study_maximises_goodput_under_its_slo(ray_connected, tmp_path
     for trial in trials:
         record = records[trial.number]
         load = record.measurement.load
-        assert [level["workload"] for level in load] == ["c1", "c3"] and all(len(x["timings"]) == 3 for x in load)
+        assert [level.workload for level in load] == ["c1", "c3"] and all(len(x.requests) == 3 for x in load)
         # one at a time: at 3 in flight the last request's TTFT is two requests' wait, over the bound
-        assert load[1]["ttft_ms"]["p99"] > 120 >= load[0]["ttft_ms"]["p99"]
+        assert load[1].ttft_ms.p99 > 120 >= load[0].ttft_ms.p99
         served = judge_serving(load, spec.serving)
         assert served is not None and served.level == "c1"  # all three met the bound there, one of three at c3
         assert trial.values[0] == pytest.approx(served.goodput) and trial.values[1] == pytest.approx(record.ppl)
