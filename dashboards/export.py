@@ -7,8 +7,8 @@ importances for TPS and for PPL and Optuna's slice plots), ``pareto.png`` and ``
 point to submit and its claim, or that there is none yet: ``dashboards.best``); for a study whose
 trials ran a serving load, ``serving.html`` and ``serving.png`` (p99 TTFT against output tok/s, one
 line per configuration through its load levels: ``dashboards.serving``) and ``serving.csv`` (every
-level's figures; under a serving study's SLO its goodput, whether the SLO held, and the goodput-vs-PPL
-front under the gate and the SLO, by the one front rule),
+level's figures; under a serving study's SLO its goodput, whether the SLO held, and whether the trial is on
+the goodput-vs-PPL front under the gate and the SLO: ``sweep.judgement.serving_front``, the console's own),
 by default into ``runs/exports/<study>/``. ``sweep.run`` runs this command when a sweep ends.
 
 Exit codes: 0 written; 1 Chromium failed to render (the HTML and CSV are written); 2 bad input
@@ -38,7 +38,7 @@ from dashboards.serving import ServingLine, serving_figure, write_chart
 from dashboards.table import trials_frame
 from engine.loadlevel import LoadLevel
 from errors import ConfigError, GemmaSweepError
-from sweep.judgement import Served, Slo, level_goodput, pareto_front, serving_point
+from sweep.judgement import Served, Slo, level_goodput, serving_front
 from sweep.store import DEFAULT_STORAGE_URL, open_existing
 
 __all__ = ["EXPORTS_DIR", "export_study", "main"]
@@ -82,16 +82,6 @@ def _label(row: TrialRow, data: StudyData) -> str:
     return f"trial {row.number}" + (f": {knobs}" if knobs else "")
 
 
-def _serving_front(loaded: list[TrialRow], served: dict[int, Served]) -> set[int]:
-    """The goodput-vs-PPL front under the gate and the SLO, by the one front rule (one boot each: no noise)."""
-    points = [
-        serving_point(t.number, judged, ppl=t.record.ppl, feasible=bool(t.feasible))
-        for t in loaded
-        if (judged := served.get(t.number)) is not None and t.record is not None and t.record.ppl is not None
-    ]
-    return {p.number for p in pareto_front(points)}
-
-
 def _serving_row(
     t: TrialRow, level: LoadLevel, slo: Slo | None, served: Served | None, front: set[int]
 ) -> dict[str, Any]:
@@ -128,7 +118,9 @@ def _serving_files(data: StudyData, out: Path, *, theme: Theme) -> list[Path]:
         for t in loaded
         if slo is not None and t.record is not None and (judged := t.record.served(slo)) is not None
     }
-    front = _serving_front(loaded, served) if slo else set()
+    # the console's front, by the one function: a reused trial (a copy, a PPL-memo hit) is never on it
+    on_front = serving_front([t.record for t in loaded if t.record is not None], slo) if slo else []
+    front = {r.trial_number for r, _ in on_front}
     rows, lines = [], []
     for t in loaded:
         assert t.record is not None and t.record.measurement is not None  # loaded, above

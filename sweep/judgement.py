@@ -20,7 +20,7 @@ these rules and none keeps its own copy.
   wall time, as bench_serving computes it; ``Slo.holds`` judges a run's percentile against a bound
   (``p99 TTFT <= X``). ``judge_serving`` is a serving study's objective and constraint: the highest goodput
   among a trial's load levels (``engine.loadlevel.LoadLevel``), and how far that level's percentiles stand over
-  the bounds.
+  the bounds; ``serving_front`` is the one choice of a serving study's front, whoever shows it.
 - **Stops** (``GATE_STOP``, ``FRONT_STOP``): how multi-fidelity may end a trial before its full
   measurement; such a trial is never a front point.
 - **The front**, noise-aware. Each ``FrontPoint`` carries the noise of its own figures: ``tps_sd``,
@@ -68,6 +68,7 @@ __all__ = [
     "goodput",
     "judge_serving",
     "level_goodput",
+    "serving_front",
     "serving_point",
     "is_feasible",
     "lower_ppl",
@@ -398,3 +399,26 @@ def front_point(record: Judged, noise: Noise | None = None) -> FrontPoint:
     if noise is None:
         return FrontPoint(number=record.trial_number, tps=tps, ppl=ppl, feasible=bool(record.feasible))
     return noise.point(number=record.trial_number, tps=tps, ppl=ppl, feasible=bool(record.feasible))
+
+
+class ServedRecord(Judged, Protocol):
+    """A trial a serving study judges: ``sweep.store``'s ``TrialRecord``."""
+
+    def served(self, slo: Slo) -> Served | None: ...
+
+
+SR = TypeVar("SR", bound=ServedRecord)
+
+
+def serving_front(records: Iterable[SR], slo: Slo) -> list[tuple[SR, Served]]:
+    """A serving study's front: goodput at each trial's best level against PPL, under the gate and the SLO, by the
+    one front rule (one boot, one run a level: no noise model), the most goodput first, each with its judgement.
+    Only trials measured to the end by their own boot (``full``): a copy or a PPL-memo hit would count its source's
+    boot twice. The console, the exports and the dashboard all show this one."""
+    judged = {r.trial_number: (r, s) for r in records if r.full and r.ppl is not None and (s := r.served(slo))}
+    points = [
+        serving_point(number, s, ppl=r.ppl, feasible=bool(r.feasible))
+        for number, (r, s) in judged.items()
+        if r.ppl is not None
+    ]
+    return [judged[p.number] for p in sorted(pareto_front(points), key=lambda p: (-p.tps, p.number))]

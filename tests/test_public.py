@@ -157,6 +157,7 @@ SURFACE = {
         "goodput",
         "judge_serving",
         "level_goodput",
+        "serving_front",
         "serving_point",
         "is_feasible",
         "lower_ppl",

@@ -14,7 +14,7 @@ from rich.console import Console
 
 from dashboards.export import export_study
 from errors import StudySpecError
-from sweep.judgement import Slo, judge_serving
+from sweep.judgement import Slo, judge_serving, serving_front
 from sweep.search import SweepConsole, load_study
 from sweep.store import open_storage
 from sweep.store._trial import SLO_CONSTRAINT
@@ -91,6 +91,15 @@ def test_a_serving_study_maximises_goodput_under_its_slo(ray_connected, tmp_path
     assert set(table["workload"]) == {"c1", "c3"} and set(table["slo"]) == {"p99 TTFT <= 120 ms"}
     best = table[table["best_level"]]
     assert list(best["workload"].unique()) == ["c1"] and best["slo_held"].all() and table["on_serving_front"].any()
+
+    # one front: the console's table and the export's column name the same trials, on a study with a reused trial
+    # (the grid's 32, told the baseline's measurement), which neither counts a second time
+    reused = [r.trial_number for r in records.values() if r.reused]
+    front = serving_front(records.values(), spec.serving)
+    assert reused and front and not {r.trial_number for r, _ in front} & set(reused)
+    assert set(table[table["on_serving_front"]]["number"]) == {r.trial_number for r, _ in front}
+    shown_rows = [line.split("│")[1].strip() for line in shown.splitlines() if line.startswith("│")]  # not the header
+    assert shown_rows == [str(r.trial_number) for r, _ in front]
 
 
 @pytest.mark.parametrize(
