@@ -286,6 +286,7 @@ SURFACE = {
     "sweep.verify": ["VerifyArgs", "main", "parse_args"],
     "sweep.submit": ["SubmitArgs", "main", "parse_args"],
     "sweep.transfer": ["TransferArgs", "main", "parse_args"],
+    "sweep.serving": ["TransferArgs", "main", "parse_args"],
     "engine.startup": ["Start", "StartError", "bridged", "fill", "free_port", "gc_policy", "start", "whole"],
     "engine.stacks": [
         "ADAPTERS",
@@ -453,7 +454,7 @@ def _imports(tree: ast.Module) -> set[str]:
 
 
 # The floors of sweep/, bottom up: the rules, what is stored, the search, the claims, the submission, the commands
-_COMMANDS = ("sweep.run", "sweep.verify", "sweep.submit", "sweep.transfer")
+_COMMANDS = ("sweep.run", "sweep.verify", "sweep.submit", "sweep.transfer", "sweep.serving")
 _ABOVE_STORE = ("sweep.search", "sweep.claims", "sweep.submission", *_COMMANDS)
 
 

@@ -5,7 +5,11 @@ point whose stack fails to boot, and bad input refused before anything boots."""
 from __future__ import annotations
 
 import json
+import signal
 import struct
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -123,6 +127,61 @@ def test_a_serial_stacks_front_under_load_and_a_point_that_fails_to_boot(swept, 
     assert [lv["workload"] for lv in baseline["levels"]] == ["c1"] and baseline["error"] is None
     assert tuned["levels"] == [] and "EngineBootError" in tuned["error"] and tuned["rank_held"] is None
     assert (out / "transfer.png").is_file()  # the measured point is drawn
+
+
+def _read(path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (FileNotFoundError, ValueError):
+        return {}
+
+
+def test_a_dry_run_boots_nothing_and_an_interrupted_transfer_goes_on(swept, tmp_path, capsys):
+    study, url = swept
+    out = tmp_path / "transfer-out"
+    argv = ["--study", str(study), "--storage", url, "--levels", "1,4", "--num-prompts", "4"]
+    argv += ["--output-len", str(OUTPUT_LEN), "--slo-ttft-ms", str(SLO_TTFT_MS), "--out", str(out)]
+    command = [sys.executable, "-m", "sweep.transfer", *argv]
+
+    # --dry-run: each point it would boot, with its command line; nothing booted, nothing written
+    dry = subprocess.run([*command, "--dry-run"], capture_output=True, text=True, timeout=120)
+    assert dry.returncode == 0, dry.stderr
+    assert "trial 0 (baseline): sliding_window=512: would boot" in dry.stdout
+    assert "sliding_window=128: would boot" in dry.stdout and dry.stdout.count("  argv: ") == 2
+    assert "levels on each boot, in order: c1 (1 in flight, 4 public prompts x 16 tokens)" in dry.stdout
+    assert "nothing is booted" in dry.stdout and not out.exists()
+
+    # interrupted while the second point is measured: the first is written whole, the second marked
+    running = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not any(
+            p["error"] is None and len(p["levels"]) == 3 for p in _read(out / "transfer.json").get("points", [])
+        ):
+            assert running.poll() is None and time.monotonic() < deadline, "the first point was never written whole"
+            time.sleep(0.05)
+        running.send_signal(signal.SIGINT)
+        assert running.wait(timeout=60) == 130, running.stderr.read() if running.stderr else ""
+    finally:
+        if running.poll() is None:
+            running.kill()
+    first, second = _read(out / "transfer.json")["points"]
+    assert first["error"] is None and [lv["workload"] for lv in first["levels"]] == ["c1", "c4", "long-c1"]
+    assert second["error"] == "interrupted" and len(second["levels"]) < 3
+
+    # the same command goes on: the finished point kept as it was measured, not booted again; the other measured
+    assert transfer.main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "1 kept from the earlier run there" in printed
+    assert f"{first['label']}: kept from the earlier run in this folder, not booted again" in printed
+    kept, measured = json.loads((out / "transfer.json").read_text())["points"]
+    assert kept["levels"] == first["levels"] and kept["boot_s"] == first["boot_s"]
+    assert measured["error"] is None and [lv["workload"] for lv in measured["levels"]] == ["c1", "c4", "long-c1"]
+    assert {kept["challenge_rank"], measured["challenge_rank"]} == {1, 2}  # ranked together
+
+    # a rerun of another plan into that folder would not compare: refused before anything boots
+    assert transfer.main([*argv[:5], "1", *argv[6:]]) == 2
+    assert "differs from this one's" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
