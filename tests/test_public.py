@@ -286,7 +286,17 @@ SURFACE = {
     "sweep.verify": ["VerifyArgs", "main", "parse_args"],
     "sweep.submit": ["SubmitArgs", "main", "parse_args"],
     "sweep.transfer": ["TransferArgs", "main", "parse_args"],
-    "sweep.serving": ["TransferArgs", "main", "parse_args"],
+    "sweep.serving": [
+        "DEFAULT_CONFIDENCE",
+        "LevelVerdict",
+        "MaxLoad",
+        "TransferArgs",
+        "main",
+        "max_load",
+        "parse_args",
+        "probe_levels",
+        "verdict",
+    ],
     "engine.startup": ["Start", "StartError", "bridged", "fill", "free_port", "gc_policy", "start", "whole"],
     "engine.stacks": [
         "ADAPTERS",

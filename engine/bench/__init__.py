@@ -99,14 +99,17 @@ def open_client(base_url: str, *, timeout_s: float) -> httpx.Client:
     return httpx.Client(base_url=base_url, timeout=httpx.Timeout(timeout_s, connect=10.0))
 
 
-def harness_warm_up(client: httpx.Client, *, model: str, prompt: Prompt, profile: BenchProfile) -> None:
+def harness_warm_up(
+    client: httpx.Client, *, model: str, prompt: Prompt, profile: BenchProfile, requests: int | None = None
+) -> None:
     """The organisers' harness's warm-up as ``profile`` sizes it (its requests, their tokens, the pause after), on
-    ``prompt``: what every timed run here, and each boot of a serving transfer, is preceded by."""
+    ``prompt``: what every timed run here, and each boot of a serving transfer, is preceded by. ``requests``: at
+    least that many warm-up requests at once (a load level's concurrency: the batch it is about to be timed at)."""
     warm_up(
         client,
         model=model,
         prompt=prompt,
-        requests=profile.warmup_requests,
+        requests=max(profile.warmup_requests, requests or 0),
         output_len=profile.warmup_output_len,
         pause_s=profile.warmup_pause_s,
     )

@@ -8,6 +8,8 @@
     _output    ``transfer.json``, the table, a line a point
     _chart     the chart, drawn by the dashboards' own command
     _resume    the points an earlier run into the same folder finished (``kept_points``)
+    _maxload   the highest load a configuration holds under an SLO, each level decided over repeated runs
+               (``max_load``, ``probe_levels``)
     _command   the command: checks, ``--dry-run``, the boots in order, resume (``main``)
 
 The rules it judges by are ``sweep.judgement``'s: the SLO, goodput, and the serving front (``serving_front``,
@@ -17,5 +19,16 @@ there rather than here so that the search's console, a floor below, shows the sa
 
 from sweep.serving._args import TransferArgs, parse_args
 from sweep.serving._command import main
+from sweep.serving._maxload import DEFAULT_CONFIDENCE, LevelVerdict, MaxLoad, max_load, probe_levels, verdict
 
-__all__ = ["TransferArgs", "main", "parse_args"]
+__all__ = [
+    "DEFAULT_CONFIDENCE",
+    "LevelVerdict",
+    "MaxLoad",
+    "TransferArgs",
+    "main",
+    "max_load",
+    "parse_args",
+    "probe_levels",
+    "verdict",
+]
