@@ -30,6 +30,7 @@ class TransferArgs:
     top: int
     out: Path | None  # None: runs/exports/<study>/transfer/
     dry_run: bool = False
+    max_load_repeats: int | None = None  # None: no max-load search; else runs a level it decides over
 
 
 def _levels(text: str) -> tuple[int, ...]:
@@ -66,6 +67,13 @@ def parse_args(argv: list[str] | None = None) -> TransferArgs:
     parser.add_argument("--top", type=int, default=DEFAULT_TOP, help="front points, fastest first (default 4)")
     parser.add_argument("--out", type=Path, help="output folder (default runs/exports/<study>/transfer/)")
     parser.add_argument(
+        "--max-load",
+        type=int,
+        metavar="REPEATS",
+        help="after the levels, on the same boot: the highest of --levels the point holds under the SLO, each level "
+        "decided over REPEATS runs (at least 2; needs --slo-ttft-ms)",
+    )
+    parser.add_argument(
         "--dry-run", action="store_true", help="print what would be booted and on what; boot nothing, write nothing"
     )
     ns = parser.parse_args(argv)
@@ -80,6 +88,8 @@ def parse_args(argv: list[str] | None = None) -> TransferArgs:
         raise UsageError(f"--top must be at least 1, got {ns.top}")
     if ns.slo_ttft_ms is not None and not 0 < ns.slo_ttft_ms < math.inf:
         raise UsageError(f"--slo-ttft-ms must be a positive number of milliseconds, got {ns.slo_ttft_ms}")
+    if ns.max_load is not None and (ns.max_load < 2 or ns.slo_ttft_ms is None):
+        raise UsageError(f"--max-load needs --slo-ttft-ms and at least 2 runs a level, got {ns.max_load}")
     return TransferArgs(
         study=ns.study,
         storage=ns.storage,
@@ -92,4 +102,5 @@ def parse_args(argv: list[str] | None = None) -> TransferArgs:
         top=ns.top,
         out=ns.out,
         dry_run=ns.dry_run,
+        max_load_repeats=ns.max_load,
     )

@@ -20,6 +20,7 @@ from engine.loadlevel import LoadLevel
 from engine.process import EngineProcess
 from errors import EngineError
 from sweep.judgement import Slo, level_goodput
+from sweep.serving._maxload import MaxLoad, max_load, probe_levels
 from sweep.serving._points import Point
 
 if TYPE_CHECKING:
@@ -56,6 +57,7 @@ class PointRun:
     boot_s: float | None = None
     error: str | None = None
     kept: bool = False
+    max_load: MaxLoad | None = None  # with --max-load
 
     def complete(self, plan: Sequence[Workload]) -> bool:
         return self.error is None and [lv.level.workload for lv in self.levels] == [w.name for w in plan]
@@ -73,6 +75,8 @@ class Setup:
     prompts: dict[str, list[Prompt]]
     slo: Slo | None
     out: Path
+    public: list[Prompt]  # every public prompt, in the profile's order
+    max_load_repeats: int | None = None
 
 
 def _measure(run: PointRun, engine: EngineProcess, setup: Setup, status: Status, where: str) -> None:
@@ -88,6 +92,19 @@ def _measure(run: PointRun, engine: EngineProcess, setup: Setup, status: Status,
             )
             level = measure_load(client, model=model, prompts=setup.prompts[workload.name], workload=workload)
             run.levels.append(LevelRun.judged(level, setup.slo))
+        if setup.max_load_repeats is not None and setup.slo is not None:
+            status.update(f"{where}: the highest level it holds under {setup.slo.text()}")
+            used = sum(w.num_prompts for w in setup.plan if w.prompts == "public")  # the search's runs start after
+            probe = probe_levels(
+                client,
+                model=model,
+                profile=profile,
+                public=setup.public[used:] + setup.public[:used],
+                repeats=setup.max_load_repeats,
+                num_prompts=setup.plan[0].num_prompts,
+                output_len=setup.plan[0].output_len,
+            )
+            run.max_load = max_load([w.concurrency for w in setup.plan if w.prompts == "public"], probe, setup.slo)
 
 
 def run_point(run: PointRun, setup: Setup, status: Status, where: str) -> None:

@@ -29,6 +29,9 @@ request's timings, rewritten after each point), each point's stack log (``trial-
 ``transfer.html`` / ``transfer.png`` (p99 TTFT against output tok/s, one line a configuration across its
 concurrency levels), drawn by the dashboards' own command (``python -m dashboards.serving``).
 
+``--max-load REPEATS`` (with ``--slo-ttft-ms``): after its levels, on the same boot, the highest of the
+``--levels`` concurrencies the point holds under the SLO, each level decided over REPEATS runs (``_maxload``).
+
 ``--dry-run`` prints what would be booted (each point's knobs, argv and env, secrets redacted) and on what, and
 which points an earlier run already measured; it boots nothing and writes nothing. Resume: the same command into the
 same folder goes on where an interrupted or failed run stopped, keeping the points it finished (``_resume``).
@@ -90,10 +93,13 @@ def _setup(args: TransferArgs) -> tuple[Setup, list[Point], str]:
         )
     points = choose_points(spec, evidence.records, front, args.top)
     plan = workloads(args, spec.profile)
+    public = spec.profile.load_public()
     setup = Setup(
         spec=spec,
         plan=plan,
-        prompts=level_prompts(spec.profile.load_public(), plan),
+        prompts=level_prompts(public, plan),
+        public=public,
+        max_load_repeats=args.max_load_repeats,
         slo=Slo(ttft_ms=args.slo_ttft_ms) if args.slo_ttft_ms is not None else None,
         out=args.out if args.out is not None else RUN_DIR / "exports" / spec.name / "transfer",
     )
@@ -112,6 +118,12 @@ def _dry_run(setup: Setup, points: Sequence[Point], kept: dict[int, PointRun], o
         markup=False,
     )
     out.print(f"levels on each boot, in order: {levels}", markup=False, soft_wrap=True)
+    if setup.max_load_repeats is not None and setup.slo is not None:
+        out.print(
+            f"then the highest of them each point holds under {setup.slo.text()}, each level decided over "
+            f"{setup.max_load_repeats} runs",
+            markup=False,
+        )
     for point in points:
         if point.number in kept:
             out.print(f"\n{point.label}: measured by an earlier run in {setup.out}; not booted again", markup=False)

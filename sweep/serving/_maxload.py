@@ -21,7 +21,8 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Any
 
 import httpx
 
@@ -53,6 +54,22 @@ class MaxLoad:
 
     concurrency: int | None
     verdicts: tuple[LevelVerdict, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"concurrency": self.concurrency, "verdicts": [asdict(v) for v in self.verdicts]}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> MaxLoad:
+        verdicts = tuple(
+            LevelVerdict(
+                concurrency=int(v["concurrency"]),
+                ratios=tuple(float(r) for r in v["ratios"]),
+                upper=float(v["upper"]),
+                holds=bool(v["holds"]),
+            )
+            for v in data["verdicts"]
+        )
+        return cls(concurrency=data["concurrency"], verdicts=verdicts)
 
 
 def verdict(

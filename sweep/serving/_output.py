@@ -58,6 +58,7 @@ def _document(setup: Setup, runs: Sequence[PointRun], ranks: Ranks, storage: str
         "basis": _basis(setup, runs),
         "machine": node_info() | {"cpus": os.cpu_count()},
         "workloads": plan_entries(setup.plan),
+        "max_load_repeats": setup.max_load_repeats,
         "slo": None if setup.slo is None else {"ttft_ms": setup.slo.ttft_ms, "text": setup.slo.text()},
         "points": [
             {
@@ -75,6 +76,7 @@ def _document(setup: Setup, runs: Sequence[PointRun], ranks: Ranks, storage: str
                 "error": r.error,
                 "log": str(r.log),
                 "levels": [lv.to_dict() for lv in r.levels],
+                "max_load": None if r.max_load is None else r.max_load.to_dict(),
             }
             for r in runs
         ],
@@ -96,6 +98,8 @@ def _columns(table: Table, setup: Setup) -> None:
         for head in ("tok/s", "p99 TTFT\nms", "p99 ITL\nms", *(["goodput\nreq/s"] if setup.slo else []), "rank"):
             table.add_column(f"{w.name}\n{head}", justify="right")
     table.add_column("rank held\nat every level")
+    if setup.max_load_repeats is not None:
+        table.add_column("holds up to\n(in flight)", justify="right")
 
 
 def _row(run: PointRun, setup: Setup, ranks: Ranks) -> list[str]:
@@ -114,6 +118,9 @@ def _row(run: PointRun, setup: Setup, ranks: Ranks) -> list[str]:
         cells.append("-" if level_rank is None else str(level_rank))
     held = ranks.held(number)
     cells.append("not compared" if held is None else "yes" if held else "no")
+    if setup.max_load_repeats is not None:
+        found = run.max_load
+        cells.append("-" if found is None else "none" if found.concurrency is None else str(found.concurrency))
     return cells
 
 
@@ -148,4 +155,5 @@ def report(run: PointRun, out: Console) -> None:
         if run.kept
         else f"booted in {run.boot_s or 0.0:.1f} s"
     )
-    out.print(f"{escape(run.point.label)}: {how}; {figures}")
+    found = "" if run.max_load is None else f"; holds the SLO up to {run.max_load.concurrency or 'no level'}"
+    out.print(f"{escape(run.point.label)}: {how}; {figures}{found}")

@@ -17,6 +17,7 @@ from engine.files import load_json
 from engine.loadlevel import LoadLevel
 from errors import DataError, UsageError
 from sweep.serving._boots import LevelRun, PointRun, Setup
+from sweep.serving._maxload import MaxLoad
 from sweep.serving._output import plan_entries
 from sweep.serving._points import Point
 
@@ -24,13 +25,15 @@ __all__ = ["kept_points"]
 
 
 def _same_plan(stored: dict[str, Any], setup: Setup) -> str | None:
-    """What differs between the earlier file's plan and this one's; None where nothing does."""
-    ours = {
+    """The first field in which the earlier file's plan differs from this one's; None where none does."""
+    ours: dict[str, Any] = {
         "study": setup.spec.name,
         "manifest": setup.spec.manifest.name,
         "workloads": plan_entries(setup.plan),
     }
-    return next((f"its {key}" for key, value in ours.items() if stored.get(key) != value), None)
+    if setup.max_load_repeats is not None:  # a search of other repeats decides differently
+        ours["max_load_repeats"] = setup.max_load_repeats
+    return next((key for key, value in ours.items() if stored.get(key) != value), None)
 
 
 def kept_points(path: Path, setup: Setup, points: Sequence[Point]) -> dict[int, PointRun]:
@@ -45,7 +48,7 @@ def kept_points(path: Path, setup: Setup, points: Sequence[Point]) -> dict[int, 
     differs = _same_plan(stored, setup)
     if differs is not None:
         raise UsageError(
-            f"{path} holds a transfer whose {differs.removeprefix('its ')} differs from this one's: its points would "
+            f"{path} holds a transfer whose {differs} differs from this one's: its points would "
             "not compare; give another --out, or remove it to start afresh"
         )
     by_number = {p.number: p for p in points}
@@ -62,6 +65,11 @@ def kept_points(path: Path, setup: Setup, points: Sequence[Point]) -> dict[int, 
         run = PointRun(
             point=point, log=Path(entry.get("log", "")), levels=levels, boot_s=entry.get("boot_s"), kept=True
         )
+        if setup.max_load_repeats is not None:
+            try:
+                run.max_load = MaxLoad.from_dict(entry["max_load"])
+            except (KeyError, TypeError, ValueError):
+                continue  # measured without the search (or not readably): booted again for it
         if run.complete(setup.plan):
             kept[point.number] = run
     return kept

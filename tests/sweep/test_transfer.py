@@ -140,7 +140,7 @@ def test_a_dry_run_boots_nothing_and_an_interrupted_transfer_goes_on(swept, tmp_
     study, url = swept
     out = tmp_path / "transfer-out"
     argv = ["--study", str(study), "--storage", url, "--levels", "1,4", "--num-prompts", "4"]
-    argv += ["--output-len", str(OUTPUT_LEN), "--slo-ttft-ms", str(SLO_TTFT_MS), "--out", str(out)]
+    argv += ["--output-len", str(OUTPUT_LEN), "--slo-ttft-ms", str(SLO_TTFT_MS), "--out", str(out), "--max-load", "2"]
     command = [sys.executable, "-m", "sweep.transfer", *argv]
 
     # --dry-run: each point it would boot, with its command line; nothing booted, nothing written
@@ -150,6 +150,9 @@ def test_a_dry_run_boots_nothing_and_an_interrupted_transfer_goes_on(swept, tmp_
     assert "sliding_window=128: would boot" in dry.stdout and dry.stdout.count("  argv: ") == 2
     assert "levels on each boot, in order: c1 (1 in flight, 4 public prompts x 16 tokens)" in dry.stdout
     assert "nothing is booted" in dry.stdout and not out.exists()
+    assert "then the highest of them each point holds under p99 TTFT <= 250 ms, each level decided over 2 runs" in (
+        dry.stdout
+    )
 
     # interrupted while the second point is measured: the first is written whole, the second marked
     running = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -167,7 +170,11 @@ def test_a_dry_run_boots_nothing_and_an_interrupted_transfer_goes_on(swept, tmp_
             running.kill()
     first, second = _read(out / "transfer.json")["points"]
     assert first["error"] is None and [lv["workload"] for lv in first["levels"]] == ["c1", "c4", "long-c1"]
-    assert second["error"] == "interrupted" and len(second["levels"]) < 3
+    # the max-load search on the same boot: alone a request meets the bound; at 4 in flight on a stack that serves
+    # one at a time, the last waits three requests' service, over it
+    assert first["max_load"]["concurrency"] == 1
+    assert [(v["concurrency"], v["holds"]) for v in first["max_load"]["verdicts"]] == [(1, True), (4, False)]
+    assert second["error"] == "interrupted" and second["max_load"] is None
 
     # the same command goes on: the finished point kept as it was measured, not booted again; the other measured
     assert transfer.main(argv) == 0
@@ -176,11 +183,12 @@ def test_a_dry_run_boots_nothing_and_an_interrupted_transfer_goes_on(swept, tmp_
     assert f"{first['label']}: kept from the earlier run in this folder, not booted again" in printed
     kept, measured = json.loads((out / "transfer.json").read_text())["points"]
     assert kept["levels"] == first["levels"] and kept["boot_s"] == first["boot_s"]
+    assert kept["max_load"] == first["max_load"] and measured["max_load"]["concurrency"] == 1
     assert measured["error"] is None and [lv["workload"] for lv in measured["levels"]] == ["c1", "c4", "long-c1"]
     assert {kept["challenge_rank"], measured["challenge_rank"]} == {1, 2}  # ranked together
 
     # a rerun of another plan into that folder would not compare: refused before anything boots
-    assert transfer.main([*argv[:5], "1", *argv[6:]]) == 2
+    assert transfer.main([*argv[:5], "1", *argv[6:]]) == 2  # --levels 1
     assert "differs from this one's" in capsys.readouterr().err
 
 
@@ -190,6 +198,8 @@ def test_a_dry_run_boots_nothing_and_an_interrupted_transfer_goes_on(swept, tmp_
         (["--levels", "1,4,4"], "--levels: each concurrency once"),
         (["--levels", "1,x"], "--levels must be comma-separated concurrencies"),
         (["--levels", "1,8", "--num-prompts", "4"], "never puts 8 requests in flight"),
+        (["--max-load", "2"], "--max-load needs --slo-ttft-ms"),
+        (["--max-load", "1", "--slo-ttft-ms", "100"], "at least 2 runs a level"),
         (["--study", "no-such-study"], "study 'no-such-study' not found"),
     ],
 )
