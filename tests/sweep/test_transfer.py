@@ -10,6 +10,7 @@ import struct
 import subprocess
 import sys
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -224,3 +225,33 @@ def test_a_study_with_no_front_is_refused(tmp_path, capsys):
     assert transfer.main(["--study", "ctk", "--storage", url, "--out", str(tmp_path / "out")]) == 2
     assert "study 'ctk' has no front" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_dry_run_of_the_ctk_study_prints_what_it_would_boot(tmp_path):
+    """``python -m sweep.transfer --study ctk --dry-run`` on a small database of the project's own ctk study: the
+    baseline and its front point, each with the command line it would boot; nothing booted, nothing written."""
+    import optuna
+
+    from sweep.store import open_storage
+    from tests.sweep.kit import measured_record
+
+    url = f"sqlite:///{tmp_path / 'ctk.db'}"
+    storage = open_storage(url)
+    try:
+        optuna.create_study(study_name="ctk", storage=storage.optuna, directions=["maximize", "minimize"])
+        for number, tps, ppl, ctk in ((0, 100.0, 2.30, 32), (1, 120.0, 2.35, 16)):
+            record = measured_record(
+                number, tps, ppl, study="ctk", knobs={"centroid_top_k": ctk}, gate=2.415, feasible=True
+            )
+            storage.insert_record(replace(record, is_baseline=number == 0))
+    finally:
+        storage.close()
+    out = tmp_path / "out"
+    argv = [sys.executable, "-m", "sweep.transfer", "--study", "ctk", "--storage", url, "--out", str(out), "--dry-run"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "dry run of the transfer of study ctk" in done.stdout and "2 of 2 configuration(s) to boot" in done.stdout
+    assert "trial 0 (baseline): centroid_top_k=32: would boot" in done.stdout
+    assert "trial 1: centroid_top_k=16: would boot" in done.stdout and done.stdout.count("  argv: ") == 2
+    assert "levels on each boot, in order: c1 (1 in flight, 16 public prompts" in done.stdout
+    assert not out.exists()
