@@ -141,7 +141,7 @@ def test_a_dry_run_boots_nothing_and_an_interrupted_transfer_goes_on(swept, tmp_
     study, url = swept
     out = tmp_path / "transfer-out"
     argv = ["--study", str(study), "--storage", url, "--levels", "1,4", "--num-prompts", "4"]
-    argv += ["--output-len", str(OUTPUT_LEN), "--slo-ttft-ms", str(SLO_TTFT_MS), "--out", str(out), "--max-load", "2"]
+    argv += ["--output-len", str(OUTPUT_LEN), "--slo-ttft-ms", str(SLO_TTFT_MS), "--out", str(out), "--max-load", "3"]
     command = [sys.executable, "-m", "sweep.transfer", *argv]
 
     # --dry-run: each point it would boot, with its command line; nothing booted, nothing written
@@ -151,7 +151,7 @@ def test_a_dry_run_boots_nothing_and_an_interrupted_transfer_goes_on(swept, tmp_
     assert "sliding_window=128: would boot" in dry.stdout and dry.stdout.count("  argv: ") == 2
     assert "levels on each boot, in order: c1 (1 in flight, 4 public prompts x 16 tokens)" in dry.stdout
     assert "nothing is booted" in dry.stdout and not out.exists()
-    assert "then the highest of them each point holds under p99 TTFT <= 250 ms, each level decided over 2 runs" in (
+    assert "then the highest of them each point holds under p99 TTFT <= 250 ms, each level decided over 3 runs" in (
         dry.stdout
     )
 
