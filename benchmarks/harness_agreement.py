@@ -27,7 +27,7 @@ from pathlib import Path
 
 from benchmarks._report import emit, table
 from benchmarks._sweeps import load_note
-from engine.bench import measure_tps, open_client, warm_up
+from engine.bench import harness_warm_up, measure_tps, open_client
 from engine.install import install_stack
 from engine.knobs import parse_knobs
 from engine.launch import build_launch
@@ -71,14 +71,7 @@ def _profile(args: Args) -> BenchProfile:
 def _ours(base_url: str, *, model: str, profile: BenchProfile) -> float:
     prompts, _ = profile.load_data()
     with open_client(base_url, timeout_s=profile.request_timeout_s) as client:
-        warm_up(
-            client,
-            model=model,
-            prompt=prompts[0],
-            requests=profile.warmup_requests,
-            output_len=profile.warmup_output_len,
-            pause_s=profile.warmup_pause_s,
-        )
+        harness_warm_up(client, model=model, prompt=prompts[0], profile=profile)
         return measure_tps(client, model=model, prompts=prompts, output_len=profile.output_len).tps
 
 

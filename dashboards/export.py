@@ -7,8 +7,8 @@ importances for TPS and for PPL and Optuna's slice plots), ``pareto.png`` and ``
 point to submit and its claim, or that there is none yet: ``dashboards.best``); for a study whose
 trials ran a serving load, ``serving.html`` and ``serving.png`` (p99 TTFT against output tok/s, one
 line per configuration through its load levels: ``dashboards.serving``) and ``serving.csv`` (every
-level's figures; under a serving study's SLO its goodput, whether the SLO held, and the goodput-vs-PPL
-front under the gate and the SLO, by the one front rule),
+level's figures; under a serving study's SLO its goodput, whether the SLO held, and whether the trial is on
+the goodput-vs-PPL front under the gate and the SLO: ``sweep.judgement.serving_front``, the console's own),
 by default into ``runs/exports/<study>/``. ``sweep.run`` runs this command when a sweep ends.
 
 Exit codes: 0 written; 1 Chromium failed to render (the HTML and CSV are written); 2 bad input
@@ -34,10 +34,11 @@ from dashboards.data import StudyData, TrialRow, load_study_data, require_measur
 from dashboards.figures import THEMES, Theme, history_figure, knob_figure, pareto_figure
 from dashboards.images import write_images
 from dashboards.importance import importance_figure, knob_importances, slice_figures
-from dashboards.serving import serving_figure, write_chart
+from dashboards.serving import ServingLine, serving_figure, write_chart
 from dashboards.table import trials_frame
+from engine.loadlevel import LoadLevel
 from errors import ConfigError, GemmaSweepError
-from sweep.judgement import Served, Slo, level_goodput, pareto_front, serving_point
+from sweep.judgement import Served, Slo, level_goodput, serving_front
 from sweep.store import DEFAULT_STORAGE_URL, open_existing
 
 __all__ = ["EXPORTS_DIR", "export_study", "main"]
@@ -81,35 +82,26 @@ def _label(row: TrialRow, data: StudyData) -> str:
     return f"trial {row.number}" + (f": {knobs}" if knobs else "")
 
 
-def _serving_front(loaded: list[TrialRow], served: dict[int, Served]) -> set[int]:
-    """The goodput-vs-PPL front under the gate and the SLO, by the one front rule (one boot each: no noise)."""
-    points = [
-        serving_point(t.number, judged, ppl=t.record.ppl, feasible=bool(t.feasible))
-        for t in loaded
-        if (judged := served.get(t.number)) is not None and t.record is not None and t.record.ppl is not None
-    ]
-    return {p.number for p in pareto_front(points)}
-
-
 def _serving_row(
-    t: TrialRow, level: dict[str, Any], slo: Slo | None, served: Served | None, front: set[int]
+    t: TrialRow, level: LoadLevel, slo: Slo | None, served: Served | None, front: set[int]
 ) -> dict[str, Any]:
     assert t.record is not None
+    latencies = {"ttft": level.ttft_ms, "tpot": level.tpot_ms, "itl": level.itl_ms, "e2e": level.e2e_ms}
     return {
         "number": t.number,
         **{f"knob.{k}": v for k, v in t.knobs.items()},
-        "workload": level["workload"],
-        "concurrency": level["concurrency"],
-        "requests": level["requests"],
-        "output_tps": level["output_tps"],
-        "requests_per_s": level["requests_per_s"],
-        **{f"{f}_{p}_ms": level[f"{f}_ms"][p] for f in ("ttft", "tpot", "itl", "e2e") for p in ("p50", "p99")},
+        "workload": level.workload,
+        "concurrency": level.concurrency,
+        "requests": len(level.requests),
+        "output_tps": level.output_tps,
+        "requests_per_s": level.requests_per_s,
+        **{f"{f}_p{p}_ms": figure.at(p) for f, figure in latencies.items() for p in (50, 99)},
         "ppl": t.record.ppl,
         "feasible": t.feasible,
         "slo": slo.text() if slo else None,
         "goodput": level_goodput(level, slo) if slo else None,
         "slo_held": slo.holds(level) if slo else None,
-        "best_level": served.level == level["workload"] if served else None,
+        "best_level": served.level == level.workload if served else None,
         "on_serving_front": t.number in front if slo else None,
     }
 
@@ -126,12 +118,14 @@ def _serving_files(data: StudyData, out: Path, *, theme: Theme) -> list[Path]:
         for t in loaded
         if slo is not None and t.record is not None and (judged := t.record.served(slo)) is not None
     }
-    front = _serving_front(loaded, served) if slo else set()
+    # the console's front, by the one function: a reused trial (a copy, a PPL-memo hit) is never on it
+    on_front = serving_front([t.record for t in loaded if t.record is not None], slo) if slo else []
+    front = {r.trial_number for r, _ in on_front}
     rows, lines = [], []
     for t in loaded:
         assert t.record is not None and t.record.measurement is not None  # loaded, above
         rows += [_serving_row(t, level, slo, served.get(t.number), front) for level in t.record.measurement.load]
-        lines.append({"label": _label(t, data), "levels": t.record.measurement.load})
+        lines.append(ServingLine(label=_label(t, data), levels=t.record.measurement.load))
     table = out / "serving.csv"
     pd.DataFrame(rows).to_csv(table, index=False)
     title = f"{data.study_name}: p99 TTFT against output throughput, each configuration through its load levels (one boot each)"

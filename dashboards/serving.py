@@ -1,11 +1,10 @@
 """Serving curves: p99 TTFT against output throughput, one line per configuration across its load levels.
 
-``serving_figure(lines)`` draws a list of ``{"label": ..., "levels": [figures, ...]}``, each ``figures`` as
-``engine.bench``'s ``LoadResult.figures()`` gives it (``output_tps``, ``ttft_ms``'s ``p99``, ``concurrency``): x the
-output tok/s, y the p99 TTFT in ms (a log scale: a stack that serves one request at a time waits seconds at 16 in
+``serving_figure(lines)`` draws a list of ``ServingLine`` (a label and its ``engine.loadlevel.LoadLevel`` levels): x
+the output tok/s, y the p99 TTFT in ms (a log scale: a stack that serves one request at a time waits seconds at 16 in
 flight where it answered in tens of milliseconds alone), one line per configuration through its concurrency levels in
 order, each point labelled with its concurrency, as vLLM's and AIPerf's concurrency sweeps are drawn. A level on
-long-context prompts (``"prompts": "long"`` beside its figures) is no step of the concurrency sweep: it is its own
+long-context prompts (its ``prompts`` is ``"long"``) is no step of the concurrency sweep: it is its own
 marker, in its line's colour, not joined to the line.
 
 ``python -m dashboards.serving PATH`` draws a ``transfer.json`` (written by ``python -m sweep.transfer``, which runs
@@ -22,24 +21,32 @@ from __future__ import annotations
 import argparse
 import html
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import plotly.graph_objects as go
 
 from dashboards.figures import THEMES, Theme
 from dashboards.images import write_images
 from engine.files import load_json
+from engine.loadlevel import LoadLevel
 from errors import ConfigError, DataError, GemmaSweepError
 
-__all__ = ["main", "serving_figure", "write_chart", "write_serving"]
+__all__ = ["ServingLine", "main", "serving_figure", "write_chart", "write_serving"]
 
 X_TITLE = "Output throughput (tokens/s, higher is better)"
 Y_TITLE = "p99 time to first token (ms, log scale, lower is better)"
 # Mid-tones that read on both plotly_white and plotly_dark (the Pareto chart's), one a configuration
 _COLOURS = ("#3b82f6", "#f97316", "#22c55e", "#a855f7", "#ef4444", "#14b8a6", "#eab308", "#9ca3af")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServingLine:
+    """One configuration through its load levels, in the order they ran."""
+
+    label: str
+    levels: Sequence[LoadLevel]
 
 
 @dataclass(frozen=True)
@@ -52,24 +59,11 @@ class _Step:
     long: bool
 
 
-def _steps(levels: Sequence[Mapping[str, Any]], label: str) -> list[_Step]:
-    """The levels' figures as points; raises DataError naming the configuration for a level without them."""
-    steps = []
-    for i, level in enumerate(levels):
-        try:
-            steps.append(
-                _Step(
-                    tps=float(level["output_tps"]),
-                    ttft_p99_ms=float(level["ttft_ms"]["p99"]),
-                    concurrency=int(level["concurrency"]),
-                    long=level.get("prompts") == "long",
-                )
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise DataError(
-                f"{label!r}, level {i + 1}: no load figures to draw ({type(exc).__name__}: {exc})"
-            ) from None
-    return steps
+def _steps(levels: Sequence[LoadLevel]) -> list[_Step]:
+    return [
+        _Step(tps=lv.output_tps, ttft_p99_ms=lv.ttft_ms.p99, concurrency=lv.concurrency, long=lv.prompts == "long")
+        for lv in levels
+    ]
 
 
 def _hover(label: str, step: _Step) -> str:
@@ -118,16 +112,14 @@ def _line(fig: go.Figure, label: str, steps: list[_Step], colour: str) -> None:
 
 
 def serving_figure(
-    lines: Sequence[Mapping[str, Any]], *, title: str = "Latency against throughput under load", theme: Theme = "light"
+    lines: Sequence[ServingLine], *, title: str = "Latency against throughput under load", theme: Theme = "light"
 ) -> go.Figure:
-    """p99 TTFT against output tok/s, one line per ``{"label": str, "levels": [figures, ...]}`` (see the module's
-    docstring); a line without levels is left out. Raises DataError for a level without load figures."""
+    """p99 TTFT against output tok/s, one line a configuration (see the module's docstring); a line without levels
+    is left out."""
     fig = go.Figure()
     for i, line in enumerate(lines):
-        label = str(line.get("label", f"configuration {i + 1}"))
-        steps = _steps(line.get("levels") or [], label)
-        if steps:
-            _line(fig, label, steps, _COLOURS[i % len(_COLOURS)])
+        if line.levels:
+            _line(fig, line.label, _steps(line.levels), _COLOURS[i % len(_COLOURS)])
     fig.update_layout(
         template=THEMES[theme],
         title={"text": title, "x": 0.01},
@@ -140,17 +132,22 @@ def serving_figure(
     return fig
 
 
-def _read(path: Path) -> tuple[str, list[dict[str, Any]]]:
-    """The chart's title and lines from a ``transfer.json``; raises DataError for one with nothing measured."""
+def _read(path: Path) -> tuple[str, list[ServingLine]]:
+    """The chart's title and lines from a ``transfer.json``; raises DataError for one with nothing measured or a
+    level that is not one (named)."""
     data = load_json(path, DataError, what="serving figures")
     points = data.get("points") if isinstance(data, dict) else None
     if not isinstance(points, list):
         raise DataError(f"{path}: no 'points' list (written by python -m sweep.transfer)")
-    lines = [
-        {"label": p.get("label", ""), "levels": p.get("levels") or []}
-        for p in points
-        if isinstance(p, dict) and p.get("levels")
-    ]
+    lines = []
+    for p in points:
+        if isinstance(p, dict) and p.get("levels"):
+            label = str(p.get("label", ""))
+            try:
+                levels = [LoadLevel.from_dict(level) for level in p["levels"]]
+            except DataError as exc:
+                raise DataError(f"{path}: {label!r}: {exc}") from None
+            lines.append(ServingLine(label=label, levels=levels))
     if not lines:
         raise DataError(f"{path}: no configuration has a measured level to draw")
     title = str(data.get("title") or f"{path.stem}: p99 TTFT against output throughput under load")

@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
+from engine.loadlevel import LoadLevel
+
 __all__ = ["SUMMARY", "Measurement", "TrialOutcome", "TrialStatus"]
 
 SUMMARY = {"summary": True}  # field metadata: shown as an Optuna user attribute
@@ -63,9 +65,9 @@ class Measurement:
     # Every timed run's requests and step figures, and what the machine did meanwhile (engine.bench,
     # engine.telemetry; the shape is in docs/ARCHITECTURE.md, "Telemetry")
     telemetry: dict[str, Any] = field(default_factory=dict)
-    # The serving load's runs (profile load_concurrency), one per level: engine.bench's LoadResult.figures() and
-    # each request's [TTFT, TPOT, latency] in seconds, from which an SLO's goodput is judged (sweep.judgement)
-    load: list[dict[str, Any]] = field(default_factory=list)
+    # The serving load's runs (profile load_concurrency), one per level, each with its requests' timings, from
+    # which an SLO's goodput is judged (sweep.judgement); stored in LoadLevel's one shape
+    load: list[LoadLevel] = field(default_factory=list)
 
     @property
     def full(self) -> bool:
@@ -73,11 +75,11 @@ class Measurement:
         return self.stopped is None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return asdict(self) | {"load": [level.to_dict() for level in self.load]}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Measurement:
-        return cls(**data)
+        return cls(**(data | {"load": [LoadLevel.from_dict(level) for level in data.get("load") or []]}))
 
     def summary(self) -> dict[str, Any]:
         """The fields marked ``SUMMARY`` that have a value."""
@@ -89,7 +91,7 @@ class Measurement:
 
     def scalars(self, *, prefix: str = "") -> dict[str, Any]:
         """Every scalar figure, nested dicts flattened (``latency_s.p50``); per-prompt lists left out."""
-        return _flatten(asdict(self), prefix=prefix)
+        return _flatten(asdict(self), prefix=prefix)  # the load levels are a list: left out
 
 
 def _flatten(data: dict[str, Any], *, prefix: str) -> dict[str, Any]:
@@ -121,7 +123,7 @@ class TrialOutcome:
     provenance: dict[str, Any] = field(default_factory=dict)  # engine.provenance: stack, versions, GPU, driver
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return asdict(self) | {"measurement": None if self.measurement is None else self.measurement.to_dict()}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrialOutcome:

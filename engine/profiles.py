@@ -102,13 +102,9 @@ class BenchProfile:
             )
         return prompts[:needed], load_ppl_records(self.path(self.refs), limit=self.ppl_records)
 
-    def load_public(self, count: int) -> list[Prompt]:
-        """The first ``count`` public prompts, as ``load_data`` orders them (the serving load's)."""
-        path = self.path(self.prompts)
-        prompts = load_prompts(path, shuffle_seed=self.shuffle_seed or None)
-        if count > len(prompts):
-            raise DataError(f"{path}: {count} prompts asked for by the serving load, the file has {len(prompts)}")
-        return prompts[:count]
+    def load_public(self) -> list[Prompt]:
+        """Every public prompt, as ``load_data`` orders them (what the serving load's levels are cut from)."""
+        return load_prompts(self.path(self.prompts), shuffle_seed=self.shuffle_seed or None)
 
     def load_heldout(self) -> list[Prompt]:
         """The held-out run's prompts: the first ``num_prompts`` of ``heldout_prompts`` in the file's

@@ -19,7 +19,8 @@ these rules and none keeps its own copy.
   meets it, one just over does not), ``goodput`` the requests a second that met every bound, over the run's
   wall time, as bench_serving computes it; ``Slo.holds`` judges a run's percentile against a bound
   (``p99 TTFT <= X``). ``judge_serving`` is a serving study's objective and constraint: the highest goodput
-  among a trial's load levels, and how far that level's percentiles stand over the bounds.
+  among a trial's load levels (``engine.loadlevel.LoadLevel``), and how far that level's percentiles stand over
+  the bounds; ``serving_front`` is the one choice of a serving study's front, whoever shows it.
 - **Stops** (``GATE_STOP``, ``FRONT_STOP``): how multi-fidelity may end a trial before its full
   measurement; such a trial is never a front point.
 - **The front**, noise-aware. Each ``FrontPoint`` carries the noise of its own figures: ``tps_sd``,
@@ -38,7 +39,10 @@ import math
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Literal, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from engine.loadlevel import LoadLevel
 
 __all__ = [
     "BETWEEN_PRIOR",
@@ -64,6 +68,7 @@ __all__ = [
     "goodput",
     "judge_serving",
     "level_goodput",
+    "serving_front",
     "serving_point",
     "is_feasible",
     "lower_ppl",
@@ -190,7 +195,7 @@ class Slo:
             raise ValueError(f"SLO percentile must be 50, 90 or 99, got {self.percentile!r}")
 
     def bounds(self) -> dict[str, float]:
-        """{figure: bound in ms} for the bounds set (the figures are ``engine.bench``'s load figures' keys)."""
+        """{figure: bound in ms} for the bounds set (the figures named as ``LoadLevel.latency`` names them)."""
         named = {"ttft_ms": self.ttft_ms, "tpot_ms": self.tpot_ms, "e2e_ms": self.e2e_ms}
         return {k: v for k, v in named.items() if v is not None}
 
@@ -199,9 +204,9 @@ class Slo:
         seen = {"ttft_ms": request.ttft_s, "tpot_ms": request.tpot_s, "e2e_ms": request.latency_s}
         return all(1000.0 * seen[k] <= bound for k, bound in self.bounds().items())
 
-    def holds(self, figures: dict[str, dict[str, float]]) -> bool:
-        """Whether a run's figures (``LoadResult.figures()``) keep every bound at the SLO's percentile."""
-        return all(figures[k][f"p{self.percentile}"] <= bound for k, bound in self.bounds().items())
+    def holds(self, level: LoadLevel) -> bool:
+        """Whether a load run keeps every bound at the SLO's percentile."""
+        return all(level.latency(k).at(self.percentile) <= bound for k, bound in self.bounds().items())
 
     def text(self) -> str:
         return ", ".join(
@@ -215,15 +220,6 @@ def goodput(requests: Sequence[Timed], slo: Slo, *, wall_s: float) -> float:
 
 
 @dataclass(frozen=True)
-class _Stored:
-    """A request as a measurement stores it: [TTFT, TPOT, latency] in seconds."""
-
-    ttft_s: float
-    tpot_s: float
-    latency_s: float
-
-
-@dataclass(frozen=True)
 class Served:
     """A serving study's judgement of one trial's load levels: the level of the highest goodput, that goodput
     (the objective), and how far its percentile figures stand over the SLO's bounds (the constraint: the
@@ -234,37 +230,25 @@ class Served:
     excess: float
 
 
-def _percentile(level: dict[str, object], figure: str, percentile: int) -> float:
-    stats = level.get(figure)
-    value = stats.get(f"p{percentile}") if isinstance(stats, dict) else None
-    return float(value) if isinstance(value, (int, float)) else math.inf  # unmeasured: no bound holds
-
-
 def serving_point(number: int, served: Served, *, ppl: float, feasible: bool) -> FrontPoint:
     """A serving study's trial as a point of its front: its goodput in the speed slot (one boot, one run a level:
     no noise), feasible under the gate (``feasible``) and the SLO (its best level's percentiles within bounds)."""
     return FrontPoint(number=number, tps=served.goodput, ppl=ppl, feasible=feasible and served.excess <= 0)
 
 
-def level_goodput(level: dict[str, object], slo: Slo) -> float | None:
-    """The goodput of one stored load level (``Measurement.load``: its ``timings`` and ``wall_s``); None for a
-    level without them."""
-    timings, wall = level.get("timings"), level.get("wall_s")
-    if not isinstance(timings, list) or not isinstance(wall, (int, float)) or wall <= 0:
-        return None
-    return goodput([_Stored(*t) for t in timings], slo, wall_s=float(wall))
+def level_goodput(level: LoadLevel, slo: Slo) -> float:
+    """The goodput of one load run under ``slo``, from its requests and its wall time."""
+    return goodput(level.requests, slo, wall_s=level.wall_s)
 
 
-def judge_serving(levels: Sequence[dict[str, object]], slo: Slo) -> Served | None:
+def judge_serving(levels: Sequence[LoadLevel], slo: Slo) -> Served | None:
     """``levels``: a measurement's load runs (``Measurement.load``); None where it has none."""
     best: Served | None = None
     for level in levels:
         value = level_goodput(level, slo)
-        if value is None:
-            continue
-        excess = max(_percentile(level, k, slo.percentile) / bound - 1.0 for k, bound in slo.bounds().items())
+        excess = max(level.latency(k).at(slo.percentile) / bound - 1.0 for k, bound in slo.bounds().items())
         if best is None or value > best.goodput:
-            best = Served(level=str(level.get("workload")), goodput=value, excess=excess)
+            best = Served(level=level.workload, goodput=value, excess=excess)
     return best
 
 
@@ -415,3 +399,26 @@ def front_point(record: Judged, noise: Noise | None = None) -> FrontPoint:
     if noise is None:
         return FrontPoint(number=record.trial_number, tps=tps, ppl=ppl, feasible=bool(record.feasible))
     return noise.point(number=record.trial_number, tps=tps, ppl=ppl, feasible=bool(record.feasible))
+
+
+class ServedRecord(Judged, Protocol):
+    """A trial a serving study judges: ``sweep.store``'s ``TrialRecord``."""
+
+    def served(self, slo: Slo) -> Served | None: ...
+
+
+SR = TypeVar("SR", bound=ServedRecord)
+
+
+def serving_front(records: Iterable[SR], slo: Slo) -> list[tuple[SR, Served]]:
+    """A serving study's front: goodput at each trial's best level against PPL, under the gate and the SLO, by the
+    one front rule (one boot, one run a level: no noise model), the most goodput first, each with its judgement.
+    Only trials measured to the end by their own boot (``full``): a copy or a PPL-memo hit would count its source's
+    boot twice. The console, the exports and the dashboard all show this one."""
+    judged = {r.trial_number: (r, s) for r in records if r.full and r.ppl is not None and (s := r.served(slo))}
+    points = [
+        serving_point(number, s, ppl=r.ppl, feasible=bool(r.feasible))
+        for number, (r, s) in judged.items()
+        if r.ppl is not None
+    ]
+    return [judged[p.number] for p in sorted(pareto_front(points), key=lambda p: (-p.tps, p.number))]

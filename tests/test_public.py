@@ -18,7 +18,6 @@ REPO = Path(__file__).resolve().parent.parent
 # change to this table too, made on purpose.
 SURFACE = {
     "engine.bench": [
-        "LoadResult",
         "PplResult",
         "StreamTiming",
         "TpsResult",
@@ -26,6 +25,8 @@ SURFACE = {
         "Workload",
         "chat_payload",
         "coefficient_of_variation",
+        "harness_warm_up",
+        "level_prompts",
         "long_prompts",
         "measure",
         "measure_load",
@@ -93,6 +94,7 @@ SURFACE = {
         "get_profile",
         "load_profiles",
     ],
+    "engine.loadlevel": ["LoadLevel", "LoadRequest", "Percentiles"],
     "engine.logpipe": ["LogPipe", "MAX_LINE"],
     "engine.secrets": [
         "REDACTED",
@@ -156,6 +158,7 @@ SURFACE = {
         "goodput",
         "judge_serving",
         "level_goodput",
+        "serving_front",
         "serving_point",
         "is_feasible",
         "lower_ppl",
@@ -284,6 +287,17 @@ SURFACE = {
     "sweep.verify": ["VerifyArgs", "main", "parse_args"],
     "sweep.submit": ["SubmitArgs", "main", "parse_args"],
     "sweep.transfer": ["TransferArgs", "main", "parse_args"],
+    "sweep.serving": [
+        "DEFAULT_CONFIDENCE",
+        "LevelVerdict",
+        "MaxLoad",
+        "TransferArgs",
+        "main",
+        "max_load",
+        "parse_args",
+        "probe_levels",
+        "verdict",
+    ],
     "engine.startup": ["Start", "StartError", "bridged", "fill", "free_port", "gc_policy", "start", "whole"],
     "engine.stacks": [
         "ADAPTERS",
@@ -322,7 +336,7 @@ SURFACE = {
     "dashboards.figures": ["THEMES", "history_figure", "hover_text", "knob_figure", "pareto_figure"],
     "dashboards.images": ["find_browser", "write_images"],
     "dashboards.serve": ["ServeArgs", "main", "parse_args"],
-    "dashboards.serving": ["main", "serving_figure", "write_chart", "write_serving"],
+    "dashboards.serving": ["ServingLine", "main", "serving_figure", "write_chart", "write_serving"],
     "dashboards.table": ["trials_frame"],
 }
 
@@ -451,7 +465,7 @@ def _imports(tree: ast.Module) -> set[str]:
 
 
 # The floors of sweep/, bottom up: the rules, what is stored, the search, the claims, the submission, the commands
-_COMMANDS = ("sweep.run", "sweep.verify", "sweep.submit", "sweep.transfer")
+_COMMANDS = ("sweep.run", "sweep.verify", "sweep.submit", "sweep.transfer", "sweep.serving")
 _ABOVE_STORE = ("sweep.search", "sweep.claims", "sweep.submission", *_COMMANDS)
 
 

@@ -44,7 +44,7 @@ from typing import Any
 
 import httpx
 
-from engine.bench._load import LoadResult, Workload, long_prompts, measure_load, percentiles
+from engine.bench._load import Workload, level_prompts, long_prompts, measure_load, percentiles
 from engine.bench._metrics import parse_counters, read_counters, stack_figures
 from engine.bench._ppl import PplResult, measure_ppl
 from engine.bench._stats import coefficient_of_variation, summarize
@@ -61,6 +61,7 @@ from engine.bench._tps import (
 )
 from engine.data import PplRecord, Prompt
 from engine.host import cpu_times, stolen_share
+from engine.loadlevel import LoadLevel
 from engine.measurement import Measurement
 from engine.profiles import BenchProfile
 from engine.stacks import StackAdapter
@@ -68,7 +69,6 @@ from engine.stages import Partial, Stages, Stop
 from engine.telemetry import Telemetry
 
 __all__ = [
-    "LoadResult",
     "PplResult",
     "StreamTiming",
     "TpsResult",
@@ -76,6 +76,8 @@ __all__ = [
     "Workload",
     "chat_payload",
     "coefficient_of_variation",
+    "harness_warm_up",
+    "level_prompts",
     "long_prompts",
     "measure",
     "measure_load",
@@ -95,6 +97,22 @@ __all__ = [
 
 def open_client(base_url: str, *, timeout_s: float) -> httpx.Client:
     return httpx.Client(base_url=base_url, timeout=httpx.Timeout(timeout_s, connect=10.0))
+
+
+def harness_warm_up(
+    client: httpx.Client, *, model: str, prompt: Prompt, profile: BenchProfile, requests: int | None = None
+) -> None:
+    """The organisers' harness's warm-up as ``profile`` sizes it (its requests, their tokens, the pause after), on
+    ``prompt``: what every timed run here, and each boot of a serving transfer, is preceded by. ``requests``: at
+    least that many warm-up requests at once (a load level's concurrency: the batch it is about to be timed at)."""
+    warm_up(
+        client,
+        model=model,
+        prompt=prompt,
+        requests=max(profile.warmup_requests, requests or 0),
+        output_len=profile.warmup_output_len,
+        pause_s=profile.warmup_pause_s,
+    )
 
 
 @contextmanager
@@ -182,16 +200,13 @@ def measure(
     return runs.measurement(ppl, stream=stream, host_steal=host_steal, order=order if runs.held else [], load=load)
 
 
-def _serving_load(client: httpx.Client, *, model: str, profile: BenchProfile) -> list[dict[str, Any]]:
-    """The profile's serving load (``load_concurrency``), one run a level, after the challenge's measurement."""
+def _serving_load(client: httpx.Client, *, model: str, profile: BenchProfile) -> list[LoadLevel]:
+    """The profile's serving load (``load_concurrency``), one run a level, after the challenge's measurement, each
+    level on its own prompts (``level_prompts``)."""
     if not profile.load_concurrency:
         return []
-    prompts = profile.load_public(profile.load_num_prompts)
-    if profile.load_prompts == "long":
-        prompts = long_prompts(prompts, profile.load_num_prompts)
-    levels = []
-    for concurrency in profile.load_concurrency:
-        workload = Workload(
+    plan = [
+        Workload(
             name=f"c{concurrency}",
             concurrency=concurrency,
             request_rate=profile.load_request_rate or math.inf,
@@ -199,10 +214,10 @@ def _serving_load(client: httpx.Client, *, model: str, profile: BenchProfile) ->
             output_len=profile.load_output_len,
             prompts=profile.load_prompts,
         )
-        result = measure_load(client, model=model, prompts=prompts, workload=workload)
-        timings = [[r.ttft_s, r.tpot_s, r.latency_s] for r in result.requests]
-        levels.append(result.figures() | {"timings": timings})
-    return levels
+        for concurrency in profile.load_concurrency
+    ]
+    prompts = level_prompts(profile.load_public(), plan)
+    return [measure_load(client, model=model, prompts=prompts[w.name], workload=w) for w in plan]
 
 
 class _Runs:
@@ -251,14 +266,7 @@ class _Runs:
         checkpoint stopped the measurement."""
         profile = self.profile
         with _phase(self.timings, "warmup"):
-            warm_up(
-                self.client,
-                model=self.model,
-                prompt=run[0],
-                requests=profile.warmup_requests,
-                output_len=profile.warmup_output_len,
-                pause_s=profile.warmup_pause_s,
-            )
+            harness_warm_up(self.client, model=self.model, prompt=run[0], profile=profile)
         if label == "heldout":
             self.held = self._timed(run, "heldout")
             self.timed.append((label, self.held))
@@ -300,7 +308,7 @@ class _Runs:
         stream: dict[str, float],
         host_steal: float | None,
         order: list[str],
-        load: list[dict[str, Any]],
+        load: list[LoadLevel],
     ) -> Measurement:
         runs = TpsRuns(self.public)
         tps, first = runs.chosen, self.public[0]

@@ -8,11 +8,15 @@ them all at once), and times each: TTFT, the gaps between content chunks, the la
 its output tokens. A request waiting for a free slot is not yet sent: its clock starts when it is, as
 bench_serving's does.
 
-``LoadResult.figures()`` is what bench_serving prints for a run: output tok/s and requests/s over the run's
-wall time (first request sent to last one done), TTFT, TPOT, inter-token latency and end-to-end latency at
-their mean and p50/p90/p99 in milliseconds, computed as it computes them (``numpy.percentile``, linear
-interpolation, over every request's TTFT, every gap, every latency). Whether a request met a latency SLO,
-and the goodput, are the judging room's (``sweep.judgement``).
+The run is one ``engine.loadlevel.LoadLevel``: its figures are what bench_serving prints for a run (output tok/s
+and requests/s over the run's wall time, first request sent to last one done; TTFT, TPOT, inter-token latency and
+end-to-end latency at their mean and p50/p90/p99 in milliseconds), computed as it computes them
+(``numpy.percentile``, linear interpolation, over every request's TTFT, every gap, every latency), beside every
+request's timings. Whether a request met a latency SLO, and the goodput, are the judging room's
+(``sweep.judgement``).
+
+Which prompts a level gets is ``level_prompts``'s one rule, for a serving study's trials and ``sweep.transfer``
+alike: each public level its own consecutive slice of the public prompts, in the profile's order.
 """
 
 from __future__ import annotations
@@ -20,18 +24,19 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
 
 import httpx
 import numpy as np
 
 from engine.bench._tps import StreamTiming, stream_one
 from engine.data import Prompt
-from errors import BenchmarkError
+from engine.loadlevel import LoadLevel, LoadRequest, Percentiles
+from errors import BenchmarkError, DataError
 
-__all__ = ["LoadResult", "Workload", "long_prompts", "measure_load", "percentiles"]
+__all__ = ["Workload", "level_prompts", "long_prompts", "measure_load", "percentiles"]
 
 PERCENTILES = (50, 90, 99)
 LONG_PARTS = 8  # public prompts joined into one long-context prompt
@@ -71,36 +76,68 @@ def long_prompts(prompts: list[Prompt], count: int, *, parts: int = LONG_PARTS) 
     return built
 
 
-def percentiles(values: list[float]) -> dict[str, float]:
+def level_prompts(public: list[Prompt], plan: Sequence[Workload]) -> dict[str, list[Prompt]]:
+    """Each workload's prompts by its name: the public levels consecutive slices of ``public`` in its order, none
+    shared, the long ones built from the whole of ``public``; raises DataError where ``public`` runs short.
+
+    The one rule, for a serving study's trials and ``sweep.transfer`` alike. Each level its own slice, not one
+    slice for all: the levels run in order on one boot, and a stack's prefix cache would serve a later level the
+    prompts an earlier one left, shortening its TTFT by what the first level paid (no prompt timed twice in a
+    boot, as the challenge's runs are kept apart). Every configuration gets the same slices, so levels compare
+    across configurations on the same requests."""
+    slices, start = {}, 0
+    for w in plan:
+        if w.prompts == "public":
+            slices[w.name] = public[start : start + w.num_prompts]
+            start += w.num_prompts
+    if start > len(public):
+        raise DataError(
+            f"{sum(w.prompts == 'public' for w in plan)} load levels need {start} public prompts, none timed twice "
+            f"in a boot; the set has {len(public)}: fewer prompts a level or fewer levels"
+        )
+    for w in plan:
+        if w.prompts == "long":
+            slices[w.name] = long_prompts(public, w.num_prompts)
+    return slices
+
+
+def percentiles(values: list[float]) -> Percentiles:
     """Mean and p50/p90/p99 of ``values`` in milliseconds, as bench_serving reports them (``np.percentile``,
     linear interpolation; 0 for none)."""
     data = np.asarray(values or [0.0], dtype=float) * 1000.0
-    return {"mean": float(data.mean()), **{f"p{p}": float(np.percentile(data, p)) for p in PERCENTILES}}
+    p50, p90, p99 = (float(np.percentile(data, p)) for p in PERCENTILES)
+    return Percentiles(mean=float(data.mean()), p50=p50, p90=p90, p99=p99)
 
 
-@dataclass(frozen=True)
-class LoadResult:
-    workload: Workload
-    requests: list[StreamTiming]  # in the order they were sent
-    wall_s: float  # the first request sent to the last one done
-
-    def figures(self) -> dict[str, Any]:
-        """The run's figures (see the module's docstring), JSON-friendly."""
-        tokens = sum(r.output_tokens for r in self.requests)
-        return {
-            "workload": self.workload.name,
-            "concurrency": self.workload.concurrency,
-            "request_rate": None if math.isinf(self.workload.request_rate) else self.workload.request_rate,
-            "requests": len(self.requests),
-            "output_tokens": tokens,
-            "wall_s": round(self.wall_s, 4),
-            "output_tps": tokens / self.wall_s,
-            "requests_per_s": len(self.requests) / self.wall_s,
-            "ttft_ms": percentiles([r.ttft_s for r in self.requests]),
-            "tpot_ms": percentiles([r.tpot_s for r in self.requests if r.output_tokens > 1]),
-            "itl_ms": percentiles([gap for r in self.requests for gap in r.itl_s]),
-            "e2e_ms": percentiles([r.latency_s for r in self.requests]),
-        }
+def _level(workload: Workload, prompts: list[Prompt], timings: list[StreamTiming]) -> LoadLevel:
+    """The run's figures (see the module's docstring) and its requests, as a ``LoadLevel``."""
+    first = min(t.start_s for t in timings)
+    wall = max(t.start_s + t.latency_s for t in timings) - first
+    return LoadLevel(
+        workload=workload.name,
+        concurrency=workload.concurrency,
+        request_rate=None if math.isinf(workload.request_rate) else workload.request_rate,
+        prompts=workload.prompts,
+        prompt_chars=sum(len(p.text) for p in prompts) / len(prompts),
+        output_len=workload.output_len,
+        output_tokens=sum(t.output_tokens for t in timings),
+        wall_s=wall,
+        ttft_ms=percentiles([t.ttft_s for t in timings]),
+        tpot_ms=percentiles([t.tpot_s for t in timings if t.output_tokens > 1]),
+        itl_ms=percentiles([gap for t in timings for gap in t.itl_s]),
+        e2e_ms=percentiles([t.latency_s for t in timings]),
+        requests=tuple(
+            LoadRequest(
+                ttft_s=t.ttft_s,
+                tpot_s=t.tpot_s,
+                latency_s=t.latency_s,
+                output_tokens=t.output_tokens,
+                start_s=t.start_s - first,
+                itl_s=tuple(t.itl_s),
+            )
+            for t in timings
+        ),
+    )
 
 
 def _arrivals(workload: Workload) -> list[float]:
@@ -111,7 +148,7 @@ def _arrivals(workload: Workload) -> list[float]:
     return [0.0, *np.cumsum(gaps[1:]).tolist()]
 
 
-def measure_load(client: httpx.Client, *, model: str, prompts: list[Prompt], workload: Workload) -> LoadResult:
+def measure_load(client: httpx.Client, *, model: str, prompts: list[Prompt], workload: Workload) -> LoadLevel:
     """One run of ``workload`` on ``prompts`` (its first ``num_prompts``); raises BenchmarkError for a request
     the stack failed, naming it, or for too few prompts."""
     if len(prompts) < workload.num_prompts:
@@ -134,6 +171,4 @@ def measure_load(client: httpx.Client, *, model: str, prompts: list[Prompt], wor
             slots.acquire()  # a slot first: the request's clock starts when it is sent
             futures.append(pool.submit(send, prompt))
         timings = [f.result() for f in futures]
-    first = min(t.start_s for t in timings)
-    last = max(t.start_s + t.latency_s for t in timings)
-    return LoadResult(workload=workload, requests=timings, wall_s=last - first)
+    return _level(workload, prompts[: workload.num_prompts], timings)

@@ -25,8 +25,7 @@ from sweep.judgement import (
     front_records,
     front_ties,
     level_goodput,
-    pareto_front,
-    serving_point,
+    serving_front,
 )
 from sweep.store import TrialRecord
 
@@ -141,13 +140,12 @@ class SweepConsole:
         for level in m.load if m is not None else []:
             judged = ""
             if slo is not None:
-                good = level_goodput(level, slo)
                 held = "held" if slo.holds(level) else "[yellow]missed[/]"
-                judged = f"  goodput {good or 0.0:.2f} req/s, SLO ({slo.text()}) {held}"
+                judged = f"  goodput {level_goodput(level, slo):.2f} req/s, SLO ({slo.text()}) {held}"
             self.out.print(
-                f"    load {level['workload']} ({level['requests']} requests, one run): {level['output_tps']:.2f} "
-                f"output tok/s, {level['requests_per_s']:.2f} req/s, p99 TTFT {level['ttft_ms']['p99']:.0f} ms, "
-                f"p99 ITL {level['itl_ms']['p99']:.0f} ms{judged}"
+                f"    load {level.workload} ({len(level.requests)} requests, one run): {level.output_tps:.2f} "
+                f"output tok/s, {level.requests_per_s:.2f} req/s, p99 TTFT {level.ttft_ms.p99:.0f} ms, "
+                f"p99 ITL {level.itl_ms.p99:.0f} ms{judged}"
             )
         rss = (m.telemetry.get("stack") or {}).get("rss_peak_mib") if m is not None else None
         if m is not None and m.load and rss:
@@ -244,35 +242,27 @@ class SweepConsole:
     def serving_front(self, records: Sequence[TrialRecord], *, knobs: Sequence[str], slo: Slo) -> None:
         """A serving study's front: goodput at each trial's best level against PPL, under the gate and the SLO, by
         the one front rule (one boot, one run a level: no noise model), the most goodput first."""
-        judged = {r.trial_number: s for r in records if r.measured and not r.reused and (s := r.served(slo))}
-        points = [
-            serving_point(r.trial_number, judged[r.trial_number], ppl=r.ppl, feasible=bool(r.feasible))
-            for r in records
-            if r.trial_number in judged and r.ppl is not None
-        ]
-        front = sorted(pareto_front(points), key=lambda p: -p.tps)
+        front = serving_front(records, slo)
         if not front:
             self.out.print(f"serving front: no trial held the SLO ({escape(slo.text())}) under the gate")
             return
-        by_number = {r.trial_number: r for r in records}
         table = Table(
             title=escape(f"Serving front: goodput under {slo.text()}, PPL under the gate (one boot, one run a level)"),
             title_justify="left",
         )
         for name in ["trial", *knobs, "level", "goodput req/s", "output tok/s", f"p{slo.percentile} TTFT ms", "PPL"]:
             table.add_column(name, justify="right")
-        for p in front:
-            r, s = by_number[p.number], judged[p.number]
-            level = next(x for x in (r.measurement.load if r.measurement else []) if x["workload"] == s.level)
+        for r, s in front:
+            level = next(x for x in r.figures.load if x.workload == s.level)
             cells = [str(r.knobs.get(k, "")) for k in knobs]
             table.add_row(
-                str(p.number),
+                str(r.trial_number),
                 *cells,
                 s.level,
                 f"{s.goodput:.3f}",
-                f"{level['output_tps']:.2f}",
-                f"{level['ttft_ms'][f'p{slo.percentile}']:.0f}",
-                f"{p.ppl:.4f}",
+                f"{level.output_tps:.2f}",
+                f"{level.ttft_ms.at(slo.percentile):.0f}",
+                f"{r.figures.ppl:.4f}",
             )
         self.out.print(table)
 

@@ -5,7 +5,12 @@ point whose stack fails to boot, and bad input refused before anything boots."""
 from __future__ import annotations
 
 import json
+import signal
 import struct
+import subprocess
+import sys
+import time
+from dataclasses import replace
 
 import pytest
 
@@ -46,7 +51,7 @@ def _levels(point: dict) -> dict[str, dict]:
 
 
 def _met(level: dict, bound_ms: float) -> int:
-    return sum(1000 * r["ttft_s"] <= bound_ms for r in level["requests_timed"])
+    return sum(1000 * r["ttft_s"] <= bound_ms for r in level["requests"])
 
 
 def test_a_serial_stacks_front_under_load_and_a_point_that_fails_to_boot(swept, tmp_path, capsys):
@@ -69,10 +74,9 @@ def test_a_serial_stacks_front_under_load_and_a_point_that_fails_to_boot(swept, 
         assert point["error"] is None and point["boots"] == 1
         levels = _levels(point)
         for level in levels.values():
-            assert level["requests"] == 4 and level["output_tokens"] == 4 * OUTPUT_LEN
-            assert len(level["requests_timed"]) == 4
-            # goodput as bench_serving computes it, from the requests written beside it (wall_s: to 4 decimals)
-            assert level["goodput"] == pytest.approx(_met(level, SLO_TTFT_MS) / level["wall_s"], rel=1e-3)
+            assert len(level["requests"]) == 4 and level["output_tokens"] == 4 * OUTPUT_LEN
+            # goodput as bench_serving computes it, from the requests written beside it
+            assert level["goodput"] == pytest.approx(_met(level, SLO_TTFT_MS) / level["wall_s"], rel=1e-12)
         c1, c4 = levels["c1"], levels["c4"]
         # one request at a time: four in flight serve hardly faster than one (a stack that serves four at once: about
         # 4x), while the last of the four waits for the three before it
@@ -126,12 +130,77 @@ def test_a_serial_stacks_front_under_load_and_a_point_that_fails_to_boot(swept, 
     assert (out / "transfer.png").is_file()  # the measured point is drawn
 
 
+def _read(path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (FileNotFoundError, ValueError):
+        return {}
+
+
+def test_a_dry_run_boots_nothing_and_an_interrupted_transfer_goes_on(swept, tmp_path, capsys):
+    study, url = swept
+    out = tmp_path / "transfer-out"
+    argv = ["--study", str(study), "--storage", url, "--levels", "1,4", "--num-prompts", "4"]
+    argv += ["--output-len", str(OUTPUT_LEN), "--slo-ttft-ms", str(SLO_TTFT_MS), "--out", str(out), "--max-load", "3"]
+    command = [sys.executable, "-m", "sweep.transfer", *argv]
+
+    # --dry-run: each point it would boot, with its command line; nothing booted, nothing written
+    dry = subprocess.run([*command, "--dry-run"], capture_output=True, text=True, timeout=120)
+    assert dry.returncode == 0, dry.stderr
+    assert "trial 0 (baseline): sliding_window=512: would boot" in dry.stdout
+    assert "sliding_window=128: would boot" in dry.stdout and dry.stdout.count("  argv: ") == 2
+    assert "levels on each boot, in order: c1 (1 in flight, 4 public prompts x 16 tokens)" in dry.stdout
+    assert "nothing is booted" in dry.stdout and not out.exists()
+    assert "then the highest of them each point holds under p99 TTFT <= 250 ms, each level decided over 3 runs" in (
+        dry.stdout
+    )
+
+    # interrupted while the second point is measured: the first is written whole, the second marked
+    running = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not any(
+            p["error"] is None and len(p["levels"]) == 3 for p in _read(out / "transfer.json").get("points", [])
+        ):
+            assert running.poll() is None and time.monotonic() < deadline, "the first point was never written whole"
+            time.sleep(0.05)
+        running.send_signal(signal.SIGINT)
+        assert running.wait(timeout=60) == 130, running.stderr.read() if running.stderr else ""
+    finally:
+        if running.poll() is None:
+            running.kill()
+    first, second = _read(out / "transfer.json")["points"]
+    assert first["error"] is None and [lv["workload"] for lv in first["levels"]] == ["c1", "c4", "long-c1"]
+    # the max-load search on the same boot: alone a request meets the bound; at 4 in flight on a stack that serves
+    # one at a time, the last waits three requests' service, over it
+    assert first["max_load"]["concurrency"] == 1
+    assert [(v["concurrency"], v["holds"]) for v in first["max_load"]["verdicts"]] == [(1, True), (4, False)]
+    assert second["error"] == "interrupted" and second["max_load"] is None
+
+    # the same command goes on: the finished point kept as it was measured, not booted again; the other measured
+    assert transfer.main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "1 kept from the earlier run there" in printed
+    assert f"{first['label']}: kept from the earlier run in this folder, not booted again" in printed
+    kept, measured = json.loads((out / "transfer.json").read_text())["points"]
+    assert kept["levels"] == first["levels"] and kept["boot_s"] == first["boot_s"]
+    assert kept["max_load"] == first["max_load"] and measured["max_load"]["concurrency"] == 1
+    assert measured["error"] is None and [lv["workload"] for lv in measured["levels"]] == ["c1", "c4", "long-c1"]
+    assert {kept["challenge_rank"], measured["challenge_rank"]} == {1, 2}  # ranked together
+
+    # a rerun of another plan into that folder would not compare: refused before anything boots
+    assert transfer.main([*argv[:5], "1", *argv[6:]]) == 2  # --levels 1
+    assert "differs from this one's" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
         (["--levels", "1,4,4"], "--levels: each concurrency once"),
         (["--levels", "1,x"], "--levels must be comma-separated concurrencies"),
         (["--levels", "1,8", "--num-prompts", "4"], "never puts 8 requests in flight"),
+        (["--max-load", "2"], "--max-load needs --slo-ttft-ms"),
+        (["--max-load", "1", "--slo-ttft-ms", "100"], "at least 2 runs a level"),
         (["--study", "no-such-study"], "study 'no-such-study' not found"),
     ],
 )
@@ -156,3 +225,33 @@ def test_a_study_with_no_front_is_refused(tmp_path, capsys):
     assert transfer.main(["--study", "ctk", "--storage", url, "--out", str(tmp_path / "out")]) == 2
     assert "study 'ctk' has no front" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_dry_run_of_the_ctk_study_prints_what_it_would_boot(tmp_path):
+    """``python -m sweep.transfer --study ctk --dry-run`` on a small database of the project's own ctk study: the
+    baseline and its front point, each with the command line it would boot; nothing booted, nothing written."""
+    import optuna
+
+    from sweep.store import open_storage
+    from tests.sweep.kit import measured_record
+
+    url = f"sqlite:///{tmp_path / 'ctk.db'}"
+    storage = open_storage(url)
+    try:
+        optuna.create_study(study_name="ctk", storage=storage.optuna, directions=["maximize", "minimize"])
+        for number, tps, ppl, ctk in ((0, 100.0, 2.30, 32), (1, 120.0, 2.35, 16)):
+            record = measured_record(
+                number, tps, ppl, study="ctk", knobs={"centroid_top_k": ctk}, gate=2.415, feasible=True
+            )
+            storage.insert_record(replace(record, is_baseline=number == 0))
+    finally:
+        storage.close()
+    out = tmp_path / "out"
+    argv = [sys.executable, "-m", "sweep.transfer", "--study", "ctk", "--storage", url, "--out", str(out), "--dry-run"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "dry run of the transfer of study ctk" in done.stdout and "2 of 2 configuration(s) to boot" in done.stdout
+    assert "trial 0 (baseline): centroid_top_k=32: would boot" in done.stdout
+    assert "trial 1: centroid_top_k=16: would boot" in done.stdout and done.stdout.count("  argv: ") == 2
+    assert "levels on each boot, in order: c1 (1 in flight, 16 public prompts" in done.stdout
+    assert not out.exists()
