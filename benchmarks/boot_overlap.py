@@ -45,6 +45,7 @@ from pathlib import Path
 
 from benchmarks._report import emit, table
 from benchmarks._sweeps import load_note
+from cli import command
 from engine.bench import measure_tps, open_client, warm_up
 from engine.data import Prompt
 from engine.gpu import FREE_FLOOR_MIB, gpu_states, visible_gpus
@@ -52,7 +53,7 @@ from engine.launch import LaunchConfig, build_launch
 from engine.manifest import load_manifest
 from engine.process import EngineProcess
 from engine.profiles import BenchProfile, get_profile
-from errors import ConfigError, EngineError
+from errors import EngineError
 from sweep.judgement import Z, pooled_log_sd
 
 __all__ = ["Round", "main", "verdict"]
@@ -302,17 +303,9 @@ def parse_args(argv: list[str] | None = None) -> Args:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    try:
-        text = run(args)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except EngineError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    emit(text, out=args.out)
+@command(parse_args)
+def main(args: Args) -> int:
+    emit(run(args), out=args.out)
     return 0
 
 

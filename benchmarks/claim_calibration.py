@@ -41,7 +41,8 @@ from scipy import stats
 
 from benchmarks._report import emit, table
 from benchmarks._sweeps import load_note
-from errors import ConfigError, NoCompletedTrialsError
+from cli import command
+from errors import NoCompletedTrialsError
 from sweep.claims import (
     INTERVAL,
     Claim,
@@ -242,7 +243,7 @@ def _steal(boots: Sequence[BootRecord]) -> str:
     return f"median {statistics.median(shares):.0%}, at most {shares[-1]:.0%} over {len(shares)} boot(s)"
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.claim_calibration", description=__doc__.splitlines()[0])
     parser.add_argument("--study", required=True, help="a promoted study (name or .toml path)")
     parser.add_argument("--storage", default=DEFAULT_STORAGE_URL, help=f"database URL (default {DEFAULT_STORAGE_URL})")
@@ -260,12 +261,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--reruns must be at least 1, got {args.reruns}")
     if args.time_limit is not None and not args.time_limit > 0:
         parser.error(f"--time-limit must be a positive number of seconds, got {args.time_limit}")
-    out = Console(highlight=False, width=160)
-    try:
-        calibrated = _calibrate(args, out)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    return args
+
+
+@command(_parse)
+def main(args: argparse.Namespace) -> int:
+    calibrated = _calibrate(args, Console(highlight=False, width=160))
     if calibrated is None:
         return 3
     report, agree = calibrated

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from benchmarks._report import emit, table
 from benchmarks._sweeps import load_note
+from cli import command
 from engine.bench import harness_warm_up, measure_tps, open_client
 from engine.install import install_stack
 from engine.knobs import parse_knobs
@@ -35,7 +36,6 @@ from engine.manifest import load_manifest
 from engine.organisers import bench_serving
 from engine.process import EngineProcess
 from engine.profiles import BenchProfile, get_profile
-from errors import ConfigError, EngineError, InstallError
 
 __all__ = ["main"]
 
@@ -196,17 +196,9 @@ def parse_args(argv: list[str] | None = None) -> Args:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    try:
-        text = run(args)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except (EngineError, InstallError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    emit(text, out=args.out)
+@command(parse_args)
+def main(args: Args) -> int:
+    emit(run(args), out=args.out)
     return 0
 
 

@@ -45,11 +45,12 @@ from pathlib import Path
 
 from benchmarks._report import table
 from benchmarks._sweeps import load_note
+from cli import command
 from engine.knobs import KnobValues, parse_assignments, parse_knobs
 from engine.manifest import Manifest, load_manifest
 from engine.profiles import BenchProfile, get_profile
 from engine.trial import run_trial
-from errors import ConfigError, UsageError
+from errors import UsageError
 from sweep.claims import NoiseParts, decompose
 from sweep.store import BootRecord
 
@@ -341,7 +342,7 @@ def _report(
     )
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.noise", description=__doc__.splitlines()[0])
     parser.add_argument(
         "--manifest", required=True, help="the arms' manifest (a name under studies/manifests, or a path)"
@@ -371,22 +372,23 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--prompts must be at least 2, got {args.prompts}")
     if args.runs < 2:
         parser.error(f"--runs must be at least 2 (one run is no spread), got {args.runs}")
-    try:
-        manifest = load_manifest(args.manifest)
-        arms = [parse_arm(text, manifest) for text in args.arm]
-        if len({a.name for a in arms}) < len(arms):
-            raise UsageError(f"--arm names must differ, got {[a.name for a in arms]}")
-        if args.anchor != "none":
-            anchored = load_manifest(args.anchor)
-            arms.insert(0, Arm(name=ANCHOR, manifest=anchored, knobs=parse_knobs(anchored, {})))
-        profile = _profile(args.profile, args.prompts, args.runs, args.client_cpus)
-        os.environ["OMP_NUM_THREADS"] = str(args.threads)  # what Ray exports to a trial's engine
-        command = shlex.join(["python", "-m", "benchmarks.noise", *(sys.argv[1:] if argv is None else argv)])
-        deadline = None if args.time_limit is None else time.monotonic() + args.time_limit
-        report = run(arms, boots=args.boots, profile=profile, out=args.out, command=command, deadline=deadline)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    args.command = shlex.join(["python", "-m", "benchmarks.noise", *(sys.argv[1:] if argv is None else argv)])
+    return args
+
+
+@command(_parse)
+def main(args: argparse.Namespace) -> int:
+    manifest = load_manifest(args.manifest)
+    arms = [parse_arm(text, manifest) for text in args.arm]
+    if len({a.name for a in arms}) < len(arms):
+        raise UsageError(f"--arm names must differ, got {[a.name for a in arms]}")
+    if args.anchor != "none":
+        anchored = load_manifest(args.anchor)
+        arms.insert(0, Arm(name=ANCHOR, manifest=anchored, knobs=parse_knobs(anchored, {})))
+    profile = _profile(args.profile, args.prompts, args.runs, args.client_cpus)
+    os.environ["OMP_NUM_THREADS"] = str(args.threads)  # what Ray exports to a trial's engine
+    deadline = None if args.time_limit is None else time.monotonic() + args.time_limit
+    report = run(arms, boots=args.boots, profile=profile, out=args.out, command=args.command, deadline=deadline)
     if report is None:
         return 3
     print(report)

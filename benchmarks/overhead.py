@@ -21,7 +21,8 @@ from pathlib import Path
 from benchmarks._report import emit, table
 from benchmarks._sweeps import SweepRun, load_note, run_sweep
 from benchmarks._timeline import TrialTiming, load_timeline
-from errors import ConfigError, NoCompletedTrialsError, SweepRunError
+from cli import command
+from errors import NoCompletedTrialsError, SweepRunError
 from sweep.search import load_study, study_path
 
 __all__ = ["Share", "main", "shares"]
@@ -152,8 +153,8 @@ def parse_args(argv: list[str] | None = None) -> Args:
     return Args(study=ns.study, trials=ns.trials, profile=ns.profile, storage=ns.storage, out=ns.out)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+@command(parse_args, usage=(SweepRunError,))
+def main(args: Args) -> int:
     folder = None
     try:
         if args.storage is not None:
@@ -174,9 +175,6 @@ def main(argv: list[str] | None = None) -> int:
             raise NoCompletedTrialsError(f"study {name!r} in {url} has no finished trial to time")
         items, sequential = shares(timeline)
         emit(report(items, sequential=sequential, study=name, run=run, loads=loads), out=args.out)
-    except (ConfigError, SweepRunError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
     finally:
         if folder is not None:
             shutil.rmtree(folder, ignore_errors=True)

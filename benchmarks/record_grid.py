@@ -33,6 +33,7 @@ from benchmarks._report import RESULTS_DIR, command_line
 from benchmarks._surface import COLUMNS
 from benchmarks._sweeps import REPO, load_note, run_sweep
 from benchmarks._timeline import load_timeline
+from cli import command
 from errors import ConfigError, StudySpecError, SweepRunError
 from sweep.store import TrialRecord, open_existing
 
@@ -196,40 +197,36 @@ def parse_args(argv: list[str] | None = None) -> Args:
     return Args(grid=grid, storage=_absolute(storage), out=ns.out or grid.out, record=not ns.csv_only, refs=ns.refs)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+@command(parse_args, usage=(SweepRunError,))
+def main(args: Args) -> int:
     walls: dict[str, float] = {}
     loads = [f"before {load_note()}"]
-    try:
-        if args.record:
-            for study in args.grid.studies:
-                run = run_sweep(
-                    "--study",
-                    str(_study_file(study, args.refs)),
-                    "--storage",
-                    args.storage,
-                    folder=RUN_FOLDER,
-                    log_name=f"{study}.log",
-                )
-                walls[study] = run.wall_s
-                loads.append(f"after {study}: {load_note()}")
-        records = _records(args.storage, args.grid)
-        header, rows, profile = _rows(records)
-        notes = _notes(args.storage, args.grid, profile=profile, walls=walls, loads=loads)
-        if args.grid.traces:
-            args.out.parent.mkdir(parents=True, exist_ok=True)
-            profiles = {json.dumps(r.profile, sort_keys=True) for r in records}
-            if len(profiles) != 1:
-                raise ConfigError(
-                    f"the grid's trials were measured with {len(profiles)} different profiles: {sorted(profiles)}"
-                )
-            grid = {"notes": notes, "profile": json.loads(profiles.pop()), "rows": _traced_rows(records)}
-            args.out.write_text(json.dumps(grid, indent=1) + "\n")
-        else:
-            write_csv(args.out, header=header, rows=rows, notes=notes)
-    except (ConfigError, SweepRunError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    if args.record:
+        for study in args.grid.studies:
+            run = run_sweep(
+                "--study",
+                str(_study_file(study, args.refs)),
+                "--storage",
+                args.storage,
+                folder=RUN_FOLDER,
+                log_name=f"{study}.log",
+            )
+            walls[study] = run.wall_s
+            loads.append(f"after {study}: {load_note()}")
+    records = _records(args.storage, args.grid)
+    header, rows, profile = _rows(records)
+    notes = _notes(args.storage, args.grid, profile=profile, walls=walls, loads=loads)
+    if args.grid.traces:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        profiles = {json.dumps(r.profile, sort_keys=True) for r in records}
+        if len(profiles) != 1:
+            raise ConfigError(
+                f"the grid's trials were measured with {len(profiles)} different profiles: {sorted(profiles)}"
+            )
+        grid = {"notes": notes, "profile": json.loads(profiles.pop()), "rows": _traced_rows(records)}
+        args.out.write_text(json.dumps(grid, indent=1) + "\n")
+    else:
+        write_csv(args.out, header=header, rows=rows, notes=notes)
     print(f"written: {args.out} ({len(rows)} trials)")
     return 0
 

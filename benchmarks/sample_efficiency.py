@@ -27,7 +27,8 @@ from benchmarks._replay import replay, surface_spec
 from benchmarks._report import RESULTS_DIR, emit, table
 from benchmarks._surface import Surface, load_surface
 from benchmarks._sweeps import load_note
-from errors import ConfigError
+from cli import command
+from errors import BrowserNotFoundError, DataError
 from sweep.search import DEFAULT_SAMPLER, SAMPLERS, StudySpec, load_study
 
 __all__ = ["SamplerResult", "main", "run_samplers"]
@@ -209,7 +210,7 @@ def chart(results: list[SamplerResult], *, path: Path, title: str) -> list[Path]
         from dashboards.images import write_images
 
         written += write_images(fig, [path.with_suffix(".png")], width=1000, height=600)
-    except ConfigError as exc:  # no Chromium: the HTML stands alone
+    except BrowserNotFoundError as exc:  # no Chromium: the HTML stands alone
         print(f"PNG skipped: {exc}", file=sys.stderr)
     return written
 
@@ -245,8 +246,8 @@ def parse_args(argv: list[str] | None = None) -> Args:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+@command(parse_args)
+def main(args: Args) -> int:
     optuna.logging.set_verbosity(optuna.logging.ERROR)  # thousands of trials: the table says it all
     began = time.monotonic()
     try:
@@ -254,9 +255,8 @@ def main(argv: list[str] | None = None) -> int:
         # The samplers alone, every proposal a trial as the grid was recorded: a copy or a PPL-memo
         # hit (sweep.search) costs no boot, so it would stretch "trials to reach" without costing anything.
         spec = replace(surface_spec(load_study(args.study), surface), repeats="allow", ppl_memo=False)
-    except (ConfigError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    except ValueError as exc:  # a grid whose numbers do not parse: bad input, not a bug of the samplers
+        raise DataError(str(exc)) from None
     gate = spec.gate.resolve(surface.point(dict(zip(surface.knobs, surface.baseline))).ppl)
     assert gate is not None  # a ratio gate: the grid records its baseline's PPL
     best_tps = best_feasible_tps(surface, gate)

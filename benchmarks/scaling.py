@@ -26,7 +26,8 @@ from pathlib import Path
 from benchmarks._report import emit, table
 from benchmarks._sweeps import SweepRun, load_note, run_sweep
 from benchmarks._timeline import TrialTiming, load_timeline
-from errors import ConfigError, SweepRunError
+from cli import command
+from errors import SweepRunError
 
 __all__ = ["main"]
 
@@ -240,15 +241,12 @@ def parse_args(argv: list[str] | None = None) -> ScalingArgs:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+@command(parse_args, usage=(SweepRunError,))
+def main(args: ScalingArgs) -> int:
     root = Path(tempfile.mkdtemp(prefix="gsb", dir="/tmp"))  # short: Ray's socket paths live under it
     try:
         points = [measure(n, folder=root / f"run{i}-w{n}", args=args) for i, n in enumerate(args.order())]
         emit(report(points, args=args), out=args.out)
-    except (ConfigError, SweepRunError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
     finally:
         if args.keep:
             print(f"run folders kept: {root}")

@@ -49,8 +49,9 @@ from benchmarks._replay import Replayed, full_cost_s, replay, surface_spec
 from benchmarks._report import RESULTS_DIR, emit, table
 from benchmarks._surface import Surface, load_surface
 from benchmarks._sweeps import load_note
+from cli import command
 from engine.knobs import KnobValue
-from errors import ConfigError
+from errors import ConfigError, DataError
 from sweep.claims import select
 from sweep.judgement import over_gate
 from sweep.search import DEFAULT_SAMPLER, SAMPLERS, FidelitySpec, StudySpec, front_rule_for, load_study, stage_counts
@@ -486,14 +487,13 @@ def _one(spec: StudySpec, surface: Surface, seed: int, trials: int, best_tps: fl
     return outcome if promoted is None else replace(outcome, final_best=promoted, search_best=outcome.final_best)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+@command(parse_args)
+def main(args: Args) -> int:
     began = time.monotonic()
     try:
         loaded = [(grid, *_specs(grid, args)) for grid in args.grids]
-    except (ConfigError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    except ValueError as exc:  # a grid whose numbers do not parse: bad input, not a bug of the replay
+        raise DataError(str(exc)) from None
     texts = []
     with ProcessPoolExecutor(max_workers=args.processes) as pool:
         for grid, surface, new, old in loaded:

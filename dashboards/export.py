@@ -29,6 +29,7 @@ import optuna
 import pandas as pd
 import plotly.graph_objects as go
 
+from cli import command
 from dashboards.best import write_best
 from dashboards.data import StudyData, TrialRow, load_study_data, require_measured
 from dashboards.figures import THEMES, Theme, history_figure, knob_figure, pareto_figure
@@ -37,7 +38,6 @@ from dashboards.importance import importance_figure, knob_importances, slice_fig
 from dashboards.serving import ServingLine, serving_figure, write_chart
 from dashboards.table import trials_frame
 from engine.loadlevel import LoadLevel
-from errors import ConfigError, GemmaSweepError
 from sweep.judgement import Served, Slo, level_goodput, serving_front
 from sweep.store import DEFAULT_STORAGE_URL, open_existing
 
@@ -169,17 +169,9 @@ def parse_args(argv: list[str] | None = None) -> ExportArgs:
     return ExportArgs(study=ns.study, storage=ns.storage, out=ns.out, theme=ns.theme)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    try:
-        paths = export_study(args.study, args.storage, args.out, theme=args.theme)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except GemmaSweepError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    for path in paths:
+@command(parse_args)
+def main(args: ExportArgs) -> int:
+    for path in export_study(args.study, args.storage, args.out, theme=args.theme):
         print(path)
     return 0
 

@@ -22,8 +22,8 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 from optuna_dashboard import wsgi
 from sqlalchemy.exc import SQLAlchemyError
 
+from cli import command
 from dashboards.attach import attach_all
-from errors import ConfigError
 from sweep.interrupts import raise_interrupt
 from sweep.store import DEFAULT_STORAGE_URL, Storage, open_existing, shown_url
 
@@ -77,13 +77,9 @@ def _refresh_loop(storage: Storage, *, every_s: float, stop: threading.Event) ->
             print(f"warning: refreshing the attached charts failed: {exc}", file=sys.stderr, flush=True)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    try:
-        storage = open_existing(args.storage)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+@command(parse_args)
+def main(args: ServeArgs) -> int:
+    storage = open_existing(args.storage)
     stop = threading.Event()
     try:
         if args.attach:

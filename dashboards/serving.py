@@ -27,11 +27,12 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 
+from cli import command
 from dashboards.figures import THEMES, Theme
 from dashboards.images import write_images
 from engine.files import load_json
 from engine.loadlevel import LoadLevel
-from errors import ConfigError, DataError, GemmaSweepError
+from errors import DataError
 
 __all__ = ["ServingLine", "main", "serving_figure", "write_chart", "write_serving"]
 
@@ -170,21 +171,17 @@ def write_serving(source: Path, out_dir: Path | None = None, *, theme: Theme = "
     return write_chart(fig, out_dir if out_dir is not None else source.parent, source.stem)
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m dashboards.serving", description=__doc__.splitlines()[0])
     parser.add_argument("source", type=Path, help="a transfer.json written by python -m sweep.transfer")
     parser.add_argument("--out", type=Path, help="output folder (default: the file's own)")
     parser.add_argument("--theme", choices=sorted(THEMES), default="light")
-    ns = parser.parse_args(argv)
-    try:
-        paths = write_serving(ns.source, ns.out, theme=ns.theme)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except GemmaSweepError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    for path in paths:
+    return parser.parse_args(argv)
+
+
+@command(_parse)
+def main(ns: argparse.Namespace) -> int:
+    for path in write_serving(ns.source, ns.out, theme=ns.theme):
         print(path)
     return 0
 

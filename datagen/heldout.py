@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cli import command
 from datagen._promptbank import competition, facts, knowledge, science
 from datagen._promptbank.numbers import fmt
 from datagen.promptset import DATA_DIR, FILES, SPREAD
@@ -317,7 +318,7 @@ def load_tokenizer() -> Any:
     return AutoTokenizer.from_pretrained(prepare_model().checkpoint_dir)
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m datagen.heldout", description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--challenge-data",
@@ -333,14 +334,15 @@ def main(argv: list[str] | None = None) -> int:
         )
     if not (Path(args.challenge_data) / CHALLENGE_FILE).is_file():
         parser.error(f"{args.challenge_data}: no {CHALLENGE_FILE} there")
+    return args
+
+
+@command(_parse, usage=(GemmaSweepError,))  # every error here is the data's: the organisers' file, the draws
+def main(args: argparse.Namespace) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     began = time.monotonic()
     tokenizer = load_tokenizer()
-    try:
-        records = build_set(tokenizer, target_lengths(Path(args.challenge_data), tokenizer))
-    except GemmaSweepError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    records = build_set(tokenizer, target_lengths(Path(args.challenge_data), tokenizer))
     OUTPUT.write_text(json.dumps(records, indent=1, ensure_ascii=False) + "\n")
     print(f"{OUTPUT}: {len(records)} prompts, {time.monotonic() - began:.1f} s")
     return 0

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cli import command
 from engine.data import load_ppl_records, load_prompts
 from errors import DataError, GemmaSweepError
 from studies import STUDIES_DIR
@@ -344,7 +345,7 @@ def _check(name: str, tokenizer: Any, model: Any, count: int) -> bool:
     return same
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m datagen.refset", description=__doc__.split("\n\n")[0])
     parser.add_argument("--set", choices=[*SETS, "all"], default="all")
     parser.add_argument("--check", type=int, metavar="N", help="redraw the first N records (whole batches) and compare")
@@ -353,21 +354,21 @@ def main(argv: list[str] | None = None) -> int:
         default="cpu",
         help="torch device of the model (cuda: minutes instead of hours; other draws than the CPU's)",
     )
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+@command(_parse, usage=(GemmaSweepError,))  # every error here is the data's: the model's files, the draws
+def main(args: argparse.Namespace) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     names = list(SETS) if args.set == "all" else [args.set]
-    try:
-        tokenizer, model = _load_model(args.device)
-        if args.check:
-            return 0 if all(_check(n, tokenizer, model, args.check) for n in names) else 1
-        for name in names:
-            began = time.monotonic()
-            records = generate(name, tokenizer, model)
-            tokens = sum(len(r["target_token_ids"]) for r in records)
-            print(f"{SETS[name][1]}: {len(records)} records, {tokens} target tokens, {time.monotonic() - began:.0f} s")
-    except GemmaSweepError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    tokenizer, model = _load_model(args.device)
+    if args.check:
+        return 0 if all(_check(n, tokenizer, model, args.check) for n in names) else 1
+    for name in names:
+        began = time.monotonic()
+        records = generate(name, tokenizer, model)
+        tokens = sum(len(r["target_token_ids"]) for r in records)
+        print(f"{SETS[name][1]}: {len(records)} records, {tokens} target tokens, {time.monotonic() - began:.0f} s")
     return 0
 
 

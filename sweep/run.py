@@ -19,7 +19,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from errors import ConfigError, SweepStopped
+from cli import command
+from errors import SweepStopped
 from sweep.interrupts import raise_interrupt
 from sweep.search import StudySpec, load_study
 from sweep.store import DEFAULT_STORAGE_URL, password_note, shown_url
@@ -175,29 +176,25 @@ def _sweep(spec: StudySpec, args: RunArgs, out: Console) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+@command(parse_args)
+def main(args: RunArgs) -> int:
     # Off a terminal (CI, a log file) rich would wrap at 80 columns: give tables room instead.
     out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160)
-    try:
-        spec = load_study(
-            args.study,
-            manifest=args.manifest,
-            profile=args.profile,
-            n_trials=args.trials,
-            workers=args.workers,
-            fidelity=args.fidelity,
-            accelerator=args.accelerator,
-        )
-        if args.dry_run:
-            from sweep.search import print_dry_run
+    spec = load_study(
+        args.study,
+        manifest=args.manifest,
+        profile=args.profile,
+        n_trials=args.trials,
+        workers=args.workers,
+        fidelity=args.fidelity,
+        accelerator=args.accelerator,
+    )
+    if args.dry_run:
+        from sweep.search import print_dry_run
 
-            print_dry_run(spec, out=out)
-            return 0
-        return _sweep(spec, args, out)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        print_dry_run(spec, out=out)
+        return 0
+    return _sweep(spec, args, out)
 
 
 if __name__ == "__main__":

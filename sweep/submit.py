@@ -33,31 +33,40 @@ from pathlib import Path
 
 from rich.console import Console
 
-from errors import ConfigError, EngineError, GemmaSweepError, InstallError
+from cli import command
 
-__all__ = ["SubmitArgs", "main", "parse_args"]
+__all__ = ["CheckArgs", "WriteArgs", "main", "parse_args"]
 
 RUN_DIR = Path("runs")
 
 
 @dataclass(frozen=True, kw_only=True)
-class SubmitArgs:
-    study: str | None
+class WriteArgs:
+    """``--study``: write the study's submission folder."""
+
+    study: str
     storage: str
     out: Path | None
     manifest: str | None
     allow_unverified: bool
-    check: Path | None
+    wheelhouse: Path | None  # collect the folder's wheels there
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckArgs:
+    """``--check DIR``: boot a submission folder as the organisers would, and time it."""
+
+    folder: Path
     fresh: bool
     port: int | None
     python: str
     bench_python: str | None
     bench_script: str | None
     tokenizer: str | None
-    wheelhouse: Path | None
+    wheelhouse: Path | None  # with ``fresh``: install from these wheels alone
 
 
-def parse_args(argv: list[str] | None = None) -> SubmitArgs:
+def parse_args(argv: list[str] | None = None) -> WriteArgs | CheckArgs:
     from sweep.store import DEFAULT_STORAGE_URL
 
     parser = argparse.ArgumentParser(prog="python -m sweep.submit", description=__doc__.splitlines()[0])
@@ -115,13 +124,17 @@ def parse_args(argv: list[str] | None = None) -> SubmitArgs:
         parser.error("--bench-python and --bench-script go together")
     if ns.port is not None and not 1 <= ns.port <= 65535:
         parser.error(f"--port must be a TCP port, got {ns.port}")
-    return SubmitArgs(
-        study=ns.study,
-        storage=ns.storage,
-        out=ns.out,
-        manifest=ns.manifest,
-        allow_unverified=ns.allow_unverified,
-        check=ns.check,
+    if ns.study is not None:
+        return WriteArgs(
+            study=ns.study,
+            storage=ns.storage,
+            out=ns.out,
+            manifest=ns.manifest,
+            allow_unverified=ns.allow_unverified,
+            wheelhouse=ns.wheelhouse,
+        )
+    return CheckArgs(
+        folder=ns.check,
         fresh=ns.fresh,
         port=ns.port,
         python=ns.python,
@@ -132,20 +145,12 @@ def parse_args(argv: list[str] | None = None) -> SubmitArgs:
     )
 
 
-def _write(args: SubmitArgs, out: Console) -> int:
-    from sweep.claims import load_evidence
-    from sweep.search import load_study
-    from sweep.store import open_existing
+def _write(args: WriteArgs, out: Console) -> int:
+    from sweep.reading import read_study
     from sweep.submission import NothingToSubmit, submit_study
 
-    assert args.study is not None  # parse_args: writing names the study
-    spec = load_study(args.study, manifest=args.manifest)
-    storage = open_existing(args.storage)
-    try:
-        # the study's verifications and calibrations are later runs: they measure how far a level moves (p_later)
-        evidence = load_evidence(storage, spec.name)
-    finally:
-        storage.close()
+    # the study's verifications and calibrations are later runs: they measure how far a level moves (p_later)
+    spec, evidence = read_study(args.study, storage=args.storage, manifest=args.manifest)
     folder = args.out or RUN_DIR / "exports" / spec.name / "submission"
     try:
         done = submit_study(
@@ -185,14 +190,13 @@ def _write(args: SubmitArgs, out: Console) -> int:
     return 0
 
 
-def _commands(args: SubmitArgs, *, study: str, trial: int, verified: bool) -> list[str]:
+def _commands(args: WriteArgs, *, study: str, trial: int, verified: bool) -> list[str]:
     """The commands that reproduce the folder's figures, as another machine would type them: the study by its
     name where it is one of this project's, a file of this machine by its name only."""
     from engine.manifest import is_plain_name
     from studies import STUDIES_DIR
     from sweep.store import shown_url
 
-    assert args.study is not None  # parse_args: writing names the study
     given = Path(args.study)
     named = given.suffix != ".toml" or given.resolve() == (STUDIES_DIR / given.name).resolve()
     spec = study if named and is_plain_name(study) else f"<your copy of {given.name}>"
@@ -210,11 +214,10 @@ def _commands(args: SubmitArgs, *, study: str, trial: int, verified: bool) -> li
     ]
 
 
-def _check(args: SubmitArgs, out: Console) -> int:
+def _check(args: CheckArgs, out: Console) -> int:
     from sweep.submission import CheckOptions, check_folder
 
-    assert args.check is not None  # parse_args: checking names the folder
-    source = args.check.expanduser().resolve()
+    source = args.folder.expanduser().resolve()
     options = CheckOptions(
         fresh=args.fresh,
         python=args.python,
@@ -227,23 +230,11 @@ def _check(args: SubmitArgs, out: Console) -> int:
     return 0 if check_folder(source, options, out) else 1
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+# Ctrl-C, or SIGTERM while a check runs: what it started is stopped and removed
+@command(parse_args, interrupted=True)
+def main(args: WriteArgs | CheckArgs) -> int:
     out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
-    try:
-        return _check(args, out) if args.check is not None else _write(args, out)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except (EngineError, InstallError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    except GemmaSweepError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM while a check runs: what it started is stopped and removed
-        print("interrupted", file=sys.stderr)
-        return 130
+    return _check(args, out) if isinstance(args, CheckArgs) else _write(args, out)
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from errors import ConfigError, StudyMismatchError
+from cli import command
 
 __all__ = ["VerifyArgs", "main", "parse_args"]
 RUN_DIR = Path("runs")
@@ -131,20 +131,11 @@ def parse_args(argv: list[str] | None = None) -> VerifyArgs:
 
 def _verify(args: VerifyArgs, out: Console) -> int:
     # Imported here: Ray and Optuna take seconds to import, and bad input should fail fast.
-    from sweep.claims import load_evidence, plan_verification, print_plan, print_verdicts, verify
-    from sweep.search import load_study
-    from sweep.store import open_existing
+    from sweep.claims import plan_verification, print_plan, print_verdicts, verify
+    from sweep.reading import open_study
 
-    spec = load_study(args.study, manifest=args.manifest, accelerator=args.accelerator)
-    storage = open_existing(args.storage)
-    try:
-        evidence = load_evidence(storage, spec.name)
-        stored = evidence.user_attrs.get("manifest")
-        if stored is not None and stored != spec.manifest.name:
-            raise StudyMismatchError(
-                f"study {spec.name!r} was measured with manifest {stored!r}, not {spec.manifest.name!r}: "
-                "pass the sweep's --manifest"
-            )
+    with open_study(args.study, storage=args.storage, manifest=args.manifest, accelerator=args.accelerator) as opened:
+        spec, storage, evidence = opened.spec, opened.storage, opened.evidence
         plan = plan_verification(
             spec,
             evidence,
@@ -171,8 +162,6 @@ def _verify(args: VerifyArgs, out: Console) -> int:
             ray_address=args.ray_address,
             deadline=None if args.time_limit is None else time.monotonic() + args.time_limit,
         )
-    finally:
-        storage.close()
     if verdicts is None:
         return 3
     if not verdicts:
@@ -189,18 +178,12 @@ def _verify(args: VerifyArgs, out: Console) -> int:
     return 0 if all(v.verdict == "VERIFIED" for v in verdicts) else 1
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+@command(parse_args, interrupted=True)
+def main(args: VerifyArgs) -> int:
     out = Console(highlight=False)
     if not out.is_terminal:
         out.width = max(out.width, 160)  # a log file has no width to fit: keep the table's rows whole
-    try:
-        return _verify(args, out)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
+    return _verify(args, out)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-SOURCES = ["pyproject.toml", "errors.py", "engine", "sweep", "dashboards", "benchmarks", "studies"]
+SOURCES = ["pyproject.toml", "errors.py", "cli.py", "engine", "sweep", "dashboards", "benchmarks", "studies"]
 
 
 def _install(tmp_path: Path) -> Path:

@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from cli import command
 from engine.knobs import parse_assignments, parse_knobs
 from engine.launch import LaunchConfig, build_launch
 from engine.manifest import REPO_ROOT, load_manifest
@@ -30,7 +31,7 @@ from engine.measurement import TrialOutcome
 from engine.profiles import get_profile
 from engine.secrets import redact_argv, redact_env
 from engine.trial import run_trial
-from errors import ConfigError, EngineError, UsageError
+from errors import UsageError
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -170,29 +171,23 @@ def _table(outcome: TrialOutcome, *, manifest: str, profile: str, workdir: Path)
     return text
 
 
-def main(argv: list[str] | None = None) -> int:
-    try:
-        args = parse_args(argv)
-        manifest = load_manifest(args.manifest)
-        knobs = parse_knobs(manifest, parse_assignments(args.sets), where="--set: ")
-        profile = get_profile(args.profile)
-        if args.repeats is not None:
-            profile = profile.with_overrides({"tps_repeats": args.repeats}, source="--repeats")
-        if args.data:
-            profile = profile.with_overrides(args.data, source="--prompts/--refs/--num-prompts/--ppl-records")
-        if args.dry_run:
-            _print_dry_run(build_launch(manifest, knobs, host=args.host), json_only=args.json_only)
-            return 0
-        profile.load_data()  # a missing or short data set is bad input, before anything boots
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        workdir = args.workdir or REPO_ROOT / "runs" / "bench" / f"{manifest.name}-{stamp}"
-        outcome = run_trial(manifest, knobs, profile, workdir=workdir, host=args.host)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except EngineError as exc:  # only a dry run's preparation gets here; a trial returns failures
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+# an EngineError reaches the frame from a dry run's preparation only: a trial returns its failures
+@command(parse_args)
+def main(args: BenchArgs) -> int:
+    manifest = load_manifest(args.manifest)
+    knobs = parse_knobs(manifest, parse_assignments(args.sets), where="--set: ")
+    profile = get_profile(args.profile)
+    if args.repeats is not None:
+        profile = profile.with_overrides({"tps_repeats": args.repeats}, source="--repeats")
+    if args.data:
+        profile = profile.with_overrides(args.data, source="--prompts/--refs/--num-prompts/--ppl-records")
+    if args.dry_run:
+        _print_dry_run(build_launch(manifest, knobs, host=args.host), json_only=args.json_only)
+        return 0
+    profile.load_data()  # a missing or short data set is bad input, before anything boots
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    workdir = args.workdir or REPO_ROOT / "runs" / "bench" / f"{manifest.name}-{stamp}"
+    outcome = run_trial(manifest, knobs, profile, workdir=workdir, host=args.host)
     record = outcome.to_dict()
     (workdir / "outcome.json").write_text(json.dumps(record, indent=2))
     if args.json_only:

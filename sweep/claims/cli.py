@@ -18,7 +18,8 @@ from dataclasses import dataclass
 
 from rich.console import Console
 
-from errors import ConfigError, NoCompletedTrialsError
+from cli import command
+from errors import NoCompletedTrialsError
 
 __all__ = ["main"]
 
@@ -54,16 +55,16 @@ def _main(args: ClaimsArgs, out: Console) -> int:
     return 0 if view.recommended is not None else 1
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parse(argv: list[str] | None) -> ClaimsArgs:
     from sweep.store import DEFAULT_STORAGE_URL
 
     parser = argparse.ArgumentParser(prog="python -m sweep.claims", description=__doc__.splitlines()[0])
     parser.add_argument("--study", required=True, help="the study's name")
     parser.add_argument("--storage", default=DEFAULT_STORAGE_URL, help=f"database URL (default {DEFAULT_STORAGE_URL})")
     ns = parser.parse_args(argv)
-    out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
-    try:
-        return _main(ClaimsArgs(study=ns.study, storage=ns.storage), out)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    return ClaimsArgs(study=ns.study, storage=ns.storage)
+
+
+@command(_parse)
+def main(args: ClaimsArgs) -> int:
+    return _main(args, Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200))

@@ -69,6 +69,8 @@ lie in its space (Optuna records the baseline as one of the study's points).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -204,6 +206,16 @@ class StudySpec:
         Trials are compared by this, so that "the same knobs" means the same stack.
         """
         return self.baseline() | knobs
+
+
+@contextmanager
+def _restated(where: str) -> Iterator[None]:
+    """A ConfigError of what the study file names (its manifest, a knob, a profile) restated as the study's own,
+    prefixed with where the file names it."""
+    try:
+        yield
+    except ConfigError as exc:
+        raise StudySpecError(f"{where}: {exc}") from None
 
 
 def study_path(name_or_path: str | Path) -> Path:
@@ -370,13 +382,10 @@ def _manifest(ref: Any, study: Path, *, from_cli: bool) -> Manifest:
     # to the current folder. A bare name is looked up in studies/manifests/ either way.
     if not from_cli and not path.is_absolute() and (path.suffix == ".json" or len(path.parts) > 1):
         ref = study.parent / path
-    try:
+    with _restated("--manifest" if from_cli else f"{study}: field 'manifest'"):
         loaded = load_manifest(ref)
         adapter_for(loaded)  # a stack this project cannot read is refused here, before anything boots
-        return loaded
-    except ConfigError as exc:
-        where = "--manifest" if from_cli else f"{study}: field 'manifest'"
-        raise StudySpecError(f"{where}: {exc}") from None
+    return loaded
 
 
 def _check_objectives(value: Any, where: str, *, serving: Slo | None) -> None:
@@ -428,10 +437,9 @@ def _knob_value(knob: str, value: Any, manifest: Manifest, where: str, name: str
             f"{where}: field {name!r}: {value!r} is not {words} (knob {knob!r} is of type "
             f"{KNOBS[knob].type}: {KNOBS[knob].for_stack(manifest.stack).range_text})"
         )
-    try:
-        return parse_knobs(manifest, {knob: value})[knob]
-    except ConfigError as exc:
-        raise StudySpecError(f"{where}: field {name!r}: {exc}") from None
+    with _restated(f"{where}: field {name!r}"):
+        parsed = parse_knobs(manifest, {knob: value})[knob]
+    return parsed
 
 
 def _space(value: Any, manifest: Manifest, where: str) -> dict[str, KnobSpace]:
@@ -484,10 +492,8 @@ def _fixed(value: Any, manifest: Manifest, where: str, space: dict[str, KnobSpac
 
 
 def _baseline_in_space(space: dict[str, KnobSpace], manifest: Manifest, where: str) -> None:
-    try:
+    with _restated(f"{where}: field 'manifest'"):
         baseline = baseline_knobs(manifest)
-    except ConfigError as exc:
-        raise StudySpecError(f"{where}: field 'manifest': {exc}") from None
     for knob, knob_space in space.items():
         if not knob_space.contains(baseline[knob]):
             raise StudySpecError(
@@ -526,10 +532,8 @@ def _profile(value: Any, where: str, *, override: str | None) -> BenchProfile:
         raise StudySpecError(f"{where}: field 'profile': {exc}") from None
     profile = base.with_overrides(table, source=f"{where} [profile]") if table else base
     # The data sets load here, so that a missing or short file stops the study before a boot.
-    try:
+    with _restated(f"{where}: profile {profile.name!r}"):
         profile.load_data()
-    except ConfigError as exc:
-        raise StudySpecError(f"{where}: profile {profile.name!r}: {exc}") from None
     return profile
 
 
@@ -604,10 +608,8 @@ def _promotion(value: Any, where: str, *, profile: BenchProfile) -> PromotionSpe
     boot_profile = (
         _profile(table["profile"], f"{where} [promotion]", override=None) if "profile" in table else profile
     ).for_boots(verification=False)
-    try:
+    with _restated(f"{where}: [promotion] profile {boot_profile.name!r}"):
         boot_profile.load_heldout()
-    except ConfigError as exc:
-        raise StudySpecError(f"{where}: [promotion] profile {boot_profile.name!r}: {exc}") from None
     return PromotionSpec(
         candidates=candidates,
         boots=boots,

@@ -52,10 +52,11 @@ from collections.abc import Sequence
 from rich.console import Console
 from rich.markup import escape
 
+from cli import command
 from engine.bench import level_prompts
 from engine.launch import build_launch
 from engine.secrets import redact_argv, redact_env
-from errors import ConfigError, NoCompletedTrialsError, StudyMismatchError
+from errors import NoCompletedTrialsError
 from sweep.judgement import Slo, front_records
 from sweep.serving._args import TransferArgs, parse_args
 from sweep.serving._boots import RUN_DIR, PointRun, Setup, run_point
@@ -69,22 +70,10 @@ __all__ = ["main"]
 
 def _setup(args: TransferArgs) -> tuple[Setup, list[Point], str]:
     """Everything checked before a boot: the study, its front, its points, the workloads and their prompts."""
-    from sweep.claims import load_evidence
-    from sweep.search import load_study
-    from sweep.store import open_existing, shown_url
+    from sweep.reading import read_study
+    from sweep.store import shown_url
 
-    spec = load_study(args.study, manifest=args.manifest)
-    storage = open_existing(args.storage)
-    try:
-        evidence = load_evidence(storage, spec.name)
-    finally:
-        storage.close()
-    stored = evidence.user_attrs.get("manifest")
-    if stored is not None and stored != spec.manifest.name:
-        raise StudyMismatchError(
-            f"study {spec.name!r} was measured with manifest {stored!r}, not {spec.manifest.name!r}: pass the sweep's "
-            "--manifest"
-        )
+    spec, evidence = read_study(args.study, storage=args.storage, manifest=args.manifest)
     front = front_records(evidence.records, evidence.noise)
     if not front:
         raise NoCompletedTrialsError(
@@ -177,12 +166,7 @@ def _transfer(args: TransferArgs, out: Console) -> int:
     return 0 if drawn and all(r.error is None for r in runs) else 1
 
 
-def main(argv: list[str] | None = None) -> int:
+@command(parse_args, interrupted=True)
+def main(args: TransferArgs) -> int:
     out = Console(highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else 250)
-    try:
-        return _transfer(parse_args(argv), out)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
+    return _transfer(args, out)

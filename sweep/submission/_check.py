@@ -179,6 +179,15 @@ def check_folder(source: Path, options: CheckOptions, out: Console) -> bool:
         shutil.rmtree(root, ignore_errors=True)
 
 
+@dataclass(frozen=True, kw_only=True)
+class _Interpreter:
+    """What the folder's ``python`` is and the environment it boots in."""
+
+    python: Path
+    env: dict[str, str]  # the clean environment under the manifest's env
+    shown: list[Path]  # the folders of the isolated view it boots in; empty: not isolated
+
+
 def _run(
     source: Path,
     root: Path,
@@ -194,36 +203,8 @@ def _run(
 ) -> bool:
     copy = root / "submission"
     shutil.copytree(source, copy)
-    clean = {k: os.environ[k] for k in CLEAN_ENV if k in os.environ}
-    shown: list[Path] = []
-    if options.fresh:
-        home = root / "home"
-        home.mkdir()
-        (root / "tmp").mkdir()
-        out.print(
-            f"checking {source} in a fresh environment: its {len(manifest.dependencies)} dependencies in a new virtual "
-            "environment, booted in an isolated view of this machine (the folder, that environment, the system's "
-            "programs and libraries; HOME and /tmp empty)",
-            markup=False,
-        )
-        python = fresh_python(root, manifest.dependencies, folder=copy, wheelhouse=options.wheelhouse, out=out)
-        clean |= {"HOME": str(home), "TMPDIR": "/tmp", "PATH": os.pathsep.join([str(python.parent), SYSTEM_PATH])}
-        shown = [copy, python.parent.parent, home]
-    else:
-        python = Path(options.python)
-    argv = [str(python) if manifest.serve[0] == "python" else manifest.serve[0], *manifest.serve[1:]]
-    if shown:  # the engine's owner mark stays on the sandbox's own process, which takes the stack with it
-        argv = isolated(argv, writable=shown, cwd=copy, unset=[OWNER_ENV])
-    launch = LaunchConfig(
-        argv=argv,
-        env={**manifest.env, "PORT": str(port)},
-        cwd=copy,
-        host="127.0.0.1",
-        port=port,
-        served_model_name=manifest.served_model_name,
-        manifest_name=manifest.name,
-        base_env=clean,
-    )
+    interpreter = _fresh(source, root, copy, manifest, options, out) if options.fresh else _given(options)
+    launch = _launch(manifest, interpreter, copy, port)
     out.print(
         f"booting it as the organisers' harness runs it: in an empty folder, `{' '.join(manifest.serve)}`, the "
         f"manifest's env over a clean one, port {port}",
@@ -232,35 +213,9 @@ def _run(
     timeout = profile.boot_timeout_s + (_PREPARE_ALLOWANCE_S if options.fresh else 0.0)
     engine = EngineProcess(launch, log_path=root / "serve.log", boot_timeout_s=timeout)
     try:
-        try:
-            out.print(f"  ready after {_boot(engine, out=out):.1f} s", markup=False)
-        except EngineError as exc:
-            tail = exc.log_tail or engine.log_tail()
-            out.print(f"the stack's log, its last lines:\n{tail}", markup=False)
-            outside = missing_paths(tail, shown=shown) if shown else []
-            if outside:
-                raise type(exc)(
-                    f"{exc}\nIn the isolated view it looked for {', '.join(outside)}: outside the folder, a path of "
-                    "the machine that wrote it, which the organisers' machine does not have",
-                    log_tail=tail,
-                ) from None
-            raise
+        _boot_naming_missing_paths(engine, shown=interpreter.shown, out=out)
         tokenizer = Path(options.tokenizer or _tokenizer(launch.base_url, manifest.model_id))
-        timed = {}
-        # the held-out prompts first: a fresh boot's first run, on prompts nobody timed, is the private re-run's
-        # stand-in; then the public ones, which their public run times
-        for name, path in (("held-out", profile.heldout_prompts), ("public", profile.prompts)):
-            with out.status(f"timing the {name} prompts with the organisers' bench_serving"):
-                timed[name] = bench_serving(
-                    bench[0],
-                    bench[1],
-                    base_url=launch.base_url,
-                    model=manifest.served_model_name,
-                    tokenizer=tokenizer,
-                    prompts=profile.path(path),
-                    profile=profile,
-                    work=root,
-                )
+        timed = _timed(launch, manifest, profile, bench=bench, tokenizer=tokenizer, work=root, out=out)
         with out.status("scoring PPL as their ppl_endpoint.py does"):
             with open_client(launch.base_url, timeout_s=profile.request_timeout_s) as client:
                 ppl = measure_ppl(client, model=manifest.served_model_name, records=records)
@@ -268,6 +223,96 @@ def _run(
     finally:
         engine.stop()
     return _report(claim, timed=timed, ppl=ppl, ids=ids, profile=profile, out=out)
+
+
+def _clean() -> dict[str, str]:
+    return {k: os.environ[k] for k in CLEAN_ENV if k in os.environ}
+
+
+def _given(options: CheckOptions) -> _Interpreter:
+    """The check's own interpreter, in this environment's clean part."""
+    return _Interpreter(python=Path(options.python), env=_clean(), shown=[])
+
+
+def _fresh(
+    source: Path, root: Path, copy: Path, manifest: Manifest, options: CheckOptions, out: Console
+) -> _Interpreter:
+    """A new virtual environment of the manifest's dependencies, an empty HOME, the isolated view's folders."""
+    home = root / "home"
+    home.mkdir()
+    (root / "tmp").mkdir()
+    out.print(
+        f"checking {source} in a fresh environment: its {len(manifest.dependencies)} dependencies in a new virtual "
+        "environment, booted in an isolated view of this machine (the folder, that environment, the system's "
+        "programs and libraries; HOME and /tmp empty)",
+        markup=False,
+    )
+    python = fresh_python(root, manifest.dependencies, folder=copy, wheelhouse=options.wheelhouse, out=out)
+    clean = _clean() | {"HOME": str(home), "TMPDIR": "/tmp", "PATH": os.pathsep.join([str(python.parent), SYSTEM_PATH])}
+    return _Interpreter(python=python, env=clean, shown=[copy, python.parent.parent, home])
+
+
+def _launch(manifest: Manifest, interpreter: _Interpreter, copy: Path, port: int) -> LaunchConfig:
+    """The manifest's ``serve`` from the folder's copy, ``python`` the interpreter's, isolated where it is."""
+    argv = [str(interpreter.python) if manifest.serve[0] == "python" else manifest.serve[0], *manifest.serve[1:]]
+    if interpreter.shown:  # the engine's owner mark stays on the sandbox's own process, which takes the stack with it
+        argv = isolated(argv, writable=interpreter.shown, cwd=copy, unset=[OWNER_ENV])
+    return LaunchConfig(
+        argv=argv,
+        env={**manifest.env, "PORT": str(port)},
+        cwd=copy,
+        host="127.0.0.1",
+        port=port,
+        served_model_name=manifest.served_model_name,
+        manifest_name=manifest.name,
+        base_env=interpreter.env,
+    )
+
+
+def _boot_naming_missing_paths(engine: EngineProcess, *, shown: list[Path], out: Console) -> None:
+    """Boot the stack; where it fails, its log's last lines, and the paths outside the isolated view it looked
+    for named in the error."""
+    try:
+        out.print(f"  ready after {_boot(engine, out=out):.1f} s", markup=False)
+    except EngineError as exc:
+        tail = exc.log_tail or engine.log_tail()
+        out.print(f"the stack's log, its last lines:\n{tail}", markup=False)
+        outside = missing_paths(tail, shown=shown) if shown else []
+        if outside:
+            raise type(exc)(
+                f"{exc}\nIn the isolated view it looked for {', '.join(outside)}: outside the folder, a path of "
+                "the machine that wrote it, which the organisers' machine does not have",
+                log_tail=tail,
+            ) from None
+        raise
+
+
+def _timed(
+    launch: LaunchConfig,
+    manifest: Manifest,
+    profile: BenchProfile,
+    *,
+    bench: tuple[Path, str],
+    tokenizer: Path,
+    work: Path,
+    out: Console,
+) -> dict[str, float]:
+    """TPS by the organisers' bench_serving: the held-out prompts first (a fresh boot's first run, on prompts
+    nobody timed, is the private re-run's stand-in), then the public ones, which their public run times."""
+    timed = {}
+    for name, path in (("held-out", profile.heldout_prompts), ("public", profile.prompts)):
+        with out.status(f"timing the {name} prompts with the organisers' bench_serving"):
+            timed[name] = bench_serving(
+                bench[0],
+                bench[1],
+                base_url=launch.base_url,
+                model=manifest.served_model_name,
+                tokenizer=tokenizer,
+                prompts=profile.path(path),
+                profile=profile,
+                work=work,
+            )
+    return timed
 
 
 def _report(

@@ -74,9 +74,10 @@ FOLDER_MARK = "{folder}"  # in claim.json's profile: the submission folder, wher
 _PLACEHOLDER = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
 # This project's packages: a stack that runs one of them (-m engine.reference.serve) runs this project's code
 _OUR_PACKAGES = ("engine", "sweep", "dashboards", "benchmarks", "studies")
-# What of this project a stack that runs its code needs beside the engine package: the one exception tree,
-# and the knob registry the engine reads at import (studies/ is a package of data files)
-_OUR_FILES = ("errors.py", "studies/__init__.py", "studies/knobs.toml")
+# What of this project a stack that runs its code needs beside the engine package: the one exception tree and
+# the commands' frame (the engine's commands run in it), and the knob registry the engine reads at import
+# (studies/ is a package of data files)
+_OUR_FILES = ("errors.py", "cli.py", "studies/__init__.py", "studies/knobs.toml")
 # Env entries that make a stack refuse to download anything: right where the folder prepares its weights,
 # a trap where the weights come from the hub (model_id) on a fresh machine
 _OFFLINE = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")

@@ -2,8 +2,9 @@
 
 ``isolated(argv, ...)`` wraps a command in bubblewrap (Debian's ``bubblewrap``): the system's programs,
 libraries and configuration read-only (``/usr``, ``/etc`` and the interpreter's own prefix), the folders the
-check hands it (the folder's copy, the new virtual environment, an empty HOME), a fresh ``/tmp``, ``/dev`` and
-``/proc``, and nothing else: no checkout, no model cache, no ``/root``, ``/opt``, ``/work`` or ``/data``. A
+check hands it (the folder's copy, the new virtual environment, an empty HOME), empty scratch folders
+(``/tmp``, ``/var/tmp``), a fresh ``/dev`` and ``/proc``, and nothing else: no checkout, no model cache, no
+``/root``, ``/opt``, ``/work`` or ``/data``. The system and scratch folders are the path rule's (``_paths``). A
 path the stack needs outside that view is missing there as it would be on the organisers' machine, and
 ``missing_paths`` reads which from the stack's log. The network stays shared (the checker times the stack
 on 127.0.0.1) unless ``network=False``: the install from a wheelhouse, where no index may be reached.
@@ -18,13 +19,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from errors import InstallError
+from sweep.submission._paths import INSTALLED, SCRATCH
 
 __all__ = ["SANDBOX", "isolated", "missing_paths"]
 
 SANDBOX = "bwrap"
-# The system as every machine has it: its programs and libraries (on a merged-/usr Debian /bin and /lib are links
-# into /usr), its configuration (certificates, name service), the kernel's read-only views
-_SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc", "/sys")
 # What a failed boot's log says of a path it could not open, in Python's and the C library's words
 _MISSING = re.compile(
     r"(?:No such file or directory|Permission denied|Read-only file system|not found)\W{0,4}['\"]?(/[^'\"\s:,)]+)"
@@ -33,7 +32,9 @@ _MISSING = re.compile(
 
 def _system_binds() -> list[str]:
     binds: list[str] = []
-    roots = [*_SYSTEM, sys.base_prefix]  # an interpreter built outside /usr (a /usr/local or /opt Python)
+    # the system as the path rule has it, the kernel's /sys read-only (/dev and /proc are made fresh), and an
+    # interpreter built outside /usr (a /usr/local or /opt Python)
+    roots = [*INSTALLED, "/sys", sys.base_prefix]
     for root in dict.fromkeys(roots):
         path = Path(root)
         if path.is_symlink():
@@ -85,8 +86,7 @@ def isolated(
         *_devices(),
         "--proc",
         "/proc",
-        "--tmpfs",
-        "/tmp",
+        *[a for folder in SCRATCH for a in ("--tmpfs", folder)],
         *shown,
         *[a for name in unset for a in ("--unsetenv", name)],
         "--chdir",

@@ -60,31 +60,45 @@ def test_buckets_double_up_to_the_capacity():
 
 
 @pytest.mark.parametrize("window", [None, 16], ids=["window 512", "window 16"])
-def test_static_step_matches_model_step(runtime, prompts, monkeypatch, window):
-    """Position by position, in and across buckets, through the window's gather when it is narrower."""
-    model, heads = runtime.model, runtime.heads
+def test_static_step_matches_model_step(runtime, runtime_fp32, prompts, monkeypatch, window):
+    """Position by position, in and across buckets, through the window's gather when it is narrower.
+
+    The fixed-shape step sums in another order than the model's step (padded keys, other kernels on the GPU),
+    so the two differ by bf16's rounding as this machine's kernels do it (an AVX-512-BF16 CPU rounds otherwise
+    than one without). The bound is measured here: the model step's own distance from the same step in float32.
+    Two results that each round within it are at most twice it apart; a wrong key, mask or position is not."""
+    model, heads, exact = runtime.model, runtime.heads, runtime_fp32.model
     if window:
         monkeypatch.setattr(model, "window", window)
+        monkeypatch.setattr(exact, "window", window)
     ids = prompts[0]
-    ref_cache, cache = model.new_cache(128), model.new_cache(128)
+    ref_cache, cache, exact_cache = model.new_cache(128), model.new_cache(128), exact.new_cache(128)
     cache.k.zero_()
     cache.v.zero_()
     model.prefill(_ids(model, ids[:-1]), ref_cache)
     model.prefill(_ids(model, ids[:-1]), cache)
+    exact.prefill(_ids(exact, ids[:-1]), exact_cache)
     step = StaticStep(model, cache, smallest_bucket=SMALL_BUCKET)
-    token, worst = ids[-1], 0.0
+    token, worst, rounding = ids[-1], 0.0, 0.0
     for position in range(len(ids) - 1, len(ids) + 30):
         want = model.final(
             model.step(model.embed(_ids(model, [token])), ref_cache, layers=model.all_layers(), position=position)
         )
         pos = step.position(_ids(model, [position]), step.bucket(position + 1))
         got = step.final(step.run(step.embed(_ids(model, [token])), pos, layers=model.all_layers()))
-        worst = max(worst, float((got.float() - want.float()).norm() / want.float().norm()))
+        unrounded = exact.final(
+            exact.step(exact.embed(_ids(exact, [token])), exact_cache, layers=exact.all_layers(), position=position)
+        )
+        worst = max(worst, _relative(got, want))
+        rounding = max(rounding, _relative(want, unrounded))
         token = heads.greedy_one(want)
         if model.device.type == "cpu":  # on CUDA other kernels round differently: closeness only
             assert heads.greedy_one(got) == token, f"position {position}"
-    # bf16 rounding of another summation order (on the GPU, other kernels too), accumulated over 18 layers
-    assert worst < (2e-2 if model.device.type == "cpu" else 5e-2)
+    assert 0 < rounding and worst <= 2 * rounding, (worst, rounding)
+
+
+def _relative(got: torch.Tensor, want: torch.Tensor) -> float:
+    return float((got.float() - want.float()).norm() / want.float().norm())
 
 
 def test_decide_rows_is_heads_decide(runtime, prompts):

@@ -423,6 +423,15 @@ def test_the_path_rule_reads_paths_not_routes_urls_or_markup():
     assert foreign_paths(text, made=["/opt/vendor", "/home/me"]) == []
 
 
+def test_under_tmp_the_rule_allows_what_a_stack_makes_at_run_time_not_what_this_machine_has():
+    with tempfile.TemporaryDirectory(dir="/tmp") as held:  # a clone, a download: an entry of this machine's /tmp
+        new = f"/tmp/{Path(held).name}-made-at-boot"  # a name this machine's /tmp does not have
+        text = f"TMPDIR=/tmp\nDRAFT={new}/drafter/model.bin\nKEEP={held}/keepset.json\nW={held}/later/weights\n"
+        assert foreign_paths(text) == [(3, f"{held}/keepset.json"), (4, f"{held}/later/weights")]
+        assert foreign_paths(text, made=[held]) == []  # the manifest says its stack made it on an earlier run
+    assert foreign_paths(text) == []  # gone from this machine: the stack's to make
+
+
 def test_every_file_of_the_folder_is_read_for_paths_of_this_machine_before_anything_is_written(tmp_path):
     vendor = REPO_ROOT / "studies"  # a folder of this machine, outside any submission
     with pytest.raises(ConfigError) as refused:

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import io
 import math
+import statistics
 
 import optuna
 import pytest
 from rich.console import Console
+from scipy import stats
 
 from engine.provenance import KEYS
 from sweep.claims import (
@@ -20,6 +22,7 @@ from sweep.claims import (
     claims_of,
     confirm,
     decompose,
+    fit,
     load_evidence,
     promote,
     select,
@@ -110,15 +113,23 @@ def test_promotion_interleaves_alternates_resumes_and_claims(ray_connected, tmp_
     assert [b.order for b in boots] == list(range(6)) and [b.trial_number for b in boots] == chosen * 3
     assert [b.first for b in boots] == ["public"] * 2 + ["heldout"] * 2 + ["public"] * 2
     assert [b.repeat for b in boots] == [0, 0, 1, 1, 2, 2]
-    # the estimator sees the held-out set's 10%: well outside its own boots' error, and about that size. A busy
-    # machine's fixed delays per request (HTTP, scheduling) shrink every ratio alike, in every boot: CI read 7.5%
-    # at a standard error of 0.4%, a bias no spread of boots shows, so the size is checked to a band, not to errors
-    for key, level in view.fit.levels.items():
-        spread = view.fit.spreads[key]
-        se = spread.s_d * math.sqrt(1 / level.boots + level.order_mean**2 / view.fit.sxx)
-        found = level.heldout - level.public
-        assert found < -3 * se and math.log(HELD_OUT) - 0.05 <= found <= math.log(HELD_OUT) / 2, (level, se)
-    assert view.fit.gamma > math.log(1 + DRIFT) * 4 / 2  # the warming stub reads its second run faster
+    # The estimator finds the held-out set's 10% and the warming, judged on all 12 boots of the stub (the
+    # promotion's and the confirmation's: each a fresh server timing both sets; 9 degrees of freedom), not on one
+    # configuration's 3 (1.5): at a load of 9 on 2 cores, one configuration's 3 boots read 21%. A busy machine's
+    # fixed delays per request (HTTP, scheduling) also shrink every ratio alike, a bias no spread of boots shows (CI
+    # read 7.5% at a standard error of 0.4%). So the effect is in that band of 10% (-5%, +5%) and the warming above
+    # half the stub's, each up to its error at 99.8% (Student's t on the fit's degrees of freedom): the interval a
+    # loaded machine's noise widens, which an estimator that loses or doubles the effect on a quiet one misses
+    joint = fit([*boots, *confirming], floor=view.fit.floor)
+    levels = list(joint.levels.values())
+    effect = statistics.fmean(level.heldout - level.public for level in levels)
+    order = statistics.fmean(level.order_mean for level in levels)
+    spread = joint.pooled
+    error = spread.s_d * math.sqrt(sum(1 / level.boots for level in levels) / len(levels) ** 2 + order**2 / joint.sxx)
+    t = float(stats.t.ppf(0.999, spread.df_d))
+    low, high = math.log(HELD_OUT) - 0.05, math.log(HELD_OUT) / 2
+    assert low - t * error <= effect <= high + t * error and effect < 0, (effect, error, spread, levels)
+    assert joint.gamma + t * spread.s_d / math.sqrt(joint.sxx) > math.log(1 + DRIFT) * 4 / 2, (joint.gamma, spread)
     # every boot says how much of the machine its host took while it was timed (Linux reports it)
     assert all(b.host_steal is not None and 0.0 <= b.host_steal <= 1.0 for b in boots)
     # every record says what it ran on

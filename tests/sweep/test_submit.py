@@ -51,6 +51,11 @@ def test_nothing_unverified_is_written_unless_asked_and_then_it_says_so(promoted
     assert main(["--study", str(study), "--storage", url]) == 1
     assert "nothing to submit: no point of the study is VERIFIED (no verification run yet)" in capsys.readouterr().out
     assert not (tmp_path / "runs" / "exports" / "sub" / "submission").exists()
+    # the study read with another manifest than it measured is another study's figures: refused, as verify does
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({**json.loads((tmp_path / "manifest.json").read_text()), "name": "other-stub"}))
+    assert main(["--study", str(study), "--storage", url, "--manifest", str(other)]) == 2
+    assert "was measured with manifest 'stub'" in capsys.readouterr().err
 
     assert main(["--study", str(study), "--storage", url, "--allow-unverified", "--out", str(tmp_path / "unv")]) == 0
     best = max(view.best_claims().values(), key=lambda c: (c.p_verified or 0.0, c.claim))
