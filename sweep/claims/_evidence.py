@@ -308,7 +308,7 @@ def load_evidence(storage: Storage, study_name: str, *, leave_out_run: str | Non
             confirming=confirming,
             baseline=next((r.trial_number for r in records if r.is_baseline), None),
         )
-    target = plan.target if plan else DEFAULT_TARGET
+    target = plan.target if plan else float(attrs.get(TARGET_ATTR, DEFAULT_TARGET))
     return StudyEvidence(
         study=study_name,
         user_attrs=attrs,
