@@ -64,7 +64,7 @@ from engine.launch import build_launch, check_machine
 from engine.process import EngineProcess
 from engine.profiles import BenchProfile
 from engine.trial import node_info
-from errors import ConfigError, EngineError, NoCompletedTrialsError, StudyMismatchError, UsageError
+from errors import ConfigError, EngineError, NoCompletedTrialsError, UsageError
 from sweep.judgement import Slo, front_records, goodput
 
 if TYPE_CHECKING:  # imported where used: Ray and Optuna take seconds to import, and bad input should fail fast
@@ -534,12 +534,7 @@ def _setup(args: TransferArgs) -> tuple[Setup, list[Point], str]:
         evidence = load_evidence(storage, spec.name)
     finally:
         storage.close()
-    stored = evidence.user_attrs.get("manifest")
-    if stored is not None and stored != spec.manifest.name:
-        raise StudyMismatchError(
-            f"study {spec.name!r} was measured with manifest {stored!r}, not {spec.manifest.name!r}: pass the sweep's "
-            "--manifest"
-        )
+    evidence.stored.require_manifest(spec.name, spec.manifest.name)
     front = front_records(evidence.records, evidence.noise)
     if not front:
         raise NoCompletedTrialsError(

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from errors import ConfigError, StudyMismatchError
+from errors import ConfigError
 
 __all__ = ["VerifyArgs", "main", "parse_args"]
 RUN_DIR = Path("runs")
@@ -132,12 +132,7 @@ def _verify(args: VerifyArgs, out: Console) -> int:
     storage = open_existing(args.storage)
     try:
         evidence = load_evidence(storage, spec.name)
-        stored = evidence.user_attrs.get("manifest")
-        if stored is not None and stored != spec.manifest.name:
-            raise StudyMismatchError(
-                f"study {spec.name!r} was measured with manifest {stored!r}, not {spec.manifest.name!r}: "
-                "pass the sweep's --manifest"
-            )
+        evidence.stored.require_manifest(spec.name, spec.manifest.name)
         plan = plan_verification(
             spec,
             evidence,

@@ -12,12 +12,12 @@ held-out ones (``sweep.claims``). Where the gate is a ratio of the baseline's PP
 scores other references than the sweep did, the baseline is promoted with them: its boots resolve
 the gate on those references.
 
-The plan (``sweep.claims.PromotionPlan``: candidates, boots, profile, gate, target) is the study's
-user attribute ``promotion`` and every boot is stored as it ends (table ``promotions``), so an
+The plan (``sweep.claims.PromotionPlan``: candidates, boots, profile, gate, target) is the study
+record's ``promotion`` (``sweep.store.StudyRecord``) and every boot is stored as it ends (table ``promotions``), so an
 interrupted promotion goes on with the same command from the next boot, and a new search result
 (other candidates, another profile) starts a new promotion run. The claims are then what
-``sweep.claims.load_evidence`` reads; a summary of a finished promotion's is the study's user
-attribute ``claims``, which optuna-dashboard lists.
+``sweep.claims.load_evidence`` reads; a summary of a finished promotion's is the record's ``claims``,
+which optuna-dashboard lists.
 """
 
 from __future__ import annotations
@@ -31,11 +31,10 @@ from rich.console import Console
 from engine.profiles import BenchProfile
 from sweep.claims._claim import screening_claim
 from sweep.claims._evidence import StudyClaims, load_evidence
-from sweep.claims._plan import CLAIMS_ATTR, CONFIRMATION_ATTR, PROMOTION_ATTR, ConfirmationPlan, PromotionPlan
 from sweep.claims._runner import FreshBoots, interleave, new_run_id
 from sweep.judgement import Gate
 from sweep.search import StudySpec
-from sweep.store import Storage, TrialRecord
+from sweep.store import ConfirmationPlan, PromotionPlan, Storage, StudyRecord, TrialRecord, read_record, write_record
 
 __all__ = ["confirm", "promote", "select"]
 
@@ -88,9 +87,9 @@ def _rounded(value: float | None, digits: int) -> float | None:
     return None if value is None else round(value, digits)
 
 
-def _summary(view: StudyClaims) -> list[dict[str, Any]]:
+def _summary(view: StudyClaims) -> tuple[dict[str, Any], ...]:
     """Each promoted trial's claim to act on (its confirmed one, else its screening figure, labelled so)."""
-    return [
+    return tuple(
         {
             "trial": c.trial_number,
             "claim": round(c.claim, 3),
@@ -103,7 +102,7 @@ def _summary(view: StudyClaims) -> list[dict[str, Any]]:
             "recommended": view.recommended is c,
         }
         for c in view.best_claims().values()
-    ]
+    )
 
 
 def promote(
@@ -134,11 +133,10 @@ def promote(
         confirm_boots=promotion.confirm_boots,
         between_prior=promotion.between_prior,
     )
-    stored_plan = study.user_attrs.get(PROMOTION_ATTR)
-    plan = None if stored_plan is None else PromotionPlan.from_attr(stored_plan)
+    plan = read_record(study).promotion
     if plan is None or not wanted.same_plan(plan):
         plan = wanted
-        study.set_user_attr(PROMOTION_ATTR, plan.to_attr())
+        write_record(study, StudyRecord(promotion=plan))
     gate = plan.gate.resolve()
     laid = interleave(chosen, boots=promotion.boots, profile=lambda _: profile, gate=lambda _: gate)
     run = FreshBoots(
@@ -165,7 +163,7 @@ def promote(
     view = load_evidence(storage, spec.name).claims
     assert view is not None  # the plan was stored above
     if view.complete:
-        study.set_user_attr(CLAIMS_ATTR, _summary(view))
+        write_record(study, StudyRecord(claims=_summary(view)))
     return view
 
 
@@ -190,8 +188,7 @@ def confirm(
     chosen, control = view.choice
     study = optuna.load_study(study_name=spec.name, storage=storage.optuna)
     boots = view.plan.confirm_boots
-    stored = study.user_attrs.get(CONFIRMATION_ATTR)
-    plan = None if stored is None else ConfirmationPlan.from_attr(stored)
+    plan = read_record(study).confirmation
     if plan is None or (plan.promotion_run, plan.chosen, plan.control, plan.boots) != (
         view.run_id,
         chosen,
@@ -201,7 +198,7 @@ def confirm(
         plan = ConfirmationPlan(
             run_id=new_run_id(), promotion_run=view.run_id, chosen=chosen, control=control, boots=boots
         )
-        study.set_user_attr(CONFIRMATION_ATTR, plan.to_attr())
+        write_record(study, StudyRecord(confirmation=plan))
     records = [r for n in plan.trials if (r := evidence.record(n)) is not None]
     profile, gate = view.plan.profile, view.gate
     screening = {c.trial_number: c.claim for c in view.claims}
@@ -232,5 +229,5 @@ def confirm(
     view = load_evidence(storage, spec.name).claims
     assert view is not None  # promoted above
     if view.unfinished() is None:
-        study.set_user_attr(CLAIMS_ATTR, _summary(view))
+        write_record(study, StudyRecord(claims=_summary(view)))
     return view

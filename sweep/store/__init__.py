@@ -2,6 +2,9 @@
 
     _trial      TrialRecord: one trial attempt, and its judgement (gate, identity, feasibility)
     _identity   generated token ids, packed, and how many prompts differ
+    _study      StudyRecord: what a study stores beside Optuna's own, read and written there alone; a
+                queued trial's marks (``TrialMarks``)
+    _plan       PromotionPlan, ConfirmationPlan, ClientOffset: what the claims store in that record
     _boot       BootRecord: one fresh boot of a promotion, confirmation, verification or calibration
     _database   the database: Optuna's RDB storage and the project's tables (SQLite, WAL)
     _url        a storage URL as it may be shown, and the password kept out of it
@@ -13,7 +16,17 @@ dashboards read both. Nothing here imports the stages above it.
 
 from sweep.store._boot import BootKind, BootRecord, boot_record
 from sweep.store._database import DEFAULT_STORAGE_URL, Storage, StudyRecords, open_existing, open_storage
+from sweep.store._plan import ClientOffset, ConfirmationPlan, PromotionPlan
 from sweep.store._scrub import scrub_unfinished_logs
+from sweep.store._study import (
+    RECORD_VERSION,
+    StudyRecord,
+    TrialMarks,
+    read_record,
+    trial_marks,
+    write_record,
+    write_trial_figures,
+)
 from sweep.store._trial import (
     FailKind,
     Judge,
@@ -27,12 +40,18 @@ from sweep.store._url import password_note, shown_url
 
 __all__ = [
     "DEFAULT_STORAGE_URL",
+    "RECORD_VERSION",
     "BootKind",
     "BootRecord",
+    "ClientOffset",
+    "ConfirmationPlan",
     "FailKind",
     "Judge",
+    "PromotionPlan",
     "Storage",
+    "StudyRecord",
     "StudyRecords",
+    "TrialMarks",
     "TrialRecord",
     "boot_record",
     "failure_record",
@@ -40,8 +59,12 @@ __all__ = [
     "open_storage",
     "outcome_record",
     "password_note",
+    "read_record",
     "reused_record",
     "same_profile",
     "scrub_unfinished_logs",
     "shown_url",
+    "trial_marks",
+    "write_record",
+    "write_trial_figures",
 ]
