@@ -257,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    gate = spec.gate.resolve(surface.point(dict(zip(surface.knobs, surface.baseline))).ppl)
+    gate = spec.gate.limit([surface.point(dict(zip(surface.knobs, surface.baseline))).ppl])
     assert gate is not None  # a ratio gate: the grid records its baseline's PPL
     best_tps = best_feasible_tps(surface, gate)
     ref = reference_point(surface, gate)

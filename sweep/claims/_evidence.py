@@ -158,7 +158,10 @@ def claims_of(
     ``baseline``: the study's baseline trial, a control where the promotion had no runner-up."""
     mine = tuple(b for b in boots if b.run_id == plan.run_id)
     fitted = fit(mine, floor=plan.noise_floor)
-    gate = plan.gate.resolve_from(
+    # the plan's gate carries the search's baseline PPL where the promotion scores the sweep's references, else
+    # the baseline trial promoted with the candidates: its boots' PPLs (sweep.store.ppl_limit's rule, applied when
+    # the plan was made)
+    gate = plan.gate.limit(
         [b.ppl for b in mine if b.trial_number == plan.gate.baseline_trial and b.measured and b.ppl is not None]
     )
     claims = tuple(

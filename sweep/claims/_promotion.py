@@ -28,13 +28,21 @@ from typing import Any
 import optuna
 from rich.console import Console
 
-from engine.profiles import BenchProfile
 from sweep.claims._claim import screening_claim
 from sweep.claims._evidence import StudyClaims, load_evidence
 from sweep.claims._runner import FreshBoots, interleave, new_run_id
 from sweep.judgement import Gate
 from sweep.search import StudySpec
-from sweep.store import ConfirmationPlan, PromotionPlan, Storage, StudyRecord, TrialRecord, read_record, write_record
+from sweep.store import (
+    ConfirmationPlan,
+    PromotionPlan,
+    Storage,
+    StudyRecord,
+    TrialRecord,
+    baseline_ppls,
+    read_record,
+    write_record,
+)
 
 __all__ = ["confirm", "promote", "select"]
 
@@ -66,20 +74,17 @@ def select(spec: StudySpec, records: list[TrialRecord]) -> list[TrialRecord]:
     return chosen
 
 
-def _scores_like(record: TrialRecord, profile: BenchProfile) -> bool:
-    measured = BenchProfile.from_record(record.profile)
-    return (measured.path(measured.refs), measured.ppl_records) == (profile.path(profile.refs), profile.ppl_records)
-
-
 def _gate(spec: StudySpec, records: list[TrialRecord]) -> Gate:
-    """The study's gate with what resolves it on the promotion's references: the sweep's baseline PPL where
-    the promotion scores the sweep's own, else the baseline trial, promoted with the candidates."""
+    """The study's gate with what resolves it on the promotion's references (``sweep.store.ppl_limit``'s rule): the
+    search's baseline PPL where the promotion scores the sweep's own, else the baseline trial, promoted with the
+    candidates, whose boots resolve it."""
     gate, profile = spec.gate, spec.promotion.profile
     if gate.ppl_max is not None:
         return gate
     baseline = next((r for r in records if r.is_baseline and r.full), None)
-    if baseline is not None and profile is not None and _scores_like(baseline, profile):
-        return Gate(ppl_max_ratio=gate.ppl_max_ratio, baseline_ppl=baseline.ppl)
+    searched = baseline_ppls(profile, baseline=baseline) if profile is not None else []
+    if searched:
+        return Gate(ppl_max_ratio=gate.ppl_max_ratio, baseline_ppl=searched[0])
     return Gate(ppl_max_ratio=gate.ppl_max_ratio, baseline_trial=baseline.trial_number if baseline else None)
 
 
@@ -137,7 +142,7 @@ def promote(
     if plan is None or not wanted.same_plan(plan):
         plan = wanted
         write_record(study, StudyRecord(promotion=plan))
-    gate = plan.gate.resolve()
+    gate = plan.gate.limit()  # None where the baseline's boots in this run resolve it
     laid = interleave(chosen, boots=promotion.boots, profile=lambda _: profile, gate=lambda _: gate)
     run = FreshBoots(
         spec,

@@ -1,6 +1,8 @@
 """What every stage writes and reads: the trial and boot records, and the database that keeps them.
 
-    _trial      TrialRecord: one trial attempt, and its judgement (gate, identity, feasibility)
+    _trial      TrialRecord: one trial attempt
+    _judge      its judgement (``Judge``: gate, identity, feasibility) and the gate's PPL limit on a set of
+                references, by one rule for which baseline PPL applies (``ppl_limit``)
     _identity   generated token ids, packed, and how many prompts differ
     _study      StudyRecord: what a study stores beside Optuna's own, read and written there alone; a
                 queued trial's marks (``TrialMarks``)
@@ -16,6 +18,7 @@ dashboards read both. Nothing here imports the stages above it.
 
 from sweep.store._boot import BootKind, BootRecord, boot_record
 from sweep.store._database import DEFAULT_STORAGE_URL, Storage, StudyRecords, open_existing, open_storage
+from sweep.store._judge import Judge, baseline_ppls, ppl_limit, scores_sweep_references
 from sweep.store._plan import ClientOffset, ConfirmationPlan, PromotionPlan
 from sweep.store._scrub import scrub_unfinished_logs
 from sweep.store._study import (
@@ -29,7 +32,6 @@ from sweep.store._study import (
 )
 from sweep.store._trial import (
     FailKind,
-    Judge,
     TrialRecord,
     failure_record,
     outcome_record,
@@ -53,15 +55,18 @@ __all__ = [
     "StudyRecords",
     "TrialMarks",
     "TrialRecord",
+    "baseline_ppls",
     "boot_record",
     "failure_record",
     "open_existing",
     "open_storage",
     "outcome_record",
     "password_note",
+    "ppl_limit",
     "read_record",
     "reused_record",
     "same_profile",
+    "scores_sweep_references",
     "scrub_unfinished_logs",
     "shown_url",
     "trial_marks",
