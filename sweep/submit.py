@@ -34,10 +34,9 @@ from pathlib import Path
 from rich.console import Console
 
 from errors import ConfigError, EngineError, GemmaSweepError, InstallError
+from sweep.runs import RUN_DIR
 
 __all__ = ["SubmitArgs", "main", "parse_args"]
-
-RUN_DIR = Path("runs")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -66,6 +66,7 @@ from engine.profiles import BenchProfile
 from engine.trial import node_info
 from errors import ConfigError, EngineError, NoCompletedTrialsError, UsageError
 from sweep.judgement import Slo, front_records, goodput
+from sweep.runs import RUN_DIR
 
 if TYPE_CHECKING:  # imported where used: Ray and Optuna take seconds to import, and bad input should fail fast
     from sweep.search import StudySpec
@@ -73,7 +74,6 @@ if TYPE_CHECKING:  # imported where used: Ray and Optuna take seconds to import,
 
 __all__ = ["TransferArgs", "main", "parse_args"]
 
-RUN_DIR = Path("runs")
 DEFAULT_LEVELS = (1, 4, 16)
 DEFAULT_TOP = 4
 DEFAULT_NUM_PROMPTS = 16

@@ -166,6 +166,7 @@ SURFACE = {
         "within_tolerance",
     ],
     "sweep.interrupts": ["raise_interrupt"],
+    "sweep.runs": ["RUN_DIR"],
     "sweep.store": [
         "DEFAULT_STORAGE_URL",
         "RECORD_VERSION",
