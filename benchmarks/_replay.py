@@ -197,7 +197,7 @@ def replay(
     noise = surface.run_noise(stage_counts(spec.fidelity, spec.profile) if cuts is None else cuts)
     core = StudyCore(spec, MemoryRecords())  # in memory: the driver's SQLite adds only time here
     core.ensure_baseline()
-    true_gate = spec.gate.resolve(surface.point(dict(zip(surface.knobs, surface.baseline))).ppl)
+    true_gate = spec.gate.limit([surface.point(dict(zip(surface.knobs, surface.baseline))).ppl])
     assert true_gate is not None  # a ratio gate: the grid records its baseline's PPL
     out: list[Replayed] = []
     while core.has_next(in_flight=0):

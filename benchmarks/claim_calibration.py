@@ -55,12 +55,11 @@ from sweep.claims import (
     load_evidence,
 )
 from sweep.judgement import verifies
+from sweep.runs import RUN_DIR
 from sweep.search import load_study
 from sweep.store import DEFAULT_STORAGE_URL, BootRecord, TrialRecord, open_existing
 
 __all__ = ["main"]
-
-RUN_DIR = Path("runs")
 
 
 def _calibrate(args: argparse.Namespace, out: Console) -> tuple[str, bool] | None:

@@ -73,7 +73,7 @@ class _Grid:
         self.surface, self.spec = surface, spec
         self.boot_sd = max(surface.tps_rel_sd, spec.promotion.noise_floor / 2)
         baseline = surface.point(dict(zip(surface.knobs, surface.baseline)))
-        gate = spec.gate.resolve(baseline.ppl)
+        gate = spec.gate.limit([baseline.ppl])
         assert gate is not None  # the grid records its baseline's PPL
         self.gate = gate
 

@@ -147,8 +147,7 @@ def _store(args: Args, *, theirs: list[float], ours: list[float], basis: str) ->
 
     import optuna
 
-    from sweep.claims import OFFSET_ATTR, ClientOffset
-    from sweep.store import open_existing
+    from sweep.store import ClientOffset, StudyRecord, open_existing, write_record
 
     logs = [math.log(t / o) for t, o in zip(theirs, ours)]
     offset = ClientOffset(
@@ -160,7 +159,7 @@ def _store(args: Args, *, theirs: list[float], ours: list[float], basis: str) ->
     storage = open_existing(args.storage or "")
     try:
         study = optuna.load_study(study_name=args.study, storage=storage.optuna)
-        study.set_user_attr(OFFSET_ATTR, offset.to_attr())
+        write_record(study, StudyRecord(client_offset=offset))
     finally:
         storage.close()
 

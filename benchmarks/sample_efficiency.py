@@ -257,7 +257,7 @@ def main(args: Args) -> int:
         spec = replace(surface_spec(load_study(args.study), surface), repeats="allow", ppl_memo=False)
     except ValueError as exc:  # a grid whose numbers do not parse: bad input, not a bug of the samplers
         raise DataError(str(exc)) from None
-    gate = spec.gate.resolve(surface.point(dict(zip(surface.knobs, surface.baseline))).ppl)
+    gate = spec.gate.limit([surface.point(dict(zip(surface.knobs, surface.baseline))).ppl])
     assert gate is not None  # a ratio gate: the grid records its baseline's PPL
     best_tps = best_feasible_tps(surface, gate)
     ref = reference_point(surface, gate)

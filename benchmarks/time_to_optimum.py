@@ -333,7 +333,7 @@ def _ceiling(surface: Surface, best: list[dict[str, Any]], old: list[Outcome]) -
 def report(r: Replays, *, args: Args) -> str:
     surface, spec, old, new = r.surface, r.new, r.old_runs, r.new_runs
     varying = tuple(k for k in surface.knobs if len(surface.values(k)) > 1)
-    gate = spec.gate.resolve(surface.point(dict(zip(surface.knobs, surface.baseline))).ppl)
+    gate = spec.gate.limit([surface.point(dict(zip(surface.knobs, surface.baseline))).ppl])
     assert gate is not None  # the grid's baseline has its PPL: best_feasible_tps judged r.best_tps by it
     best = [
         dict(zip(surface.knobs, key))
@@ -497,7 +497,7 @@ def main(args: Args) -> int:
     texts = []
     with ProcessPoolExecutor(max_workers=args.processes) as pool:
         for grid, surface, new, old in loaded:
-            gate = new.gate.resolve(surface.point(dict(zip(surface.knobs, surface.baseline))).ppl)
+            gate = new.gate.limit([surface.point(dict(zip(surface.knobs, surface.baseline))).ppl])
             assert gate is not None  # a ratio gate: the grid records its baseline's PPL
             best_tps = best_feasible_tps(surface, gate)
             # one noise layout for both: the new rule's stages (the old sweep's trials are cut nowhere)

@@ -10,7 +10,6 @@ rewritten only when it changed, and keeps whatever a user wrote outside the bloc
 from __future__ import annotations
 
 import warnings
-from typing import Any
 
 import optuna
 from optuna_dashboard import get_note, save_note, save_plotly_graph_object
@@ -43,7 +42,7 @@ def attach_to_study(storage: Storage, study_name: str) -> bool:
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             study.set_metric_names(METRIC_NAMES)
     old_note = get_note(study)
-    new_note = _merge_note(old_note, study_note(data, study.user_attrs))
+    new_note = _merge_note(old_note, study_note(data))
     if new_note != old_note:
         save_note(study, new_note)
     return True
@@ -55,16 +54,16 @@ def attach_all(storage: Storage) -> list[str]:
     return [name for name in names if attach_to_study(storage, name)]
 
 
-def study_note(data: StudyData, user_attrs: dict[str, Any]) -> str:
+def study_note(data: StudyData) -> str:
     """Markdown: manifest, gate, profile, then the front as a table."""
-    profile = user_attrs.get("profile") or {}
+    profile = data.stored.profile or {}
     sizes = ", ".join(f"{k} {profile[k]}" for k in ("num_prompts", "output_len", "ppl_records") if k in profile)
-    gate = user_attrs.get("gate", "?")
+    gate = data.stored.gate or "?"
     resolved = "" if data.gate is None else f" = {data.gate:.4f}"
     lines = [
         f"## {data.study_name}: TPS vs PPL under the gate",
         "",
-        f"- **manifest**: `{user_attrs.get('manifest', '?')}`",
+        f"- **manifest**: `{data.stored.manifest or '?'}`",
         f"- **gate**: {gate}{resolved}",
         f"- **profile**: {profile.get('name', '?')}" + (f" ({sizes})" if sizes else ""),
         f"- **trials**: {len(data.measured)} measured, {len(data.failed)} failed, {len(data.front)} on the feasible front",

@@ -19,7 +19,7 @@ import optuna
 from errors import NoCompletedTrialsError
 from sweep.claims import Claim, StudyClaims, Verdict, load_evidence
 from sweep.judgement import Noise, front_point, front_ties, pareto_front
-from sweep.store import Storage, TrialRecord
+from sweep.store import Storage, StudyRecord, TrialRecord
 
 __all__ = ["StudyData", "TrialRow", "load_study_data", "require_measured", "study_data"]
 
@@ -112,7 +112,7 @@ class StudyData:
     gate: float | None
     knob_names: tuple[str, ...]  # the knobs that vary between trials, in the order first seen
     trials: tuple[TrialRow, ...]
-    user_attrs: dict[str, Any] = field(default_factory=dict)  # the study's: manifest, profile, gate, ...
+    stored: StudyRecord = field(default_factory=StudyRecord)  # what the study stores: manifest, profile, gate, ...
     claims: StudyClaims | None = None  # the latest promotion's
     noise: Noise | None = None  # how much one boot moves: what the front's ties are judged by
 
@@ -159,7 +159,7 @@ def study_data(
     trials: list[TrialRow],
     gate: float | None,
     verdicts: Mapping[int, Verdict] | None = None,
-    user_attrs: Mapping[str, Any] | None = None,
+    stored: StudyRecord | None = None,
     claims: StudyClaims | None = None,
     noise: Noise | None = None,
 ) -> StudyData:
@@ -194,7 +194,7 @@ def study_data(
         gate=gate,
         knob_names=varying,
         trials=rows,
-        user_attrs=dict(user_attrs or {}),
+        stored=stored or StudyRecord(),
         claims=claims,
         noise=noise,
     )
@@ -210,7 +210,7 @@ def load_study_data(storage: Storage, study_name: str) -> StudyData:
         trials=trials,
         gate=_study_gate(records.values()),
         verdicts=evidence.verdicts,
-        user_attrs=evidence.user_attrs,
+        stored=evidence.stored,
         claims=evidence.claims,
         noise=evidence.noise,
     )

@@ -111,8 +111,7 @@ def _serving_files(data: StudyData, out: Path, *, theme: Theme) -> list[Path]:
     loaded = [t for t in data.measured if t.record is not None and t.record.measurement and t.record.measurement.load]
     if not loaded:
         return []
-    stored = data.user_attrs.get("serving_slo")
-    slo = Slo(**stored) if isinstance(stored, dict) else None
+    slo = data.stored.serving_slo
     served = {
         t.number: judged
         for t in loaded

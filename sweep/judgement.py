@@ -5,8 +5,8 @@ record, multi-fidelity, verification, the console, the dashboards and the benchm
 these rules and none keeps its own copy.
 
 - **The gate.** A study's ``Gate`` is absolute (``ppl_max``) or a ratio of the baseline trial's PPL
-  (``ppl_max_ratio``); ``Gate.resolve`` turns it into a PPL, from a baseline PPL it is given or the one
-  it carries (``baseline_ppl``), and ``Gate.resolve_from`` from the PPLs of the baseline's boots.
+  (``ppl_max_ratio``); ``Gate.limit`` turns it into a PPL, from the baseline PPL it carries
+  (``baseline_ppl``) or the median of those it is given (which apply: ``sweep.store.ppl_limit``).
   ``over_gate`` is the one comparison of a PPL with a gate in the project: a PPL equal to the gate
   passes, as the challenge's ``<=`` does.
 - **The organisers' rule** (``TPS_TOLERANCE``, ``verifies``): a re-run VERIFIES a reported TPS when it
@@ -109,25 +109,25 @@ class Gate:
 
     A ratio gate may carry what resolves it on a given set of PPL references: the baseline's PPL on
     them (``baseline_ppl``, where the sweep's baseline trial scored them), or the trial whose boots
-    score them (``baseline_trial``: the median of its boots' PPLs, ``resolve_from``)."""
+    score them (``baseline_trial``: the median of its boots' PPLs)."""
 
     ppl_max: float | None = None
     ppl_max_ratio: float | None = None
     baseline_ppl: float | None = None
     baseline_trial: int | None = None
 
-    def resolve(self, baseline_ppl: float | None = None) -> float | None:
-        """The gate's PPL; None while a ratio gate waits for its baseline."""
+    def limit(self, baseline_ppls: Iterable[float | None] = ()) -> float | None:
+        """The gate's PPL: absolute, or the ratio times the baseline's PPL on the references scored, the one it
+        carries where it carries one, else the median of ``baseline_ppls`` (one measurement's, or its boots'; None:
+        not measured); None while a ratio gate's baseline is unknown. Which PPLs apply: ``sweep.store.ppl_limit``."""
         if self.ppl_max is not None:
             return self.ppl_max
-        baseline = self.baseline_ppl if baseline_ppl is None else baseline_ppl
-        return None if baseline is None or self.ppl_max_ratio is None else baseline * self.ppl_max_ratio
-
-    def resolve_from(self, baseline_ppls: Sequence[float]) -> float | None:
-        """The gate's PPL, a ratio gate's baseline the median of these PPLs (its boots') where it carries none."""
-        if self.ppl_max is not None or self.baseline_ppl is not None or not baseline_ppls:
-            return self.resolve()
-        return self.resolve(statistics.median(baseline_ppls))
+        if self.ppl_max_ratio is None:
+            return None
+        if self.baseline_ppl is not None:
+            return self.baseline_ppl * self.ppl_max_ratio
+        measured = [p for p in baseline_ppls if p is not None]
+        return statistics.median(measured) * self.ppl_max_ratio if measured else None
 
     def describe(self) -> str:
         if self.ppl_max is not None:

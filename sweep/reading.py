@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from errors import StudyMismatchError
 from sweep.claims import StudyEvidence, load_evidence
 from sweep.search import StudySpec, load_study
 from sweep.store import Storage, open_existing
@@ -37,12 +36,7 @@ def open_study(
     opened = open_existing(storage)
     try:
         evidence = load_evidence(opened, spec.name)
-        measured = evidence.user_attrs.get("manifest")
-        if measured is not None and measured != spec.manifest.name:
-            raise StudyMismatchError(
-                f"study {spec.name!r} was measured with manifest {measured!r}, not {spec.manifest.name!r}: pass the "
-                "sweep's --manifest"
-            )
+        evidence.stored.require_manifest(spec.name, spec.manifest.name)
         yield OpenStudy(spec=spec, storage=opened, evidence=evidence)
     finally:
         opened.close()

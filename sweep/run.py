@@ -14,7 +14,6 @@ import signal
 import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
@@ -22,12 +21,11 @@ from rich.markup import escape
 from cli import command
 from errors import SweepStopped
 from sweep.interrupts import raise_interrupt
+from sweep.runs import RUN_DIR
 from sweep.search import StudySpec, load_study
 from sweep.store import DEFAULT_STORAGE_URL, password_note, shown_url
 
 __all__ = ["RunArgs", "main", "parse_args"]
-
-RUN_DIR = Path("runs")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -34,10 +34,9 @@ from pathlib import Path
 from rich.console import Console
 
 from cli import command
+from sweep.runs import RUN_DIR
 
 __all__ = ["CheckArgs", "WriteArgs", "main", "parse_args"]
-
-RUN_DIR = Path("runs")
 
 
 @dataclass(frozen=True, kw_only=True)

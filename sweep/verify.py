@@ -35,9 +35,9 @@ from pathlib import Path
 from rich.console import Console
 
 from cli import command
+from sweep.runs import RUN_DIR
 
 __all__ = ["VerifyArgs", "main", "parse_args"]
-RUN_DIR = Path("runs")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,7 +1,5 @@
 """The claims wing: from boots to the TPS to report, its odds, and the verdicts of later re-runs.
 
-    _plan       PromotionPlan, ConfirmationPlan: a promotion's boots, its choice's confirmation, what they
-                are judged by (the study's ``promotion`` and ``confirmation``)
     _fit        the model of a boot's two runs: levels and the noise each configuration is judged by (``fit``)
     _between    how far a level moves from one run of boots to the next, and the machine term of the
                 organisers' re-run (``between_runs``, ``MachineTerm``)
@@ -17,6 +15,8 @@
     _print      the claims, noise and verdict tables
     cli         ``python -m sweep.claims``
 
+A promotion's and a confirmation's plans (``PromotionPlan``, ``ConfirmationPlan``) and the client offset
+(``ClientOffset``) are what the claims store in the study's record: ``sweep.store``'s, re-exported here.
 The organisers' rule itself (a re-run within 5%, PPL under the gate) and the gate are
 ``sweep.judgement``'s. Only ``_runner`` boots anything.
 """
@@ -24,23 +24,19 @@ The organisers' rule itself (a re-run within 5%, PPL under the gate) and the gat
 from sweep.claims._between import Between, MachineTerm, between_runs, machine_term
 from sweep.claims._claim import Claim, best_claim, claim_for, screening_claim
 from sweep.claims._confirm import confirmation_pair
-from sweep.claims._evidence import OFFSET_ATTR, Confirmation, StudyClaims, StudyEvidence, claims_of, load_evidence
-from sweep.claims._fit import HETEROGENEITY, INTERVAL, ClientOffset, Fit, Law, Level, Spread, fit
+from sweep.claims._evidence import Confirmation, StudyClaims, StudyEvidence, claims_of, load_evidence
+from sweep.claims._fit import HETEROGENEITY, INTERVAL, Fit, Law, Level, Spread, fit
 from sweep.claims._noise import WINDOW_S, NoiseParts, decompose, study_noise
-from sweep.claims._plan import CLAIMS_ATTR, CONFIRMATION_ATTR, PROMOTION_ATTR, ConfirmationPlan, PromotionPlan
 from sweep.claims._print import print_claims, print_noise, print_verdicts
 from sweep.claims._promotion import confirm, promote, select
 from sweep.claims._runner import FreshBoots, PlannedBoot, heldout_first, interleave
 from sweep.claims._verdict import Verdict, VerdictName, judge
 from sweep.claims._verification import VerificationPlan, plan_verification, print_plan, select_trials, verify
+from sweep.store import ClientOffset, ConfirmationPlan, PromotionPlan
 
 __all__ = [
-    "CLAIMS_ATTR",
-    "CONFIRMATION_ATTR",
     "HETEROGENEITY",
     "INTERVAL",
-    "OFFSET_ATTR",
-    "PROMOTION_ATTR",
     "WINDOW_S",
     "Between",
     "Claim",

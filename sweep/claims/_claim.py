@@ -23,8 +23,9 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
 from sweep.claims._between import MachineTerm
-from sweep.claims._fit import INTERVAL, ClientOffset, Fit, Law, Spread
+from sweep.claims._fit import INTERVAL, Fit, Law, Spread
 from sweep.judgement import Z, chance_under_gate, over_gate, tps_band
+from sweep.store import ClientOffset
 
 __all__ = ["Claim", "best_claim", "claim_for", "screening_claim"]
 

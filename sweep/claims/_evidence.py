@@ -15,8 +15,9 @@ so all of them see the same boots, the same noise floor and the same errors:
 - the noise one boot carries, for the front.
 
 The noise floor and the target are the promotion's, as its plan stored them (editing the study file later
-changes no claim made before); a study never promoted judges its verdicts by the ``noise_floor`` it stored
-when it opened, else ``sweep.judgement.NOISE_FLOOR``, and the default target.
+changes no claim made before); a study never promoted judges its verdicts by the ``noise_floor`` and
+``target`` its record stored when it opened, else ``sweep.judgement.NOISE_FLOOR`` and ``DEFAULT_TARGET``.
+Everything the study stores beside its trials is read through its record (``sweep.store.StudyRecord``).
 """
 
 from __future__ import annotations
@@ -29,18 +30,24 @@ from errors import StudyNotFoundError
 from sweep.claims._between import MachineTerm, machine_term
 from sweep.claims._claim import Claim, best_claim, claim_for
 from sweep.claims._confirm import confirmation_pair
-from sweep.claims._fit import ClientOffset, Fit, fit
+from sweep.claims._fit import Fit, fit
 from sweep.claims._noise import study_noise
-from sweep.claims._plan import CONFIRMATION_ATTR, PROMOTION_ATTR, ConfirmationPlan, PromotionPlan
 from sweep.claims._verdict import Verdict, judge
 from sweep.judgement import DEFAULT_TARGET, NOISE_FLOOR, Noise
-from sweep.store import BootKind, BootRecord, Storage, TrialRecord, shown_url
+from sweep.store import (
+    BootKind,
+    BootRecord,
+    ClientOffset,
+    ConfirmationPlan,
+    PromotionPlan,
+    Storage,
+    StudyRecord,
+    TrialRecord,
+    read_record,
+    shown_url,
+)
 
-__all__ = ["OFFSET_ATTR", "Confirmation", "StudyClaims", "StudyEvidence", "claims_of", "load_evidence"]
-
-FLOOR_ATTR = "noise_floor"  # the study's user attribute: its [promotion] noise_floor
-TARGET_ATTR = "target"  # and its [promotion] target, for a study verified with no promotion stored
-OFFSET_ATTR = "client_offset"  # the study's user attribute: ClientOffset, where it was measured
+__all__ = ["Confirmation", "StudyClaims", "StudyEvidence", "claims_of", "load_evidence"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -151,7 +158,10 @@ def claims_of(
     ``baseline``: the study's baseline trial, a control where the promotion had no runner-up."""
     mine = tuple(b for b in boots if b.run_id == plan.run_id)
     fitted = fit(mine, floor=plan.noise_floor)
-    gate = plan.gate.resolve_from(
+    # the plan's gate carries the search's baseline PPL where the promotion scores the sweep's references, else
+    # the baseline trial promoted with the candidates: its boots' PPLs (sweep.store.ppl_limit's rule, applied when
+    # the plan was made)
+    gate = plan.gate.limit(
         [b.ppl for b in mine if b.trial_number == plan.gate.baseline_trial and b.measured and b.ppl is not None]
     )
     claims = tuple(
@@ -207,18 +217,15 @@ class StudyEvidence:
     """One study's records, boots, claims, verdicts and noise, as every reader sees them."""
 
     study: str
-    user_attrs: dict[str, Any]
+    stored: StudyRecord  # what the study stores beside its trials
     records: tuple[TrialRecord, ...]
     plan: PromotionPlan | None
     boots: dict[BootKind, tuple[BootRecord, ...]]  # in the order they were stored
     claims: StudyClaims | None
     verdicts: dict[int, Verdict] = field(default_factory=dict)  # the latest verification run of each trial
     noise: Noise = field(default_factory=lambda: Noise(tps_sd=NOISE_FLOOR, ppl_sd=0.0, basis="nothing measured"))
-    floor: float = NOISE_FLOOR
-
-    @property
-    def target(self) -> float:
-        return self.plan.target if self.plan else float(self.user_attrs.get(TARGET_ATTR, DEFAULT_TARGET))
+    floor: float = NOISE_FLOOR  # the noise floor and the target its claims and verdicts are judged by
+    target: float = DEFAULT_TARGET
 
     def record(self, trial_number: int) -> TrialRecord | None:
         return next((r for r in self.records if r.trial_number == trial_number), None)
@@ -284,9 +291,9 @@ def load_evidence(storage: Storage, study_name: str, *, leave_out_run: str | Non
             f"study {study_name!r} not found in {shown_url(storage.url)}: run the sweep first "
             f"(studies there: {names or 'none'})"
         ) from None
-    attrs = dict(study.user_attrs)
-    plan = PromotionPlan.from_attr(attrs[PROMOTION_ATTR]) if PROMOTION_ATTR in attrs else None
-    floor = plan.noise_floor if plan else attrs.get(FLOOR_ATTR, NOISE_FLOOR)
+    stored = read_record(study)
+    plan = stored.promotion
+    floor, target = _judged_by(stored)
     records = tuple(storage.records(study_name, token_ids=False))
     promotion = storage.boots("promotion", study_name)
     verifications, old_calibrations = _split_calibrations(storage.boots("verification", study_name))
@@ -297,21 +304,18 @@ def load_evidence(storage: Storage, study_name: str, *, leave_out_run: str | Non
     confirming = storage.boots("confirmation", study_name)
     claims = None
     if plan is not None:
-        offset = ClientOffset.from_attr(attrs[OFFSET_ATTR]) if OFFSET_ATTR in attrs else None
-        confirmation = ConfirmationPlan.from_attr(attrs[CONFIRMATION_ATTR]) if CONFIRMATION_ATTR in attrs else None
         claims = claims_of(
             plan,
             promotion,
             later,
-            offset=offset,
-            confirmation=confirmation,
+            offset=stored.client_offset,
+            confirmation=stored.confirmation,
             confirming=confirming,
             baseline=next((r.trial_number for r in records if r.is_baseline), None),
         )
-    target = plan.target if plan else DEFAULT_TARGET
     return StudyEvidence(
         study=study_name,
-        user_attrs=attrs,
+        stored=stored,
         records=records,
         plan=plan,
         boots={
@@ -325,4 +329,14 @@ def load_evidence(storage: Storage, study_name: str, *, leave_out_run: str | Non
         verdicts=_verdicts(verifications, [*promotion, *confirming], floor=floor, target=target),
         noise=study_noise(records, claims.boots if claims else (), floor=floor),
         floor=floor,
+        target=target,
     )
+
+
+def _judged_by(record: StudyRecord) -> tuple[float, float]:
+    """The noise floor and the target a study's claims and verdicts are judged by: its promotion's, else those its
+    record stored when it opened, else the defaults."""
+    if record.promotion is not None:
+        return record.promotion.noise_floor, record.promotion.target
+    floor = NOISE_FLOOR if record.noise_floor is None else record.noise_floor
+    return floor, DEFAULT_TARGET if record.target is None else record.target

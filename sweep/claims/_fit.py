@@ -45,15 +45,14 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable, Hashable, Iterable, Sequence
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
 from scipy import special, stats
 
 from sweep.judgement import pooled_log_sd, tps_band
 from sweep.store import BootRecord
 
-__all__ = ["HETEROGENEITY", "INTERVAL", "ClientOffset", "Fit", "Law", "Level", "Spread", "fit"]
+__all__ = ["HETEROGENEITY", "INTERVAL", "Fit", "Law", "Level", "Spread", "fit"]
 
 INTERVAL = 0.90  # the two-sided coverage of every interval reported
 HETEROGENEITY = 0.05  # Bartlett's test at this level: configurations whose noise differs are judged apart
@@ -315,33 +314,3 @@ def _spreads(
     alone = Spread(s_y=pooled.s_y, df_y=pooled.df_y, s_d=0.0, df_d=math.inf)  # boots that timed the held-out set only
     spreads = {n: (pooled if n in ss_d else alone) if shared else own[n] for n in levels}
     return spreads, pooled, shared
-
-
-@dataclass(frozen=True, kw_only=True)
-class ClientOffset:
-    """How the organisers' TPS client (sglang's ``bench_serving``) reads beside this project's, measured on
-    one server with the two alternated (``python -m benchmarks.harness_agreement --study``): the mean and
-    spread of log(theirs / ours) over its rounds. Boots are timed by this project's client and the private
-    re-run by theirs, so a claim's odds carry it; it is stored as the study's ``client_offset``."""
-
-    log_mean: float
-    sd: float
-    rounds: int
-    basis: str  # what it was measured on: the stack, the prompts, the machine
-
-    def describe(self) -> str:
-        return (
-            f"the organisers' client reads {math.expm1(self.log_mean):+.1%} beside ours (sd {self.sd:.1%} over "
-            f"{self.rounds} alternated rounds; {self.basis})"
-        )
-
-    def part(self) -> tuple[float, float]:
-        """Its uncertainty as a variance part of a re-run's law (variance, degrees of freedom)."""
-        return self.sd**2 / self.rounds, self.rounds - 1
-
-    def to_attr(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_attr(cls, attr: dict[str, Any]) -> ClientOffset:
-        return cls(**attr)

@@ -12,12 +12,12 @@ held-out ones (``sweep.claims``). Where the gate is a ratio of the baseline's PP
 scores other references than the sweep did, the baseline is promoted with them: its boots resolve
 the gate on those references.
 
-The plan (``sweep.claims.PromotionPlan``: candidates, boots, profile, gate, target) is the study's
-user attribute ``promotion`` and every boot is stored as it ends (table ``promotions``), so an
+The plan (``sweep.claims.PromotionPlan``: candidates, boots, profile, gate, target) is the study
+record's ``promotion`` (``sweep.store.StudyRecord``) and every boot is stored as it ends (table ``promotions``), so an
 interrupted promotion goes on with the same command from the next boot, and a new search result
 (other candidates, another profile) starts a new promotion run. The claims are then what
-``sweep.claims.load_evidence`` reads; a summary of a finished promotion's is the study's user
-attribute ``claims``, which optuna-dashboard lists.
+``sweep.claims.load_evidence`` reads; a summary of a finished promotion's is the record's ``claims``,
+which optuna-dashboard lists.
 """
 
 from __future__ import annotations
@@ -28,14 +28,21 @@ from typing import Any
 import optuna
 from rich.console import Console
 
-from engine.profiles import BenchProfile
 from sweep.claims._claim import screening_claim
 from sweep.claims._evidence import StudyClaims, load_evidence
-from sweep.claims._plan import CLAIMS_ATTR, CONFIRMATION_ATTR, PROMOTION_ATTR, ConfirmationPlan, PromotionPlan
 from sweep.claims._runner import FreshBoots, interleave, new_run_id
 from sweep.judgement import Gate
 from sweep.search import StudySpec
-from sweep.store import Storage, TrialRecord
+from sweep.store import (
+    ConfirmationPlan,
+    PromotionPlan,
+    Storage,
+    StudyRecord,
+    TrialRecord,
+    baseline_ppls,
+    read_record,
+    write_record,
+)
 
 __all__ = ["confirm", "promote", "select"]
 
@@ -67,20 +74,17 @@ def select(spec: StudySpec, records: list[TrialRecord]) -> list[TrialRecord]:
     return chosen
 
 
-def _scores_like(record: TrialRecord, profile: BenchProfile) -> bool:
-    measured = BenchProfile.from_record(record.profile)
-    return (measured.path(measured.refs), measured.ppl_records) == (profile.path(profile.refs), profile.ppl_records)
-
-
 def _gate(spec: StudySpec, records: list[TrialRecord]) -> Gate:
-    """The study's gate with what resolves it on the promotion's references: the sweep's baseline PPL where
-    the promotion scores the sweep's own, else the baseline trial, promoted with the candidates."""
+    """The study's gate with what resolves it on the promotion's references (``sweep.store.ppl_limit``'s rule): the
+    search's baseline PPL where the promotion scores the sweep's own, else the baseline trial, promoted with the
+    candidates, whose boots resolve it."""
     gate, profile = spec.gate, spec.promotion.profile
     if gate.ppl_max is not None:
         return gate
     baseline = next((r for r in records if r.is_baseline and r.full), None)
-    if baseline is not None and profile is not None and _scores_like(baseline, profile):
-        return Gate(ppl_max_ratio=gate.ppl_max_ratio, baseline_ppl=baseline.ppl)
+    searched = baseline_ppls(profile, baseline=baseline) if profile is not None else []
+    if searched:
+        return Gate(ppl_max_ratio=gate.ppl_max_ratio, baseline_ppl=searched[0])
     return Gate(ppl_max_ratio=gate.ppl_max_ratio, baseline_trial=baseline.trial_number if baseline else None)
 
 
@@ -88,9 +92,9 @@ def _rounded(value: float | None, digits: int) -> float | None:
     return None if value is None else round(value, digits)
 
 
-def _summary(view: StudyClaims) -> list[dict[str, Any]]:
+def _summary(view: StudyClaims) -> tuple[dict[str, Any], ...]:
     """Each promoted trial's claim to act on (its confirmed one, else its screening figure, labelled so)."""
-    return [
+    return tuple(
         {
             "trial": c.trial_number,
             "claim": round(c.claim, 3),
@@ -103,7 +107,7 @@ def _summary(view: StudyClaims) -> list[dict[str, Any]]:
             "recommended": view.recommended is c,
         }
         for c in view.best_claims().values()
-    ]
+    )
 
 
 def promote(
@@ -134,12 +138,11 @@ def promote(
         confirm_boots=promotion.confirm_boots,
         between_prior=promotion.between_prior,
     )
-    stored_plan = study.user_attrs.get(PROMOTION_ATTR)
-    plan = None if stored_plan is None else PromotionPlan.from_attr(stored_plan)
+    plan = read_record(study).promotion
     if plan is None or not wanted.same_plan(plan):
         plan = wanted
-        study.set_user_attr(PROMOTION_ATTR, plan.to_attr())
-    gate = plan.gate.resolve()
+        write_record(study, StudyRecord(promotion=plan))
+    gate = plan.gate.limit()  # None where the baseline's boots in this run resolve it
     laid = interleave(chosen, boots=promotion.boots, profile=lambda _: profile, gate=lambda _: gate)
     run = FreshBoots(
         spec,
@@ -165,7 +168,7 @@ def promote(
     view = load_evidence(storage, spec.name).claims
     assert view is not None  # the plan was stored above
     if view.complete:
-        study.set_user_attr(CLAIMS_ATTR, _summary(view))
+        write_record(study, StudyRecord(claims=_summary(view)))
     return view
 
 
@@ -190,8 +193,7 @@ def confirm(
     chosen, control = view.choice
     study = optuna.load_study(study_name=spec.name, storage=storage.optuna)
     boots = view.plan.confirm_boots
-    stored = study.user_attrs.get(CONFIRMATION_ATTR)
-    plan = None if stored is None else ConfirmationPlan.from_attr(stored)
+    plan = read_record(study).confirmation
     if plan is None or (plan.promotion_run, plan.chosen, plan.control, plan.boots) != (
         view.run_id,
         chosen,
@@ -201,7 +203,7 @@ def confirm(
         plan = ConfirmationPlan(
             run_id=new_run_id(), promotion_run=view.run_id, chosen=chosen, control=control, boots=boots
         )
-        study.set_user_attr(CONFIRMATION_ATTR, plan.to_attr())
+        write_record(study, StudyRecord(confirmation=plan))
     records = [r for n in plan.trials if (r := evidence.record(n)) is not None]
     profile, gate = view.plan.profile, view.gate
     screening = {c.trial_number: c.claim for c in view.claims}
@@ -232,5 +234,5 @@ def confirm(
     view = load_evidence(storage, spec.name).claims
     assert view is not None  # promoted above
     if view.unfinished() is None:
-        study.set_user_attr(CLAIMS_ATTR, _summary(view))
+        write_record(study, StudyRecord(claims=_summary(view)))
     return view

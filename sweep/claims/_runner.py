@@ -287,7 +287,7 @@ class FreshBoots:
         if gate is None and record.is_baseline:
             # the baseline of a relative gate is held to its own PPL's, as the sweep holds it (sweep.store.Judge)
             m = outcome.measurement
-            gate = self.spec.gate.resolve(m.ppl if m else None) or record.gate
+            gate = self.spec.gate.limit([m.ppl if m else None]) or record.gate
         return boot_record(
             outcome,
             study_name=self.spec.name,

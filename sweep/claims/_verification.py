@@ -12,7 +12,6 @@ prompts and, in alternating order, the public ones, then PPL) and judges every t
 from __future__ import annotations
 
 import shlex
-import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,7 +27,7 @@ from sweep.claims._runner import FreshBoots, PlannedBoot, interleave
 from sweep.claims._verdict import Verdict, judge
 from sweep.judgement import front_records
 from sweep.search import StudySpec
-from sweep.store import Storage, TrialRecord
+from sweep.store import Storage, TrialRecord, ppl_limit
 
 __all__ = ["VerificationPlan", "plan_verification", "print_plan", "select_trials", "verify"]
 
@@ -156,14 +155,12 @@ def plan_verification(
         return chosen
 
     profiles = {r.trial_number: profile_of(r) for r in targets}
-    gates: dict[int, float | None] = {}
-    for r in targets:
-        sweep_refs, boot = BenchProfile.from_record(r.profile), profiles[r.trial_number]
-        same = (sweep_refs.path(sweep_refs.refs), sweep_refs.ppl_records) == (boot.path(boot.refs), boot.ppl_records)
-        gates[r.trial_number] = spec.gate.ppl_max if spec.gate.ppl_max is not None else (r.gate if same else None)
+    searched = next((r for r in measured.values() if r.is_baseline), None)
+    # known before a boot where the trial's profile scores the sweep's references; else its baseline's boots tell
+    gates = {r.trial_number: ppl_limit(spec.gate, profiles[r.trial_number], baseline=searched) for r in targets}
     baseline = None
     if any(g is None for g in gates.values()):
-        baseline = next((r for r in measured.values() if r.is_baseline), None)
+        baseline = searched
         if baseline is None:
             raise NoCompletedTrialsError(
                 f"study {spec.name!r} has a relative gate ({spec.gate.describe()}) but no "
@@ -245,8 +242,8 @@ def verify(
         if plan.baseline is not None:
             if not run.boot(plan.baseline_run()):
                 return run.run_id, None
-            ppls = [b.ppl for b in run.boots if b.measured and b.ppl and b.trial_number == plan.baseline.trial_number]
-            resolved = spec.gate.resolve(statistics.median(ppls) if ppls else None)
+            on = plan.profiles[plan.baseline.trial_number]
+            resolved = ppl_limit(spec.gate, on, baseline=plan.baseline, boots=run.boots)
             if resolved is None:
                 out.print("[red]the baseline failed on the held-out set: the relative gate cannot be resolved[/]")
                 return run.run_id, []

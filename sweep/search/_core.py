@@ -63,7 +63,21 @@ from sweep.judgement import over_gate
 from sweep.search._fidelity import FidelityPlan, build_plan, full_plan
 from sweep.search._sampling import make_sampler, sampler_exhausted, suggest_knobs
 from sweep.search._spec import StudySpec
-from sweep.store import FailKind, Judge, TrialRecord, failure_record, outcome_record, reused_record, same_profile
+from sweep.store import (
+    FailKind,
+    Judge,
+    StudyRecord,
+    TrialMarks,
+    TrialRecord,
+    failure_record,
+    outcome_record,
+    read_record,
+    reused_record,
+    same_profile,
+    trial_marks,
+    write_record,
+    write_trial_figures,
+)
 
 __all__ = ["CONVERGED_AFTER", "MemoryRecords", "PlannedTrial", "RecordBook", "StudyCore"]
 
@@ -137,26 +151,25 @@ class StudyCore:
         held = len(study.get_trials(deepcopy=False))
         if held:
             study.sampler = make_sampler(spec, resumed_trials=held)
-        identity = {"manifest": spec.manifest.name, "profile": asdict(spec.profile)}
-        for key, value in identity.items():
-            stored = study.user_attrs.get(key)
-            if stored is None:
-                study.set_user_attr(key, value)
-            elif not _same(key, stored, value):
-                raise StudyMismatchError(
-                    f"study {spec.name!r} was measured with {key} {stored!r}; this run asks for {value!r}, "
-                    "which would mix incomparable measurements. Use another --storage, or rename the "
-                    "study (its `name` field)."
-                )
-        if "manifest_json" not in study.user_attrs:  # what dashboards.export writes best/manifest.json from
-            study.set_user_attr("manifest_json", redact_manifest(spec.manifest.to_json_dict()))
-        study.set_user_attr("gate", spec.gate.describe())
-        # what its claims and verdicts are judged with, for readers that have no study spec (the dashboards)
-        study.set_user_attr("noise_floor", spec.promotion.noise_floor)
-        study.set_user_attr("target", spec.promotion.target)
-        study.set_user_attr("objectives", f"maximize {spec.objective}, minimize ppl")
-        if spec.serving is not None:  # what the dashboards judge the load levels with
-            study.set_user_attr("serving_slo", asdict(spec.serving))
+        stored = read_record(study)
+        manifest, profile = spec.manifest.name, asdict(spec.profile)
+        if stored.manifest is not None and stored.manifest != manifest:
+            raise _mismatch(spec.name, "manifest", stored.manifest, manifest)
+        if stored.profile is not None and not same_profile(stored.profile, profile):
+            raise _mismatch(spec.name, "profile", stored.profile, profile)
+        record = StudyRecord(
+            manifest=manifest,
+            profile=stored.profile or profile,  # as first stored: a field added since reads as its default
+            # what dashboards.export writes best/manifest.json from: the stack its trials ran
+            manifest_json=stored.manifest_json or redact_manifest(spec.manifest.to_json_dict()),
+            gate=spec.gate.describe(),
+            # what its claims and verdicts are judged with, for readers that have no study spec (the dashboards)
+            noise_floor=spec.promotion.noise_floor,
+            target=spec.promotion.target,
+            objectives=f"maximize {spec.objective}, minimize ppl",
+            serving_slo=spec.serving,  # what the dashboards judge the load levels with
+        )
+        write_record(study, record)
         return study
 
     # --- reading ----------------------------------------------------------------------
@@ -204,7 +217,7 @@ class StudyCore:
         return not sampler_exhausted(self.study.sampler, self.study)
 
     def _retried(self) -> set[int]:
-        return {t.user_attrs["retry_of"] for t in self.trials() if "retry_of" in t.user_attrs}
+        return {n for t in self.trials() if (n := trial_marks(t).retry_of) is not None}
 
     # --- the baseline and asking --------------------------------------------------------
 
@@ -213,7 +226,7 @@ class StudyCore:
         it failed for good and the gate is relative to it."""
         if self.baseline_record() is not None:
             return
-        if any(t.user_attrs.get("is_baseline") for t in self.trials(TrialState.WAITING, TrialState.RUNNING)):
+        if any(trial_marks(t).is_baseline for t in self.trials(TrialState.WAITING, TrialState.RUNNING)):
             return
         failed = [r for r in self.all_records() if r.is_baseline]
         if failed:
@@ -225,12 +238,14 @@ class StudyCore:
                 )
             return  # an absolute gate needs no baseline; identity has nothing to compare with
         baseline = self.spec.baseline()
-        self.study.enqueue_trial({k: baseline[k] for k in self.spec.space}, user_attrs={"is_baseline": True})
+        self.study.enqueue_trial(
+            {k: baseline[k] for k in self.spec.space}, user_attrs=TrialMarks(is_baseline=True).attrs()
+        )
 
     def ask(self) -> PlannedTrial:
         """The next trial; one with an ``answer`` is closed without a boot, by the rules above."""
         trial = self.study.ask()
-        is_baseline = bool(trial.user_attrs.get("is_baseline"))
+        is_baseline = trial_marks(trial).is_baseline
         knobs = suggest_knobs(trial, self.spec, baseline=is_baseline)
         planned = PlannedTrial(
             number=trial.number, knobs=knobs, effective=self.spec.effective(knobs), is_baseline=is_baseline
@@ -341,9 +356,8 @@ class StudyCore:
         frozen = self._storage.get_trial(self._trial_id(record.trial_number))
         requeued = self._should_requeue(record)
         if requeued and record.trial_number not in self._retried():
-            self.study.enqueue_trial(
-                dict(frozen.params), user_attrs={"retry_of": record.trial_number, "is_baseline": record.is_baseline}
-            )
+            marks = TrialMarks(is_baseline=record.is_baseline, retry_of=record.trial_number)
+            self.study.enqueue_trial(dict(frozen.params), user_attrs=marks.attrs())
         if frozen.state == TrialState.RUNNING:
             self._tell(record)
         return requeued
@@ -364,8 +378,7 @@ class StudyCore:
 
     def _tell(self, record: TrialRecord) -> None:
         trial = optuna.Trial(self.study, self._trial_id(record.trial_number))
-        for key, value in record.optuna_attrs().items():
-            trial.set_user_attr(key, value)
+        write_trial_figures(trial, record)
         if record.status == "pruned":  # the front rule stopped it: Optuna's own word for that
             self.study.tell(trial, state=TrialState.PRUNED)
             return
@@ -399,7 +412,7 @@ class StudyCore:
             record = self.records.get(trial.number)
             if record is None:
                 drawn = set(trial.params) == set(self.spec.space)
-                is_baseline = bool(trial.user_attrs.get("is_baseline"))
+                is_baseline = trial_marks(trial).is_baseline
                 knobs = (
                     self.spec.baseline()
                     if is_baseline
@@ -422,12 +435,11 @@ class StudyCore:
         return closed
 
 
-def _same(key: str, stored: Any, value: Any) -> bool:
-    """Whether a study's stored identity entry is this run's: a profile as read back (a field added since
-    a study began reads as its default, a list as the tuple it was)."""
-    if key == "profile" and isinstance(stored, dict):
-        return same_profile(stored, value)
-    return bool(stored == value)
+def _mismatch(study: str, key: str, stored: Any, value: Any) -> StudyMismatchError:
+    return StudyMismatchError(
+        f"study {study!r} was measured with {key} {stored!r}; this run asks for {value!r}, which would mix "
+        "incomparable measurements. Use another --storage, or rename the study (its `name` field)."
+    )
 
 
 def _ppl_moving(knobs: dict[str, Any]) -> dict[str, Any]:

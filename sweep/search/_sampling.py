@@ -15,6 +15,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from engine.knobs import KnobValues, parse_knobs
 from sweep.search._spec import KnobSpace, StudySpec
+from sweep.store import trial_marks
 
 __all__ = ["make_sampler", "sampler_exhausted", "suggest_knobs"]
 
@@ -54,7 +55,7 @@ class _AskTellGridSampler(optuna.samplers.GridSampler):
         index = {point: i for i, point in enumerate(self._all_grids)}
         finished, running = set(), set()
         for t in study._storage.get_all_trials(study._study_id, deepcopy=False):
-            if t.user_attrs.get("is_baseline"):
+            if trial_marks(t).is_baseline:
                 continue
             i = index.get(tuple(t.params.get(name) for name in self._param_names))
             if i is None and t.state == TrialState.RUNNING:

@@ -594,14 +594,13 @@ def _promotion(value: Any, where: str, *, profile: BenchProfile) -> PromotionSpe
         raise StudySpecError(f"{where}: [promotion] unknown field(s) {unknown}; valid: {list(_PROMOTION_FIELDS)}")
     default = PromotionSpec()
     candidates = _int(table.get("candidates", default.candidates), where, "promotion.candidates", minimum=0)
+    # the target and the floor judge a verification too, where the study promotes nothing
+    target = _probability(table, "target", default.target, where)
+    floor = _number(table.get("noise_floor", default.noise_floor), where, "promotion.noise_floor", minimum=0)
     if not candidates:
-        return PromotionSpec(candidates=0)
+        return PromotionSpec(candidates=0, target=target, noise_floor=floor)
     # One boot's figures are noise: a spread needs two at least
     boots = _int(table.get("boots", default.boots), where, "promotion.boots", minimum=2)
-    target = _number(table.get("target", default.target), where, "promotion.target", minimum=0, above=True)
-    if target >= 1:
-        raise StudySpecError(f"{where}: field 'promotion.target' must be a probability below 1, got {target!r}")
-    floor = _number(table.get("noise_floor", default.noise_floor), where, "promotion.noise_floor", minimum=0)
     # one confirming boot is one draw: its noise needs two at least
     confirm = _int(table.get("confirm_boots", default.confirm_boots), where, "promotion.confirm_boots", minimum=2)
     prior = _number(table.get("between_prior", default.between_prior), where, "promotion.between_prior", minimum=0)
@@ -619,6 +618,13 @@ def _promotion(value: Any, where: str, *, profile: BenchProfile) -> PromotionSpe
         confirm_boots=confirm,
         between_prior=prior,
     )
+
+
+def _probability(table: dict[str, Any], key: str, default: float, where: str) -> float:
+    value = _number(table.get(key, default), where, f"promotion.{key}", minimum=0, above=True)
+    if value >= 1:
+        raise StudySpecError(f"{where}: field 'promotion.{key}' must be a probability below 1, got {value!r}")
+    return value
 
 
 def _resources(value: Any, where: str) -> Resources:

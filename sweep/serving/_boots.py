@@ -20,15 +20,14 @@ from engine.loadlevel import LoadLevel
 from engine.process import EngineProcess
 from errors import EngineError
 from sweep.judgement import Slo, level_goodput
+from sweep.runs import RUN_DIR
 from sweep.serving._maxload import MaxLoad, max_load, probe_levels
 from sweep.serving._points import Point
 
 if TYPE_CHECKING:
     from sweep.search import StudySpec
 
-__all__ = ["RUN_DIR", "LevelRun", "PointRun", "Setup", "run_point"]
-
-RUN_DIR = Path("runs")
+__all__ = ["LevelRun", "PointRun", "Setup", "run_point"]
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -58,8 +58,9 @@ from engine.launch import build_launch
 from engine.secrets import redact_argv, redact_env
 from errors import NoCompletedTrialsError
 from sweep.judgement import Slo, front_records
+from sweep.runs import RUN_DIR
 from sweep.serving._args import TransferArgs, parse_args
-from sweep.serving._boots import RUN_DIR, PointRun, Setup, run_point
+from sweep.serving._boots import PointRun, Setup, run_point
 from sweep.serving._chart import draw_chart
 from sweep.serving._output import print_table, report, write_json
 from sweep.serving._points import Point, choose_points, workloads

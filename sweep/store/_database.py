@@ -33,6 +33,7 @@ from sqlalchemy.engine import make_url
 
 from engine.measurement import Measurement
 from errors import StorageError
+from sweep.runs import RUN_DIR
 from sweep.store._boot import BootKind, BootRecord
 from sweep.store._identity import pack_token_ids, unpack_token_ids
 from sweep.store._trial import TrialRecord
@@ -53,7 +54,7 @@ __all__ = [
     "verifications",
 ]
 
-DEFAULT_STORAGE_URL = "sqlite:///runs/sweeps.db"
+DEFAULT_STORAGE_URL = f"sqlite:///{RUN_DIR}/sweeps.db"
 BUSY_TIMEOUT_S = 60.0
 
 METADATA = sa.MetaData()

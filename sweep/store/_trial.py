@@ -3,9 +3,8 @@
 A record is what the driver stores for one trial attempt (one row of ``measurements``) and the
 one source every reader derives from: the user attributes and constraints Optuna is told
 (``optuna_attrs``, ``constraints``), the console's lines, the dashboards' rows and the CSV. Its
-figures are the worker's typed ``Measurement``, kept whole. ``Judge`` adds the judgement: the
-gate the trial was held to, its greedy-identity difference from the baseline, and feasibility,
-by the rules of ``sweep.judgement``.
+figures are the worker's typed ``Measurement``, kept whole. ``sweep.store.Judge`` adds the
+judgement (``_judge``).
 """
 
 from __future__ import annotations
@@ -18,8 +17,7 @@ from typing import Any, Literal
 from engine.knobs import KNOBS, KnobValues
 from engine.measurement import Measurement, TrialOutcome
 from engine.profiles import BenchProfile
-from sweep.judgement import FRONT_STOP, Gate, Served, Slo, is_feasible, judge_serving
-from sweep.store._identity import differing_prompts
+from sweep.judgement import FRONT_STOP, Served, Slo, judge_serving
 
 __all__ = [
     "GATE_CONSTRAINT",
@@ -27,7 +25,6 @@ __all__ = [
     "SLO_CONSTRAINT",
     "same_profile",
     "FailKind",
-    "Judge",
     "RecordStatus",
     "Reuse",
     "TrialRecord",
@@ -198,58 +195,6 @@ def identity_comparable(knobs: dict[str, Any], baseline: dict[str, Any]) -> bool
     """
     changed = {k for k, v in knobs.items() if k not in baseline or baseline[k] != v}
     return all(k in KNOBS and KNOBS[k].lossless for k in changed)
-
-
-@dataclass(frozen=True)
-class Judge:
-    """What a trial is judged against: the study's gate and the baseline trial's record (token ids
-    included, for the identity check)."""
-
-    gate: Gate
-    identity_required: bool
-    baseline: TrialRecord | None
-
-    @property
-    def gate_ppl(self) -> float | None:
-        return self.gate.resolve(self.baseline.ppl if self.baseline else None)
-
-    def identity_diff(self, record: TrialRecord) -> int | None:
-        base = self.baseline
-        if (
-            base is None
-            or record.is_baseline
-            or not base.measured
-            or not record.full  # a partial run's answers are fewer: nothing to compare prompt by prompt
-            or not same_profile(record.profile, base.profile)  # other prompts or lengths: nothing to compare
-            or not identity_comparable(record.knobs, base.knobs)
-        ):
-            return None
-        mine, theirs = record.figures, base.figures
-        if mine.output_token_ids and theirs.output_token_ids:
-            return differing_prompts(mine.output_token_ids, theirs.output_token_ids)
-        if mine.output_text_sha256 and theirs.output_text_sha256:
-            # a stack that returns no token ids: compare the answers' texts
-            return differing_prompts(mine.output_text_sha256, theirs.output_text_sha256)
-        return None
-
-    def judge(self, record: TrialRecord) -> TrialRecord:
-        """Fill the gate, the identity difference and feasibility of a record, in place. A pruned
-        record is never feasible: nothing full-fidelity says it is under the gate and on the front."""
-        if not record.measured:
-            record.feasible = False
-            if record.status == "pruned":
-                record.gate = self.gate_ppl
-            return record
-        first_baseline = record.is_baseline and self.baseline is None
-        record.gate = self.gate.resolve(record.ppl) if first_baseline else self.gate_ppl
-        record.identity_diff_prompts = self.identity_diff(record)
-        record.feasible = is_feasible(
-            ppl=record.ppl,
-            gate=record.gate,
-            identity_diff=record.identity_diff_prompts,
-            identity_required=self.identity_required,
-        )
-        return record
 
 
 def outcome_record(

@@ -34,8 +34,8 @@ def submit_study(
     """Choose the study's point (``choose``) and write its folder, with the ``commands`` that reproduce it. Raises NothingToSubmit where nothing may be
     submitted (an unfinished promotion, no VERIFIED point unless unverified ones are allowed), UsageError for a
     study that stored no manifest."""
-    stored = evidence.user_attrs.get("manifest_json")
-    if not isinstance(stored, dict):
+    stored = evidence.stored.manifest_json
+    if stored is None:
         raise UsageError(f"study {spec.name!r} stored no manifest (a study of an older version of this tool)")
     view = evidence.claims
     unfinished = view.unfinished() if view else None

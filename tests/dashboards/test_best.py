@@ -8,7 +8,7 @@ import json
 from dashboards.best import best_point, write_best
 from dashboards.data import study_data
 from sweep.claims import judge
-from sweep.store import BootRecord
+from sweep.store import BootRecord, StudyRecord
 from tests.dashboards.test_data import GATE, row
 from tests.stacks import stub_manifest
 
@@ -38,8 +38,8 @@ def _verdict(number: int, claimed: float, heldout: list[float]):
 
 def _data(verdicts):
     trials = [row(0, 95.0, 2.30, is_baseline=True), row(1, 120.0, 2.35), row(3, 140.0, 2.39), row(4, 200.0, 2.50)]
-    attrs = {"manifest_json": stub_manifest().to_json_dict()}
-    return study_data(study_name="ctk", trials=trials, gate=GATE, verdicts=verdicts, user_attrs=attrs)
+    record = StudyRecord(manifest_json=stub_manifest().to_json_dict())
+    return study_data(study_name="ctk", trials=trials, gate=GATE, verdicts=verdicts, stored=record)
 
 
 def test_the_fastest_point_found_invalid_is_never_offered(tmp_path):

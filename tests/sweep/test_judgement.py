@@ -108,5 +108,5 @@ def test_the_gate_is_compared_once_and_equal_passes():
     assert is_feasible(ppl=2.3, gate=2.42, identity_diff=1, identity_required=False)
     assert not is_feasible(ppl=None, gate=2.42, identity_diff=0, identity_required=False)
     assert (
-        Gate(ppl_max_ratio=1.05).resolve(2.0) == pytest.approx(2.1) and Gate(ppl_max_ratio=1.05).resolve(None) is None
+        Gate(ppl_max_ratio=1.05).limit([2.0]) == pytest.approx(2.1) and Gate(ppl_max_ratio=1.05).limit([None]) is None
     )

@@ -15,10 +15,6 @@ from scipy import stats
 
 from engine.provenance import KEYS
 from sweep.claims import (
-    CLAIMS_ATTR,
-    CONFIRMATION_ATTR,
-    PROMOTION_ATTR,
-    PromotionPlan,
     claims_of,
     confirm,
     decompose,
@@ -29,7 +25,7 @@ from sweep.claims import (
 )
 from sweep.claims.cli import main as claims_main
 from sweep.search import load_study
-from sweep.store import open_storage
+from sweep.store import open_storage, read_record
 from sweep.submit import main as submit_main
 from sweep.verify import main as verify_main
 from tests.stacks import stub_profile
@@ -94,7 +90,7 @@ def test_promotion_interleaves_alternates_resumes_and_claims(ray_connected, tmp_
         assert view.choice is not None and view.choice[0] in chosen and view.choice[1] in chosen
         confirmed = confirm(spec, storage, out=out, run_dir=tmp_path / "runs")
         confirming = storage.boots("confirmation", "promo")
-        study_attrs = optuna.load_study(study_name="promo", storage=storage.optuna).user_attrs
+        stored = read_record(optuna.load_study(study_name="promo", storage=storage.optuna))
         records = storage.records("promo")
     finally:
         storage.close()
@@ -106,7 +102,7 @@ def test_promotion_interleaves_alternates_resumes_and_claims(ray_connected, tmp_
     claim = confirmed.confirmation.chosen
     assert claim is not None and claim.machine is not None and claim.boots == 3
     assert claim.p_within_run is not None and claim.p_verified is not None
-    assert study_attrs[CONFIRMATION_ATTR]["chosen"] == view.choice[0]
+    assert stored.confirmation is not None and stored.confirmation.chosen == view.choice[0]
     assert confirmed.recommended in (None, claim) and (confirmed.recommended is None) == (not claim.meets)
     assert len({b.run_id for b in boots}) == 1 and view.complete and not view.failed
     # A B A B A B, never A A A B B B; each configuration's boots alternate which run comes first
@@ -138,11 +134,11 @@ def test_promotion_interleaves_alternates_resumes_and_claims(ray_connected, tmp_
         assert thing.provenance["stack"] == "stub" and thing.provenance["stack_version"] == "stub-1"
         assert thing.provenance["gpu"] == [] and thing.provenance["cuda_driver"] is None
     # optuna-dashboard lists the claims among the study's attributes
-    assert study_attrs[PROMOTION_ATTR]["trials"] == chosen
-    summary = {c["trial"]: c for c in study_attrs[CLAIMS_ATTR]}
+    assert stored.promotion is not None and list(stored.promotion.trials) == chosen
+    summary = {c["trial"]: c for c in stored.claims or ()}
     assert sorted(summary) == sorted(c.trial_number for c in view.claims)
     assert summary[claim.trial_number]["odds_of"] == "organisers' re-run"
-    assert claims_of(PromotionPlan.from_attr(study_attrs[PROMOTION_ATTR]), boots).claims == view.claims
+    assert claims_of(stored.promotion, boots).claims == view.claims
     # the command prints the table: knobs, boots, claim, interval, P(VERIFIED), PPL with its tolerance
     rc = claims_main(["--study", "promo", "--storage", url])
     printed = capsys.readouterr().out

@@ -56,7 +56,7 @@ def test_a_valid_study_reads_into_a_frozen_spec(tmp_path, stub):
     assert spec.identity_required and spec.fixed == {"num_speculative_tokens": 4}
     assert spec.space["sliding_window"] == KnobSpace(knob="sliding_window", low=32, high=512, step=32)
     assert spec.space["centroid_top_k"].values() == [8, 32]
-    assert spec.gate.resolve(2.0) == pytest.approx(2.1)
+    assert spec.gate.limit([2.0]) == pytest.approx(2.1)
     assert (spec.resources.accelerator_type, spec.resources.num_gpus, spec.resources.num_cpus) == ("A10G", 1, 2)
     assert spec.profile.num_prompts == stub["profile"].num_prompts
     assert spec.baseline() == {"sliding_window": 512, "centroid_top_k": 32, "num_speculative_tokens": 3}

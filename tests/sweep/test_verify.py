@@ -149,6 +149,8 @@ def test_an_inflated_point_is_invalid_on_tps_and_an_honest_one_verified(ray_conn
     assert bad.reasons[0].startswith(f"TPS gap {bad.tps_gap_pct:+.1f}% (90% interval") and len(bad.reasons) == 1
     assert bad.gate == verdicts[honest].gate == pytest.approx(1.05 * verdicts[baseline].ppl_median)
     assert f"trial {inflated} INVALID: TPS gap" in out and "VERIFIED" in out
+    # a study never promoted is judged at the target its [promotion] states, as printed and as read back
+    assert "with P >= 0.8" in out and {v.target for v in verdicts.values()} == {0.8}
 
     # the verdicts reach the export and the chart's markers
     written = export_study("verifyme", url, tmp_path / "export")

@@ -1,28 +1,25 @@
-"""A promotion's plan (``PromotionPlan``: what its boots are and what they are judged by) and its
-confirmation's (``ConfirmationPlan``: the chosen point and its control, booted again in a run of their own).
+"""A promotion's plan (``PromotionPlan``: what its boots are and what they are judged by), its
+confirmation's (``ConfirmationPlan``: the chosen point and its control, booted again in a run of their own)
+and the client offset its odds carry (``ClientOffset``): what ``sweep.claims`` stores in the study's record.
 
-``sweep.claims`` writes it to the study's user attribute ``promotion`` (``PROMOTION_ATTR``) before
-the first boot, so an interrupted promotion goes on with the same plan; every reader of the claims
-reads it back through ``PromotionPlan.from_attr``, never as a dict. Its gate is the study's ``Gate``
+``sweep.claims`` stores the plan in the study's record (``StudyRecord.promotion``) before the first boot,
+so an interrupted promotion goes on with the same plan; every reader of the claims reads it back
+through the record, never as a dict. Its gate is the study's ``Gate``
 with what resolves it on the promotion's PPL references: a number (absolute, or the sweep's baseline
 scored those references) or the baseline trial promoted with the candidates, whose boots resolve it.
-The confirmation's plan is the study's user attribute ``confirmation`` (``CONFIRMATION_ATTR``), stored
-before its first boot; it belongs to the promotion run it names, and a new promotion leaves it behind.
+The confirmation's plan is the record's ``confirmation``, stored before its first boot; it belongs to the promotion run it names, and a new promotion leaves it behind.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from engine.profiles import BenchProfile
 from sweep.judgement import BETWEEN_PRIOR, Gate
 
-__all__ = ["CLAIMS_ATTR", "CONFIRMATION_ATTR", "PROMOTION_ATTR", "ConfirmationPlan", "PromotionPlan"]
-
-PROMOTION_ATTR = "promotion"  # the study's user attribute holding the latest promotion's plan
-CLAIMS_ATTR = "claims"  # a summary of its claims, which optuna-dashboard lists
-CONFIRMATION_ATTR = "confirmation"  # the latest confirmation's plan
+__all__ = ["ClientOffset", "ConfirmationPlan", "PromotionPlan"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -108,4 +105,34 @@ class ConfirmationPlan:
 
     @classmethod
     def from_attr(cls, attr: dict[str, Any]) -> ConfirmationPlan:
+        return cls(**attr)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClientOffset:
+    """How the organisers' TPS client (sglang's ``bench_serving``) reads beside this project's, measured on
+    one server with the two alternated (``python -m benchmarks.harness_agreement --study``): the mean and
+    spread of log(theirs / ours) over its rounds. Boots are timed by this project's client and the private
+    re-run by theirs, so a claim's odds carry it; it is stored in the study's record (``StudyRecord.client_offset``)."""
+
+    log_mean: float
+    sd: float
+    rounds: int
+    basis: str  # what it was measured on: the stack, the prompts, the machine
+
+    def describe(self) -> str:
+        return (
+            f"the organisers' client reads {math.expm1(self.log_mean):+.1%} beside ours (sd {self.sd:.1%} over "
+            f"{self.rounds} alternated rounds; {self.basis})"
+        )
+
+    def part(self) -> tuple[float, float]:
+        """Its uncertainty as a variance part of a re-run's law (variance, degrees of freedom)."""
+        return self.sd**2 / self.rounds, self.rounds - 1
+
+    def to_attr(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_attr(cls, attr: dict[str, Any]) -> ClientOffset:
         return cls(**attr)
