@@ -42,6 +42,7 @@ from typing import Literal, Protocol, TypeVar
 
 __all__ = [
     "BETWEEN_PRIOR",
+    "BETWEEN_PRIOR_DF",
     "DEFAULT_CONFIRM_BOOTS",
     "DEFAULT_TARGET",
     "FRONT_STOP",
@@ -89,6 +90,9 @@ DEFAULT_CONFIRM_BOOTS = 4
 # How far a run on another machine reads from one of yours (sd of the log ratio), where a study states nothing
 # and its own runs measure less: the challenge's measurements between allocations of its A10G read 0.7-0.96%
 BETWEEN_PRIOR = 0.01
+# The degrees of freedom BETWEEN_PRIOR is worth beside what a study's runs measure (sweep.claims._between): two,
+# chosen, not fitted (see MachineTerm's docstring for why)
+BETWEEN_PRIOR_DF = 2.0
 
 # The organisers' rule: a re-run within 5% of the reported TPS (and under the gate) verifies it.
 TPS_TOLERANCE = 0.05

@@ -133,6 +133,7 @@ SURFACE = {
     ],
     "sweep.judgement": [
         "BETWEEN_PRIOR",
+        "BETWEEN_PRIOR_DF",
         "DEFAULT_CONFIRM_BOOTS",
         "DEFAULT_TARGET",
         "FRONT_STOP",

@@ -10,10 +10,10 @@ boots alone give the claim and the odds (``claim_for`` over their fit: the contr
 unless Bartlett's test says the two differ).
 
 The odds are those of the organisers' re-run: a later run, on another machine. Its law is the confirmation's
-law of one fresh boot widened by the **machine term** (``sweep.claims._between.MachineTerm``): the larger of
-the study's stated prior (``[promotion] between_prior``, an assumption each printout names) and what the
-study's own runs measured (the promotion, the confirmation, and any verification or calibration at the same
-prompts).
+law of one fresh boot widened by the **machine term** (``sweep.claims._between.MachineTerm``): the study's
+stated prior (``[promotion] between_prior`` and the degrees of freedom it is worth, ``between_prior_df``: an
+assumption each printout names) pooled with what the study's own runs measured (the promotion, the
+confirmation, and any verification or calibration at the same prompts).
 
 The point is recommended when that P reaches the target under the gate: a decision on the confirmation's own
 figure. In simulation over the population of recommended points (boot noise 1-10%, run noise 1-5%, a machine

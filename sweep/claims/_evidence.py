@@ -196,7 +196,7 @@ def _confirmed(
     boots = tuple(b for b in runs if b.run_id == confirmation.run_id)
     fitted = fit(boots, floor=plan.noise_floor)
     measured = [b for b in runs if b.trial_number in confirmation.trials and b.first and _same_measure(b, measure)]
-    machine = machine_term(measured, prior=plan.between_prior, floor=plan.noise_floor)
+    machine = machine_term(measured, prior=plan.between_prior, prior_df=plan.between_prior_df, floor=plan.noise_floor)
     made = (claim_for(fitted, n, gate=gate, target=plan.target, machine=machine, offset=offset) for n in fitted.levels)
     claims = {c.trial_number: c for c in made}
     return Confirmation(plan=confirmation, boots=boots, fit=fitted, machine=machine, claims=claims)

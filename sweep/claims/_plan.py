@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from engine.profiles import BenchProfile
-from sweep.judgement import BETWEEN_PRIOR, Gate
+from sweep.judgement import BETWEEN_PRIOR, BETWEEN_PRIOR_DF, Gate
 
 __all__ = ["CLAIMS_ATTR", "CONFIRMATION_ATTR", "PROMOTION_ATTR", "ConfirmationPlan", "PromotionPlan"]
 
@@ -36,7 +36,8 @@ class PromotionPlan:
     gate: Gate  # resolved, or resolvable from the baseline trial's boots
     # fresh boots of the chosen point and its control in the confirmation (0: a plan stored before confirmations)
     confirm_boots: int = 0
-    between_prior: float = BETWEEN_PRIOR  # the odds' machine term where the study's runs measure less
+    between_prior: float = BETWEEN_PRIOR  # the odds' machine term as the study states it (MachineTerm)
+    between_prior_df: float = BETWEEN_PRIOR_DF  # the degrees of freedom that statement is worth
 
     @property
     def planned(self) -> int:
@@ -58,12 +59,14 @@ class PromotionPlan:
             "gate": asdict(self.gate),
             "confirm_boots": self.confirm_boots,
             "between_prior": self.between_prior,
+            "between_prior_df": self.between_prior_df,
         }
 
     @classmethod
     def from_attr(cls, attr: dict[str, Any]) -> PromotionPlan:
         """Read a stored plan, including those written before the gate was typed (a tagged dict) and before the
-        confirmation (no ``confirm_boots``: none is run for it, and none of its claims is recommended)."""
+        confirmation (no ``confirm_boots``: none is run for it, and none of its claims is recommended) and before the
+        prior had its degrees of freedom (no ``between_prior_df``: the default's)."""
         gate = attr["gate"]
         kind = gate.get("kind")
         if kind in ("absolute", "sweep"):  # a number already resolved on the promotion's references
@@ -82,6 +85,7 @@ class PromotionPlan:
             gate=typed,
             confirm_boots=attr.get("confirm_boots", 0),
             between_prior=attr.get("between_prior", BETWEEN_PRIOR),
+            between_prior_df=attr.get("between_prior_df", BETWEEN_PRIOR_DF),
         )
 
 

@@ -133,6 +133,7 @@ def promote(
         gate=_gate(spec, records),
         confirm_boots=promotion.confirm_boots,
         between_prior=promotion.between_prior,
+        between_prior_df=promotion.between_prior_df,
     )
     stored_plan = study.user_attrs.get(PROMOTION_ATTR)
     plan = None if stored_plan is None else PromotionPlan.from_attr(stored_plan)

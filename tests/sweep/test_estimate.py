@@ -28,7 +28,7 @@ from sweep.claims import (
     screening_claim,
     study_noise,
 )
-from sweep.judgement import Gate
+from sweep.judgement import BETWEEN_PRIOR_DF, Gate
 from sweep.store import BootRecord
 from tests.sweep.kit import measured_record
 
@@ -177,6 +177,13 @@ PLAN = PromotionPlan(
 )
 
 
+def test_a_plan_keeps_its_priors_degrees_of_freedom_and_one_stored_before_them_loads_with_the_default():
+    stated = replace(PLAN, between_prior_df=5.0)
+    assert PromotionPlan.from_attr(stated.to_attr()) == stated
+    old = {k: v for k, v in stated.to_attr().items() if k != "between_prior_df"}
+    assert PromotionPlan.from_attr(old) == replace(stated, between_prior_df=BETWEEN_PRIOR_DF)
+
+
 def test_the_promotions_claims_screen_and_its_choice_is_confirmed_by_its_own_boots():
     levels = {1: (1000.0, 980.0), 2: (900.0, 900.0)}
     promotion = drawn_boots(levels, rounds=3, run_id="p1")
@@ -199,28 +206,40 @@ def test_the_promotions_claims_screen_and_its_choice_is_confirmed_by_its_own_boo
     assert claims_of(PLAN, promotion, confirmation=stale, confirming=confirming).confirmation is None
 
 
-def test_the_machine_term_is_the_larger_of_the_stated_prior_and_what_the_runs_measured():
+def test_the_machine_term_pools_the_stated_prior_with_what_the_runs_measured_by_their_degrees_of_freedom():
     levels = {1: (1000.0, 980.0), 2: (900.0, 900.0), 3: (800.0, 790.0)}
     promotion = drawn_boots(levels, rounds=3, run_id="p1")
     later = drawn_boots(levels, rounds=2, run_id="v1", shift=math.log(1.10))
     assert between_runs(promotion, floor=0.02) is None  # one run: nothing measured between runs
-    alone = machine_term(promotion, prior=0.01, floor=0.02)
-    assert alone.sd == 0.01 and alone.assumed and alone.part() == (0.01**2, math.inf)
+    # nothing measured: the prior on its own degrees of freedom, finite
+    alone = machine_term(promotion, prior=0.01, prior_df=2.0, floor=0.02)
+    assert alone.sd == 0.01 and alone.df == 2.0 and alone.part() == (pytest.approx(0.01**2), 2.0)
     spread = between_runs([*promotion, *later], floor=0.02)
     # no noise within a run: two runs 10% apart scatter by log(1.1) / sqrt(2) around their mean
     assert spread is not None and (spread.configurations, spread.runs, spread.measured_df) == (3, 2, 1)
     assert spread.measured_sd == pytest.approx(math.log(1.10) / math.sqrt(2), rel=1e-6)
-    measured = machine_term([*promotion, *later], prior=0.01, floor=0.02)
-    # a level's move between two runs is the difference of their shifts: log(1.1) here, far over the prior
-    assert measured.sd == pytest.approx(math.log(1.10)) and not measured.assumed
-    assert measured.part() == (pytest.approx(math.log(1.10) ** 2), 1.0)
-    assert "measured by the study's own runs" in measured.describe()
-    # a prior stated above what the runs measured stands
-    assert machine_term([*promotion, *later], prior=0.2, floor=0.02).sd == 0.2
+    # a level's move between two runs is the difference of their shifts, log(1.1) on 1 degree of freedom, pooled
+    # with the prior's 1% on 2: the scaled-inverse-chi-square update's closed form
+    for prior, prior_df in ((0.01, 2.0), (0.2, 4.0), (0.03, 0.5)):
+        term = machine_term([*promotion, *later], prior=prior, prior_df=prior_df, floor=0.02)
+        pooled = (prior_df * prior**2 + 1 * math.log(1.10) ** 2) / (prior_df + 1)
+        assert term.part() == (pytest.approx(pooled, rel=1e-9), prior_df + 1)
+        assert min(prior, math.log(1.10)) < term.sd < max(prior, math.log(1.10))  # neither wins outright
+    described = machine_term([*promotion, *later], prior=0.01, prior_df=2.0, floor=0.02).describe()
+    assert "on 3 degrees of freedom" in described and "worth 2 degrees of freedom" in described
+    assert spread.describe() in described
+    # a prior taken as exact: the old term, the prior whatever the runs measured
+    exact = machine_term([*promotion, *later], prior=0.01, prior_df=math.inf, floor=0.02)
+    assert exact.part() == (0.01**2, math.inf)
+    # the measurement alone, where a prior is worth nothing; and nothing at all is refused
+    alone_measured = machine_term([*promotion, *later], prior=0.01, prior_df=0.0, floor=0.02)
+    assert alone_measured.part() == (pytest.approx(math.log(1.10) ** 2), 1.0)
+    with pytest.raises(ValueError, match="degrees of freedom"):
+        MachineTerm(prior=0.01, prior_df=0.0, between=None)
     # the same within-run noise, a re-run on another machine: less likely to land within 5% of the claim
     noisy = fit(drawn_boots(levels, rounds=3, boot_sd=0.02, run_sd=0.01, seed=3), floor=0.02)
     screening = claim_for(noisy, 1, gate=2.42, target=0.9)
-    organisers = claim_for(noisy, 1, gate=2.42, target=0.9, machine=MachineTerm(prior=0.03, between=None))
+    organisers = claim_for(noisy, 1, gate=2.42, target=0.9, machine=MachineTerm(prior=0.03, prior_df=2.0, between=None))
     assert organisers.p_verified < screening.p_verified and organisers.p_within_run == pytest.approx(
         screening.p_verified
     )
@@ -277,7 +296,7 @@ def test_odds_for_a_re_run_on_another_machine_match_simulated_re_runs():
     rng = random.Random(11)
     levels = {1: (1800.0, 1700.0), 2: (1600.0, 1600.0), 3: (1400.0, 1380.0)}
     predicted, within, hits = [], [], []
-    term = MachineTerm(prior=0.04, between=None)
+    term = MachineTerm(prior=0.04, prior_df=math.inf, between=None)  # the machines' shift, known
     for rep in range(150):
         fitted = fit(drawn_boots(levels, rounds=3, boot_sd=0.03, run_sd=0.02, seed=rep), floor=0.02)
         for n, (_, held) in levels.items():
