@@ -22,7 +22,7 @@ The organisers' rule itself (a re-run within 5%, PPL under the gate) and the gat
 """
 
 from sweep.claims._between import Between, MachineTerm, between_runs, machine_term
-from sweep.claims._claim import Claim, best_claim, claim_for, screening_claim
+from sweep.claims._claim import MACHINE_TERMS, Ceiling, Claim, best_claim, claim_for, screening_claim
 from sweep.claims._confirm import confirmation_pair
 from sweep.claims._evidence import OFFSET_ATTR, Confirmation, StudyClaims, StudyEvidence, claims_of, load_evidence
 from sweep.claims._fit import HETEROGENEITY, INTERVAL, ClientOffset, Fit, Law, Level, Spread, fit
@@ -39,10 +39,12 @@ __all__ = [
     "CONFIRMATION_ATTR",
     "HETEROGENEITY",
     "INTERVAL",
+    "MACHINE_TERMS",
     "OFFSET_ATTR",
     "PROMOTION_ATTR",
     "WINDOW_S",
     "Between",
+    "Ceiling",
     "Claim",
     "ClientOffset",
     "Confirmation",

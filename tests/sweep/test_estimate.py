@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 import statistics
 from dataclasses import replace
 
 import pytest
+from scipy import stats
 
 from benchmarks._draw import drawn_boots
 from engine.profiles import get_profile
 from sweep.claims import (
+    MACHINE_TERMS,
     Claim,
     ClientOffset,
     ConfirmationPlan,
@@ -308,6 +311,60 @@ def test_odds_for_a_re_run_on_another_machine_match_simulated_re_runs():
     mean_predicted, observed = sum(predicted) / len(predicted), sum(hits) / len(hits)
     assert abs(mean_predicted - observed) < 0.08, (mean_predicted, observed)
     assert sum(within) / len(within) - observed > 0.1, (sum(within) / len(within), observed)
+
+
+def test_the_p_at_each_machine_term_is_the_p_the_claim_has_with_that_term_known():
+    fitted = fit(drawn_boots({1: (1000.0, 980.0), 2: (900.0, 900.0)}, rounds=4, boot_sd=0.02, run_sd=0.01), floor=0.02)
+    study = MachineTerm(prior=0.01, prior_df=2.0, between=None)
+    # a target every term reaches at the public level: the claim stands where it is, whatever the term
+    claim = claim_for(fitted, 1, gate=2.42, target=0.05, machine=study)
+    assert [sd for sd, _ in claim.p_at_machine] == list(MACHINE_TERMS)
+    for sd, p in claim.p_at_machine:
+        known = claim_for(
+            fitted, 1, gate=2.42, target=0.05, machine=MachineTerm(prior=sd, prior_df=math.inf, between=None)
+        )
+        assert known.claim == claim.claim and p == pytest.approx(known.p_verified, rel=1e-12)
+    odds = [p for _, p in claim.p_at_machine]
+    assert odds == sorted(odds, reverse=True)  # a machine further away: less likely within 5%
+    # a screening claim (no machine term of its own) shows them too; an unmeasured one shows none
+    assert len(claim_for(fitted, 1, gate=2.42, target=0.9).p_at_machine) == len(MACHINE_TERMS)
+    once = fit(drawn_boots({1: (1000.0, 980.0)}, rounds=1), floor=0.02)
+    assert claim_for(once, 1, gate=2.42, target=0.9).p_at_machine == ()
+
+
+def test_the_ceiling_is_the_closed_form_p_of_a_known_level_and_never_below_the_p_of_finite_boots():
+    # the held-out prompts 4% slower: the best claim, centred on the held-out level, lies under the public level
+    machine = MachineTerm(prior=0.03, prior_df=math.inf, between=None)
+    for rounds, seed in itertools.product((3, 5, 12), (1, 2)):
+        fitted = fit(drawn_boots({1: (1000.0, 960.0)}, rounds=rounds, boot_sd=0.02, run_sd=0.02, seed=seed), floor=0.0)
+        claim = claim_for(fitted, 1, gate=2.42, target=0.9, machine=machine)
+        ceiling, spread = claim.ceiling, fitted.spreads[1]
+        assert ceiling is not None and claim.p_verified is not None
+        # the closed form: one boot, one run (half the difference's variance over two), the machine; Welch's df
+        parts = [(spread.s_y**2, spread.df_y), (spread.s_d**2 / 4, spread.df_d), (0.03**2, math.inf)]
+        total = sum(v for v, _ in parts)
+        df = total**2 / sum(v**2 / d for v, d in parts if not math.isinf(d))
+        half = math.log(1.05 / 0.95) / 2
+        closed = stats.t.cdf(half / math.sqrt(total), df) - stats.t.cdf(-half / math.sqrt(total), df)
+        assert ceiling.p == pytest.approx(closed, rel=1e-9) and ceiling.df == pytest.approx(df, rel=1e-9)
+        assert math.log(ceiling.claim) == pytest.approx(fitted.levels[1].heldout - math.log(0.95 * 1.05) / 2)
+        assert ceiling.p >= claim.p_verified, (rounds, seed)
+
+
+def test_a_ceiling_under_the_target_says_so_with_the_noise_the_target_needs():
+    noisy = fit(drawn_boots({1: (1000.0, 960.0)}, rounds=4, boot_sd=0.06, run_sd=0.02, seed=4), floor=0.02)
+    claim = claim_for(noisy, 1, gate=2.42, target=0.9, machine=MachineTerm(prior=0.04, prior_df=2.0, between=None))
+    ceiling = claim.ceiling
+    assert ceiling is not None and not ceiling.reaches and ceiling.needed_sd is not None
+    assert ceiling.needed_sd < ceiling.sd and "no number of boots reaches the target 0.9" in ceiling.describe()
+    # at the noise it names, a re-run lands within 5% of the same claim with the target's probability
+    centre = math.log(ceiling.claim) - noisy.levels[1].heldout
+    law = Law(scale=ceiling.needed_sd, df=ceiling.df)
+    assert law.within(centre + math.log(0.95), centre + math.log(1.05)) * claim.p_ppl == pytest.approx(0.9, abs=1e-9)
+    # a steady configuration's ceiling reaches the target
+    steady = fit(drawn_boots({1: (1000.0, 960.0)}, rounds=4, boot_sd=0.005, run_sd=0.005, seed=4), floor=0.01)
+    reached = claim_for(steady, 1, gate=2.42, target=0.9).ceiling
+    assert reached is not None and reached.reaches and reached.needed_sd is None
 
 
 def test_study_noise_pools_repeated_configurations_and_promoted_boots_with_a_floor():

@@ -138,6 +138,10 @@ def test_promotion_interleaves_alternates_resumes_and_claims(ray_connected, tmp_
     assert rc == (0 if confirmed.recommended else 1)
     assert "Screening" in printed and "Confirmation" in printed and "re-run 90%" in printed and "PPL ± tol" in printed
     assert "Confirmation (run" in printed and "machine term" in printed and "organisers'" in printed
+    # what the odds assume: the machine term's degrees of freedom, the P at known machine terms, the ceiling
+    at = ", ".join(f"{sd:.0%} {p:.2f}" for sd, p in claim.p_at_machine)
+    assert f"on {claim.machine.df:g} degrees of freedom" in printed and f"distance from yours: {at}" in printed
+    assert claim.ceiling is not None and "P ceiling" in printed
     for each in [*view.claims, claim]:
         assert f"{each.claim:.2f}" in printed and each.odds_text() in printed
     # and where each candidate's noise is, from the telemetry every boot stored: its requests, its steps
