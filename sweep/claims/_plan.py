@@ -7,7 +7,8 @@ reads it back through ``PromotionPlan.from_attr``, never as a dict. Its gate is 
 with what resolves it on the promotion's PPL references: a number (absolute, or the sweep's baseline
 scored those references) or the baseline trial promoted with the candidates, whose boots resolve it.
 The confirmation's plan is the study's user attribute ``confirmation`` (``CONFIRMATION_ATTR``), stored
-before its first boot; it belongs to the promotion run it names, and a new promotion leaves it behind.
+before its first boot; it belongs to the promotion run it names, and a new promotion leaves it behind. Plans
+stored before the confirmation was sequential (no ``max_boots``) ran a fixed number of boots: they read so.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ class PromotionPlan:
     gate: Gate  # resolved, or resolvable from the baseline trial's boots
     # fresh boots of the chosen point and its control in the confirmation (0: a plan stored before confirmations)
     confirm_boots: int = 0
+    # the most boots of each the sequential confirmation adds (None: confirm_boots, fixed: a plan stored before it)
+    confirm_max_boots: int | None = None
     between_prior: float = BETWEEN_PRIOR  # the odds' machine term as the study states it (MachineTerm)
     between_prior_df: float = BETWEEN_PRIOR_DF  # the degrees of freedom that statement is worth
 
@@ -58,6 +61,7 @@ class PromotionPlan:
             "noise_floor": self.noise_floor,
             "gate": asdict(self.gate),
             "confirm_boots": self.confirm_boots,
+            "confirm_max_boots": self.confirm_max_boots,
             "between_prior": self.between_prior,
             "between_prior_df": self.between_prior_df,
         }
@@ -84,6 +88,7 @@ class PromotionPlan:
             noise_floor=attr["noise_floor"],
             gate=typed,
             confirm_boots=attr.get("confirm_boots", 0),
+            confirm_max_boots=attr.get("confirm_max_boots"),
             between_prior=attr.get("between_prior", BETWEEN_PRIOR),
             between_prior_df=attr.get("between_prior_df", BETWEEN_PRIOR_DF),
         )
@@ -97,15 +102,21 @@ class ConfirmationPlan:
     promotion_run: str  # the promotion whose choice it confirms
     chosen: int
     control: int | None  # the runner-up, else the baseline; None: the promotion had no other candidate
-    boots: int  # fresh boots of each
+    boots: int  # fresh boots of each before the stopping rule is asked (``sweep.claims._confirm.stopping``)
+    max_boots: int | None = None  # the most of each it adds; None: ``boots``, fixed (a plan stored before)
 
     @property
     def trials(self) -> tuple[int, ...]:
         return (self.chosen,) if self.control is None else (self.chosen, self.control)
 
     @property
+    def cap(self) -> int:
+        return self.boots if self.max_boots is None else self.max_boots
+
+    @property
     def planned(self) -> int:
-        return len(self.trials) * self.boots
+        """The most boots it runs."""
+        return len(self.trials) * self.cap
 
     def to_attr(self) -> dict[str, Any]:
         return asdict(self)

@@ -51,6 +51,12 @@ def print_claims(out: Console, view: StudyClaims, *, knobs: Sequence[str], study
         out.print(_confirmation_table(view, knobs=knobs))
         out.print(f"  {view.confirmation.machine.describe()}", markup=False, soft_wrap=True)
         _print_at_machine(out, view.confirmation.plan, view.confirmation.claims)
+        stop = view.confirmation.stop
+        out.print(
+            f"  {stop.describe() if stop else 'the confirmation goes on: its P may still reach the target'}",
+            markup=False,
+            soft_wrap=True,
+        )
         _print_ceilings(out, list(view.confirmation.claims.values()))
     _print_assumptions(out)
     _print_client(out, view)
@@ -107,7 +113,7 @@ def _confirmation_table(view: StudyClaims, *, knobs: Sequence[str]) -> Table:
     assert confirmed is not None  # print_claims asks only where there is one
     plan = confirmed.plan
     title = (
-        f"Confirmation (run {plan.run_id}: {len(confirmed.boots)} of {plan.planned} fresh boots, each as the "
+        f"Confirmation (run {plan.run_id}: {len(confirmed.boots)} of at most {plan.planned} fresh boots, each as the "
         "organisers' first boot of the folder starts): the claim to act on, and the odds of the organisers' re-run, "
         f"a later run on another machine; target P(VERIFIED) >= {view.target:g}"
     )

@@ -50,6 +50,8 @@ is a fixed set, lists the valid choices. The layout::
     noise_floor = 0.02            #   the least relative noise a private re-run is given
     confirm_boots = 4             #   fresh boots of the chosen point and of its control, in a later run
                                   #   (>= 2): they alone make the claim and its odds (sweep.claims)
+    confirm_max_boots = 12        #   the confirmation adds a pair at a time up to this many each, until P
+                                  #   reaches the target or its ceiling cannot (>= confirm_boots)
     between_prior = 0.01          #   how far a run on another machine reads from one of yours (sd of the
                                   #   log ratio): the odds' machine term before the study's runs measure it
     between_prior_df = 2          #   the degrees of freedom that statement is worth beside what they measure
@@ -84,6 +86,7 @@ from sweep.judgement import (
     BETWEEN_PRIOR,
     BETWEEN_PRIOR_DF,
     DEFAULT_CONFIRM_BOOTS,
+    DEFAULT_CONFIRM_MAX_BOOTS,
     DEFAULT_TARGET,
     NOISE_FLOOR,
     Gate,
@@ -170,6 +173,7 @@ class PromotionSpec:
     target: float = DEFAULT_TARGET
     noise_floor: float = NOISE_FLOOR
     confirm_boots: int = DEFAULT_CONFIRM_BOOTS
+    confirm_max_boots: int = DEFAULT_CONFIRM_MAX_BOOTS
     between_prior: float = BETWEEN_PRIOR
     between_prior_df: float = BETWEEN_PRIOR_DF
 
@@ -588,6 +592,7 @@ _PROMOTION_FIELDS = (
     "target",
     "noise_floor",
     "confirm_boots",
+    "confirm_max_boots",
     "between_prior",
     "between_prior_df",
 )
@@ -610,6 +615,13 @@ def _promotion(value: Any, where: str, *, profile: BenchProfile) -> PromotionSpe
     floor = _number(table.get("noise_floor", default.noise_floor), where, "promotion.noise_floor", minimum=0)
     # one confirming boot is one draw: its noise needs two at least
     confirm = _int(table.get("confirm_boots", default.confirm_boots), where, "promotion.confirm_boots", minimum=2)
+    # a cap under the stated minimum is an error; the default cap under it gives way to it (a fixed confirmation)
+    most = _int(
+        table.get("confirm_max_boots", max(default.confirm_max_boots, confirm)),
+        where,
+        "promotion.confirm_max_boots",
+        minimum=confirm,
+    )
     prior = _number(table.get("between_prior", default.between_prior), where, "promotion.between_prior", minimum=0)
     # what a stated prior is worth: some degrees of freedom, never none (the measurement alone may have none)
     prior_df = _number(
@@ -633,6 +645,7 @@ def _promotion(value: Any, where: str, *, profile: BenchProfile) -> PromotionSpe
         target=target,
         noise_floor=floor,
         confirm_boots=confirm,
+        confirm_max_boots=most,
         between_prior=prior,
         between_prior_df=prior_df,
     )

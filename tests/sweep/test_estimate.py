@@ -29,6 +29,7 @@ from sweep.claims import (
     fit,
     machine_term,
     screening_claim,
+    stopping,
     study_noise,
 )
 from sweep.judgement import BETWEEN_PRIOR_DF, Gate
@@ -365,6 +366,38 @@ def test_a_ceiling_under_the_target_says_so_with_the_noise_the_target_needs():
     steady = fit(drawn_boots({1: (1000.0, 960.0)}, rounds=4, boot_sd=0.005, run_sd=0.005, seed=4), floor=0.01)
     reached = claim_for(steady, 1, gate=2.42, target=0.9).ceiling
     assert reached is not None and reached.reaches and reached.needed_sd is None
+
+
+def test_the_sequential_confirmation_stops_at_the_target_at_a_ceiling_under_it_or_at_its_cap():
+    levels = {1: (1000.0, 980.0), 2: (900.0, 900.0)}
+    promotion = drawn_boots(levels, rounds=3, run_id="p1")
+    plan = ConfirmationPlan(run_id="c1", promotion_run="p1", chosen=1, control=2, boots=3, max_boots=6)
+
+    def stop(confirming: list[BootRecord]):
+        view = claims_of(PLAN, promotion, confirmation=plan, confirming=confirming)
+        assert view.confirmation is not None
+        return view.confirmation.stop, view
+
+    # the stated minimum first, whatever its boots say; then a steady point stops at the target
+    steady = drawn_boots(levels, rounds=3, run_id="c1", boot_sd=0.002, seed=5)
+    assert stop(steady[:4])[0] is None and stop(steady[:5])[0] is None
+    reached, view = stop(steady)
+    assert reached is not None and reached.reason == "target" and reached.rounds == 3 and view.unfinished() is None
+    assert "reached the target 0.9" in reached.describe()
+    # a point whose boots move 30%: no number of boots lifts its P to the target, and it stops at once, saying so
+    noisy = drawn_boots(levels, rounds=3, run_id="c1", boot_sd=0.3, seed=5)
+    capped, view = stop(noisy)
+    chosen = view.confirmation.chosen  # type: ignore[union-attr]
+    assert capped is not None and capped.reason == "ceiling" and chosen is not None
+    assert capped.ceiling == chosen.ceiling.p < 0.9 and "more boots would buy nothing" in capped.describe()  # type: ignore[union-attr]
+    # between the two (P under the target, its ceiling over it) it goes on, round by round, up to its cap
+    assert chosen.ceiling is not None
+    between = replace(chosen, meets=False, p_verified=0.8, ceiling=replace(chosen.ceiling, p=0.95))
+    assert [stopping(plan, between, stored=2 * r, target=0.9) for r in range(3, 6)] == [None] * 3
+    cap = stopping(plan, between, stored=12, target=0.9)
+    assert cap is not None and cap.reason == "cap" and "the cap was reached with P(VERIFIED) 0.80" in cap.describe()
+    # a plan stored before the confirmation was sequential runs its fixed number
+    assert ConfirmationPlan.from_attr({k: v for k, v in plan.to_attr().items() if k != "max_boots"}).cap == 3
 
 
 def test_study_noise_pools_repeated_configurations_and_promoted_boots_with_a_floor():
