@@ -37,8 +37,6 @@ class PromotionPlan:
     gate: Gate  # resolved, or resolvable from the baseline trial's boots
     # fresh boots of the chosen point and its control in the confirmation (0: a plan stored before confirmations)
     confirm_boots: int = 0
-    # the most boots of each the sequential confirmation adds (None: confirm_boots, fixed: a plan stored before it)
-    confirm_max_boots: int | None = None
     between_prior: float = BETWEEN_PRIOR  # the odds' machine term as the study states it (MachineTerm)
     between_prior_df: float = BETWEEN_PRIOR_DF  # the degrees of freedom that statement is worth
 
@@ -61,7 +59,6 @@ class PromotionPlan:
             "noise_floor": self.noise_floor,
             "gate": asdict(self.gate),
             "confirm_boots": self.confirm_boots,
-            "confirm_max_boots": self.confirm_max_boots,
             "between_prior": self.between_prior,
             "between_prior_df": self.between_prior_df,
         }
@@ -88,7 +85,6 @@ class PromotionPlan:
             noise_floor=attr["noise_floor"],
             gate=typed,
             confirm_boots=attr.get("confirm_boots", 0),
-            confirm_max_boots=attr.get("confirm_max_boots"),
             between_prior=attr.get("between_prior", BETWEEN_PRIOR),
             between_prior_df=attr.get("between_prior_df", BETWEEN_PRIOR_DF),
         )

@@ -134,7 +134,6 @@ def promote(
         noise_floor=promotion.noise_floor,
         gate=_gate(spec, records),
         confirm_boots=promotion.confirm_boots,
-        confirm_max_boots=promotion.confirm_max_boots,
         between_prior=promotion.between_prior,
         between_prior_df=promotion.between_prior_df,
     )
@@ -199,7 +198,8 @@ def confirm(
         return view
     chosen, control = view.choice
     study = optuna.load_study(study_name=spec.name, storage=storage.optuna)
-    boots, most = view.plan.confirm_boots, view.plan.confirm_max_boots
+    # the cap is the study's as it reads now: it changes no boot of the promotion, and raising it starts a new run
+    boots, most = view.plan.confirm_boots, max(spec.promotion.confirm_max_boots, view.plan.confirm_boots)
     stored = study.user_attrs.get(CONFIRMATION_ATTR)
     plan = None if stored is None else ConfirmationPlan.from_attr(stored)
     wanted = ConfirmationPlan(
