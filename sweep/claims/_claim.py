@@ -20,9 +20,10 @@ Two more figures show what the odds assume and what more boots could buy:
   from yours (``MACHINE_TERMS``; the term exact, infinite degrees of freedom, in place of the study's own):
   a participant whose organisers run another machine reads the number that fits it;
 - ``Claim.ceiling`` (``Ceiling``): the P that infinitely many boots would give, the level's error gone and
-  the re-run's boot and run noise and the machine term staying (on the degrees of freedom they carry), at the
-  best claim the rule could make; where it is under the target, no number of boots reaches it, and it says
-  how small the re-run's total noise would have to be.
+  the re-run's boot and run noise staying at the values measured (then known: infinite degrees of freedom),
+  the machine term and the client offset on the degrees of freedom they carry (boots of one run add none to
+  them), at the best claim the rule could make; where it is under the target, no number of boots reaches it,
+  and it says how small the re-run's total noise would have to be.
 """
 
 from __future__ import annotations

@@ -149,12 +149,13 @@ class Fit:
 
     def error_parts(self, key: Hashable, *, rerun: bool, known: bool = False) -> list[tuple[float, float]]:
         """The variance parts (variance, its degrees of freedom) of one re-run's log TPS around the fitted level
-        (``rerun``), or of the level's own error; ``known``: as if infinitely many boots had fitted the level (its
-        error gone, the noise as measured, on its degrees of freedom)."""
+        (``rerun``), or of the level's own error; ``known``: as infinitely many boots would leave them, the level's
+        error gone and the noise known at the value measured (infinite degrees of freedom)."""
         level, spread = self.levels[key], self.spreads[key]
         n, k = (math.inf if known else level.boots), 1.0 if rerun else 0.0
         gamma = ((level.order_mean + 1) / 2) ** 2 / self.sxx if self.sxx > 0 and not known else 0.0
-        return [(spread.s_y**2 * (k + 1 / n), spread.df_y), (spread.s_d**2 * ((k + 1 / n) / 4 + gamma), spread.df_d)]
+        df_y, df_d = (math.inf, math.inf) if known else (spread.df_y, spread.df_d)
+        return [(spread.s_y**2 * (k + 1 / n), df_y), (spread.s_d**2 * ((k + 1 / n) / 4 + gamma), df_d)]
 
     def law(
         self,

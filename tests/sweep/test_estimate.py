@@ -335,21 +335,21 @@ def test_the_p_at_each_machine_term_is_the_p_the_claim_has_with_that_term_known(
 
 def test_the_ceiling_is_the_closed_form_p_of_a_known_level_and_never_below_the_p_of_finite_boots():
     # the held-out prompts 4% slower: the best claim, centred on the held-out level, lies under the public level
-    machine = MachineTerm(prior=0.03, prior_df=math.inf, between=None)
-    for rounds, seed in itertools.product((3, 5, 12), (1, 2)):
+    for rounds, seed, prior_df in itertools.product((3, 5, 12), (1, 2), (math.inf, 3.0)):
+        machine = MachineTerm(prior=0.03, prior_df=prior_df, between=None)
         fitted = fit(drawn_boots({1: (1000.0, 960.0)}, rounds=rounds, boot_sd=0.02, run_sd=0.02, seed=seed), floor=0.0)
         claim = claim_for(fitted, 1, gate=2.42, target=0.9, machine=machine)
         ceiling, spread = claim.ceiling, fitted.spreads[1]
         assert ceiling is not None and claim.p_verified is not None
-        # the closed form: one boot, one run (half the difference's variance over two), the machine; Welch's df
-        parts = [(spread.s_y**2, spread.df_y), (spread.s_d**2 / 4, spread.df_d), (0.03**2, math.inf)]
-        total = sum(v for v, _ in parts)
-        df = total**2 / sum(v**2 / d for v, d in parts if not math.isinf(d))
+        # the closed form: one boot and one run (half the difference's variance over two) at the noise measured,
+        # known; the machine term on its own degrees of freedom, which Welch's df then carries alone
+        total = spread.s_y**2 + spread.s_d**2 / 4 + 0.03**2
+        df = math.inf if math.isinf(prior_df) else total**2 / (0.03**4 / prior_df)
         half = math.log(1.05 / 0.95) / 2
         closed = stats.t.cdf(half / math.sqrt(total), df) - stats.t.cdf(-half / math.sqrt(total), df)
         assert ceiling.p == pytest.approx(closed, rel=1e-9) and ceiling.df == pytest.approx(df, rel=1e-9)
         assert math.log(ceiling.claim) == pytest.approx(fitted.levels[1].heldout - math.log(0.95 * 1.05) / 2)
-        assert ceiling.p >= claim.p_verified, (rounds, seed)
+        assert ceiling.p >= claim.p_verified, (rounds, seed, prior_df)
 
 
 def test_a_ceiling_under_the_target_says_so_with_the_noise_the_target_needs():
