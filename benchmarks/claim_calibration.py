@@ -226,12 +226,15 @@ def _prediction(view: StudyClaims, claim: Claim) -> tuple[float, str]:
     if claim.machine is None or confirmed is None:
         assert claim.p_verified is not None  # _calibrate refuses a claim whose noise is not measured
         return claim.p_verified, "a screening figure, within the promotion's run: the claim was not confirmed"
-    here = MachineTerm(prior=0.0, between=claim.machine.between)
+    # the measurement alone (no prior: it is of another machine); none where only one run measured the points
+    between = claim.machine.between
+    here = None if between is None else MachineTerm(prior=0.0, prior_df=0.0, between=between)
     again = claim_for(confirmed.fit, claim.trial_number, gate=claim.gate, target=claim.target, machine=here)
     assert again.p_verified is not None  # the confirmed claim's noise is measured, as its own P says
     return again.p_verified, (
         f"a later run on this machine: the confirmation's odds with the machine term its runs measured "
-        f"({here.sd:.1%}; the organisers' re-run, on another machine, {claim.p_verified:.2f})"
+        f"({0.0 if here is None else here.sd:.1%}; the organisers' re-run, on another machine, "
+        f"{claim.p_verified:.2f})"
     )
 
 

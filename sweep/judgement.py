@@ -46,7 +46,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BETWEEN_PRIOR",
+    "BETWEEN_PRIOR_DF",
     "DEFAULT_CONFIRM_BOOTS",
+    "DEFAULT_CONFIRM_MAX_BOOTS",
     "DEFAULT_TARGET",
     "FRONT_STOP",
     "GATE_STOP",
@@ -91,9 +93,15 @@ NOISE_FLOOR = 0.02
 DEFAULT_TARGET = 0.9
 # The fresh boots of the chosen point (and of its control) whose figures alone make its claim (sweep.claims)
 DEFAULT_CONFIRM_BOOTS = 4
+# The most boots of each that a sequential confirmation adds before it stops undecided: at 12 a re-run's law is
+# within 4% of its width with the level known (sqrt(1 + 1/12)), so more boots would barely move P
+DEFAULT_CONFIRM_MAX_BOOTS = 12
 # How far a run on another machine reads from one of yours (sd of the log ratio), where a study states nothing
 # and its own runs measure less: the challenge's measurements between allocations of its A10G read 0.7-0.96%
 BETWEEN_PRIOR = 0.01
+# The degrees of freedom BETWEEN_PRIOR is worth beside what a study's runs measure (sweep.claims._between): two,
+# chosen, not fitted (see MachineTerm's docstring for why)
+BETWEEN_PRIOR_DF = 2.0
 
 # The organisers' rule: a re-run within 5% of the reported TPS (and under the gate) verifies it.
 TPS_TOLERANCE = 0.05

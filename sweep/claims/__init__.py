@@ -5,7 +5,8 @@
                 organisers' re-run (``between_runs``, ``MachineTerm``)
     _claim      the claim and P(VERIFIED) (``claim_for``); ``screening_claim``: a search trial's worth by the
                 same law of a re-run, which ranks the candidates for promotion
-    _confirm    the confirmation: the claim to act on, from boots its choice did not see (``confirmation_pair``)
+    _confirm    the confirmation: the claim to act on, from boots its choice did not see (``confirmation_pair``),
+                and when its sequential boots stop (``stopping``)
     _verdict    a verification run's verdict: VERIFIED, INVALID or UNDECIDED (``judge``)
     _noise      where a configuration's noise is: boot, run, prompt, request, streaks, steps (``decompose``)
     _evidence   ``load_evidence``: one study's records, boots, plan, claims, verdicts and noise, read once
@@ -22,8 +23,8 @@ The organisers' rule itself (a re-run within 5%, PPL under the gate) and the gat
 """
 
 from sweep.claims._between import Between, MachineTerm, between_runs, machine_term
-from sweep.claims._claim import Claim, best_claim, claim_for, screening_claim
-from sweep.claims._confirm import confirmation_pair
+from sweep.claims._claim import MACHINE_TERMS, Ceiling, Claim, best_claim, claim_for, screening_claim
+from sweep.claims._confirm import Stop, StopReason, confirmation_pair, stopping
 from sweep.claims._evidence import Confirmation, StudyClaims, StudyEvidence, claims_of, load_evidence
 from sweep.claims._fit import HETEROGENEITY, INTERVAL, Fit, Law, Level, Spread, fit
 from sweep.claims._noise import WINDOW_S, NoiseParts, decompose, study_noise
@@ -37,8 +38,10 @@ from sweep.store import ClientOffset, ConfirmationPlan, PromotionPlan
 __all__ = [
     "HETEROGENEITY",
     "INTERVAL",
+    "MACHINE_TERMS",
     "WINDOW_S",
     "Between",
+    "Ceiling",
     "Claim",
     "ClientOffset",
     "Confirmation",
@@ -52,6 +55,8 @@ __all__ = [
     "PlannedBoot",
     "PromotionPlan",
     "Spread",
+    "Stop",
+    "StopReason",
     "StudyClaims",
     "StudyEvidence",
     "Verdict",
@@ -79,6 +84,7 @@ __all__ = [
     "screening_claim",
     "select",
     "select_trials",
+    "stopping",
     "study_noise",
     "verify",
 ]

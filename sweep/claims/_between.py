@@ -4,13 +4,18 @@ A run of boots is fitted on its own, its boots minutes apart on one machine. A r
 confirmation, a verification, a calibration, another lease) can find the whole machine faster or slower,
 and the organisers' re-run is a later run on another machine. ``between_runs`` measures how far a
 configuration's held-out level moves from run to run beyond what each run's own boots explain; the
-**machine term** that widens the odds of the organisers' re-run is the larger of that (as the sd of the
-difference of two runs) and the study's stated prior (``[promotion] between_prior``: how far a run on
-another machine reads from one of yours; default ``sweep.judgement.BETWEEN_PRIOR``, 1%, rounded up from the challenge's
-own measured 0.7-0.96% between allocations of its A10G stack). A stated prior is an assumption, and every
-printout that uses it says so; runs of this project read further apart (3-4% between two H200 leases, 7.9%
-for vLLM on the H200, ~10% on a shared CPU host), which a study's own later runs measure and the term then
-takes.
+**machine term** that widens the odds of the organisers' re-run is an estimate of that move (the sd of the
+difference of two runs) with its uncertainty: the study's stated prior ``s0`` (``[promotion] between_prior``:
+how far a run on another machine reads from one of yours; default ``sweep.judgement.BETWEEN_PRIOR``, 1%,
+rounded up from the challenge's own measured 0.7-0.96% between allocations of its A10G stack), worth ``nu0``
+degrees of freedom (``[promotion] between_prior_df``; default ``sweep.judgement.BETWEEN_PRIOR_DF``, 2), pooled
+with what the study's runs measured (``m`` on ``d`` degrees of freedom) as a scaled-inverse-chi-square update::
+
+    s^2 = (nu0 s0^2 + d m^2) / (nu0 + d)    on nu0 + d degrees of freedom
+
+With nothing measured it is ``s0`` on ``nu0`` degrees of freedom: a finite number, so the re-run's law (a
+Student t whose degrees of freedom combine its parts') keeps the tails of a term nobody measured. Neither
+part wins outright: a prior that reads high is pulled down by runs that read low, and the other way round.
 """
 
 from __future__ import annotations
@@ -95,11 +100,27 @@ def between_runs(boots: Iterable[BootRecord], *, floor: float) -> Between | None
 
 @dataclass(frozen=True, kw_only=True)
 class MachineTerm:
-    """How far the organisers' re-run (a later run, on another machine) may read from a run's level: the larger
-    of the study's stated prior and what its own runs measured (see the module's docstring)."""
+    """How far the organisers' re-run (a later run, on another machine) may read from a run's level: the study's
+    stated prior pooled with what its own runs measured, each by the degrees of freedom it is worth (see the
+    module's docstring).
 
-    prior: float  # the study's stated sd
+    Why ``nu0`` = 2 by default: the prior is a guess from another stack's machines, and this project's own runs
+    read several times further apart than it (3-4% between two H200 leases, 7.9% for vLLM on the H200, ~5% between
+    a study's CPU runs and its 20 re-runs where the study measured 1-2%). At ``nu0`` = 2 the prior gives a machine
+    five times its value (5% against 1%) a chance of about 4% (``P(chi2_2 <= 2 / 25)``), where ``nu0`` = 4 gives
+    it 0.3% and an exact prior none; and a study's usual measurement (a promotion and its confirmation: one
+    degree of freedom) counts a third of the pooled estimate, four runs more than half. A value chosen against
+    that evidence, not fitted: too few machines are measured to fit it."""
+
+    prior: float  # the study's stated sd, s0
+    prior_df: float  # the degrees of freedom it is worth, nu0 (0: the measurement alone; math.inf: taken as exact)
     between: Between | None  # what its runs measured; None: one run only
+
+    def __post_init__(self) -> None:
+        if not (self.prior_df >= 0 and self.df > 0):
+            raise ValueError(
+                f"a machine term rests on some degrees of freedom: its prior's ({self.prior_df!r}) or a measurement's"
+            )
 
     @property
     def measured(self) -> float | None:
@@ -107,26 +128,34 @@ class MachineTerm:
         return None if self.between is None else math.sqrt(2) * self.between.measured_sd
 
     @property
-    def sd(self) -> float:
-        return max(self.prior, self.measured or 0.0)
+    def measured_df(self) -> int:
+        return 0 if self.between is None else self.between.measured_df
 
     @property
-    def assumed(self) -> bool:
-        """The stated prior decides it: no run of the study measured more."""
-        return self.measured is None or self.measured <= self.prior
+    def df(self) -> float:
+        """The pooled estimate's degrees of freedom: the prior's and the measurement's."""
+        return self.prior_df + self.measured_df
+
+    @property
+    def sd(self) -> float:
+        if math.isinf(self.prior_df):
+            return self.prior
+        measured = self.measured or 0.0
+        return math.sqrt((self.prior_df * self.prior**2 + self.measured_df * measured**2) / self.df)
 
     def part(self) -> tuple[float, float]:
-        """As a variance part of a re-run's law: a stated prior is no estimate (infinite degrees of freedom)."""
-        if self.assumed or self.between is None:
-            return self.prior**2, math.inf
-        return self.sd**2, float(self.between.measured_df)
+        """As a variance part of a re-run's law: the pooled variance on its pooled degrees of freedom."""
+        return self.sd**2, self.df
 
     def describe(self) -> str:
-        measured = "no later run measured" if self.between is None else self.between.describe()
-        which = "the study's stated between_prior, assumed" if self.assumed else "measured by the study's own runs"
-        return f"machine term {self.sd:.1%}, {which} (prior {self.prior:.1%}; {measured})"
+        measured = "no later run measured it" if self.between is None else self.between.describe()
+        return (
+            f"machine term {self.sd:.1%} on {self.df:g} degrees of freedom: the study's between_prior "
+            f"{self.prior:.1%}, worth {self.prior_df:g} degrees of freedom (an assumption), pooled with what its runs "
+            f"measured ({measured})"
+        )
 
 
-def machine_term(boots: Sequence[BootRecord], *, prior: float, floor: float) -> MachineTerm:
+def machine_term(boots: Sequence[BootRecord], *, prior: float, prior_df: float, floor: float) -> MachineTerm:
     """The machine term of the configurations of ``boots`` (every run at one profile and prompt sets)."""
-    return MachineTerm(prior=prior, between=between_runs(boots, floor=floor))
+    return MachineTerm(prior=prior, prior_df=prior_df, between=between_runs(boots, floor=floor))

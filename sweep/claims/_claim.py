@@ -13,6 +13,17 @@ The claim is the public level ``exp(L_P)`` (what a fresh boot's first public run
 middle) when that reaches the target P(VERIFIED); else the largest lower claim that does; when none
 does, the claim of the highest P, marked as missing the target. A claim is never above ``exp(L_P)``:
 it reports what was measured, never better.
+
+Two more figures show what the odds assume and what more boots could buy:
+
+- ``Claim.p_at_machine``: the P of the same claim where the organisers' machine reads a known 1%, 2%, 4% or 8%
+  from yours (``MACHINE_TERMS``; the term exact, infinite degrees of freedom, in place of the study's own):
+  a participant whose organisers run another machine reads the number that fits it;
+- ``Claim.ceiling`` (``Ceiling``): the P that infinitely many boots would give, the level's error gone and
+  the re-run's boot and run noise staying at the values measured (then known: infinite degrees of freedom),
+  the machine term and the client offset on the degrees of freedom they carry (boots of one run add none to
+  them), at the best claim the rule could make; where it is under the target, no number of boots reaches it,
+  and it says how small the re-run's total noise would have to be.
 """
 
 from __future__ import annotations
@@ -27,9 +38,83 @@ from sweep.claims._fit import INTERVAL, Fit, Law, Spread
 from sweep.judgement import Z, chance_under_gate, over_gate, tps_band
 from sweep.store import ClientOffset
 
-__all__ = ["Claim", "best_claim", "claim_for", "screening_claim"]
+__all__ = ["MACHINE_TERMS", "Ceiling", "Claim", "best_claim", "claim_for", "screening_claim"]
 
 _LOW, _HIGH = tps_band()
+# The machine terms (sd of the log ratio, taken as known) a claim's P is shown at beside the study's own: the
+# challenge's A10G allocations (~1%), two H200 leases of this project (3-4%), same-SKU GPUs on average (8%)
+MACHINE_TERMS = (0.01, 0.02, 0.04, 0.08)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Ceiling:
+    """The P(VERIFIED) that infinitely many boots would give a configuration (see the module's docstring)."""
+
+    p: float
+    claim: float  # where: the best claim the rule could make (never above the public level)
+    sd: float  # the re-run's total noise then (log scale): boot, run, machine term, client offset
+    df: float  # its degrees of freedom
+    target: float
+    machine: bool  # the machine term is in the noise (the organisers' re-run); False: a re-run within the run
+    needed_sd: float | None  # under the target: the total noise the target needs there; None: it reaches it, or
+    # no noise would (the PPL's part alone under the target, or the claim's band off the level)
+
+    @property
+    def reaches(self) -> bool:
+        return self.p >= self.target
+
+    def describe(self) -> str:
+        """ "0.63 at 5.69 tok/s: ...", what boots without end would give and why."""
+        head = f"{self.p:.2f} at {self.claim:.2f} tok/s"
+        if self.reaches:
+            return f"{head}: boots enough reach the target {self.target:g}"
+        need = (
+            "no noise would reach it there"
+            if self.needed_sd is None
+            else f"the target needs {self.needed_sd:.1%} or less"
+        )
+        stays = "a boot's, a run's and the machine term" if self.machine else "a boot's and a run's, within the run"
+        return (
+            f"{head}: no number of boots reaches the target {self.target:g} (the re-run's noise {self.sd:.1%} stays, "
+            f"{stays}; {need})"
+        )
+
+
+def _needed_sd(centre: float, *, df: float, p_ppl: float, target: float, sd: float) -> float | None:
+    """The total noise (a Student t of ``df``) at which a re-run lands within 5% of a claim ``centre`` (log) from
+    its level with P ``target``, where ``sd`` gives less; None where no noise would."""
+
+    def p(scale: float) -> float:
+        return Law(scale=scale, df=df).within(centre + _LOW, centre + _HIGH) * p_ppl
+
+    low, high = 0.0, sd
+    if p(high * 1e-9) < target:
+        return None  # even a still re-run misses: the band is off the level, or the PPL's part is under the target
+    for _ in range(60):  # p falls as the noise grows, the band around the level
+        middle = (low + high) / 2
+        low, high = (middle, high) if p(middle) >= target else (low, middle)
+    return low
+
+
+def _ceiling(
+    fitted: Fit,
+    key: Hashable,
+    *,
+    parts: list[tuple[float, float]],
+    shift: float,
+    p_ppl: float,
+    target: float,
+    machine: bool,
+) -> Ceiling | None:
+    law = fitted.law(key, extra=parts, known=True)
+    if law is None:
+        return None
+    level = fitted.levels[key]
+    claim = min(math.exp(level.heldout + shift - (_LOW + _HIGH) / 2), math.exp(level.public))
+    p = (fitted.p_within(key, claim, extra=parts, shift=shift, known=True) or 0.0) * p_ppl
+    centre = math.log(claim) - level.heldout - shift
+    needed = None if p >= target else _needed_sd(centre, df=law.df, p_ppl=p_ppl, target=target, sd=law.scale)
+    return Ceiling(p=p, claim=claim, sd=law.scale, df=law.df, target=target, machine=machine, needed_sd=needed)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -60,6 +145,9 @@ class Claim:
     ppl_tol: float  # Z pooled boot-to-boot sd, in PPL units
     gate: float | None
     ppl_over_gate: bool  # the median PPL over the gate (or no gate known): never recommended
+    # (machine term, P at the claim) with the term known exactly in place of the study's (MACHINE_TERMS); () unmeasured
+    p_at_machine: tuple[tuple[float, float], ...] = ()
+    ceiling: Ceiling | None = None  # the P infinitely many boots would give; None unmeasured
 
     @property
     def basis(self) -> str:
@@ -74,6 +162,12 @@ class Claim:
     def odds_text(self) -> str:
         """P(VERIFIED) as printed: two decimals, or "-" where the noise is not measured."""
         return "-" if self.p_verified is None else f"{self.p_verified:.2f}"
+
+    def ceiling_text(self) -> str:
+        """The ceiling's P as printed, "<" where it is under the target; "-" unmeasured."""
+        if self.ceiling is None:
+            return "-"
+        return f"{self.ceiling.p:.2f}" + ("" if self.ceiling.reaches else " <")
 
 
 def _unmeasured(spread: Spread, boots: int) -> str:
@@ -144,6 +238,9 @@ def claim_for(
     p_tps = fitted.p_within(key, claim, extra=parts, shift=shift)
     p_verified = None if p_tps is None else p_tps * p_ppl
     in_run = fitted.p_within(key, claim, extra=within, shift=shift)
+    at_machine = (
+        (sd, fitted.p_within(key, claim, extra=[*within, (sd**2, math.inf)], shift=shift)) for sd in MACHINE_TERMS
+    )
     q = None if law is None else law.quantile(0.5 + INTERVAL / 2)
     return Claim(
         trial_number=level.trial_number,
@@ -169,6 +266,10 @@ def claim_for(
         ppl_tol=Z * fitted.ppl_sd * level.ppl,
         gate=gate,
         ppl_over_gate=gate is None or over_gate(level.ppl, gate),
+        p_at_machine=tuple((sd, p * p_ppl) for sd, p in at_machine if p is not None),
+        ceiling=_ceiling(
+            fitted, key, parts=parts, shift=shift, p_ppl=p_ppl, target=target, machine=machine is not None
+        ),
     )
 
 

@@ -10,10 +10,16 @@ boots alone give the claim and the odds (``claim_for`` over their fit: the contr
 unless Bartlett's test says the two differ).
 
 The odds are those of the organisers' re-run: a later run, on another machine. Its law is the confirmation's
-law of one fresh boot widened by the **machine term** (``sweep.claims._between.MachineTerm``): the larger of
-the study's stated prior (``[promotion] between_prior``, an assumption each printout names) and what the
-study's own runs measured (the promotion, the confirmation, and any verification or calibration at the same
-prompts).
+law of one fresh boot widened by the **machine term** (``sweep.claims._between.MachineTerm``): the study's
+stated prior (``[promotion] between_prior`` and the degrees of freedom it is worth, ``between_prior_df``: an
+assumption each printout names) pooled with what the study's own runs measured (the promotion, the
+confirmation, and any verification or calibration at the same prompts).
+
+**Sequential.** The confirmation boots the pair ``boots`` times, then asks ``stopping`` after every further
+round (one boot of each, interleaved): it stops where P reaches the target, where the chosen point's P
+ceiling (``Claim.ceiling``: what boots without end would give) cannot, where its PPL is over the gate, or at
+the cap (``max_boots``); a stopped run says where and why (``Stop``). Every stored boot counts: an
+interrupted run goes on from the next round.
 
 The point is recommended when that P reaches the target under the gate: a decision on the confirmation's own
 figure. In simulation over the population of recommended points (boot noise 1-10%, run noise 1-5%, a machine
@@ -26,10 +32,61 @@ second table says by how much).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
 
 from sweep.claims._claim import Claim
+from sweep.claims._plan import ConfirmationPlan
 
-__all__ = ["confirmation_pair"]
+__all__ = ["Stop", "StopReason", "confirmation_pair", "stopping"]
+
+StopReason = Literal["target", "ceiling", "gate", "cap"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Stop:
+    """Where a sequential confirmation stopped, and why."""
+
+    reason: StopReason
+    rounds: int  # boots of each stored when it stopped
+    cap: int
+    p: float | None  # the chosen point's P(VERIFIED) then
+    ceiling: float | None  # and its ceiling
+    target: float
+
+    def describe(self) -> str:
+        where = f"the confirmation stopped after {self.rounds} boot(s) of each (at most {self.cap})"
+        p = "-" if self.p is None else f"{self.p:.2f}"
+        why = {
+            "target": f"P(VERIFIED) {p} reached the target {self.target:g}",
+            "ceiling": f"P(VERIFIED) {p}, and no number of boots lifts it above {self.ceiling:.2f}, under the target "
+            f"{self.target:g}: more boots would buy nothing",
+            "gate": "the chosen point's PPL is over the gate: no boot brings it under",
+            "cap": f"the cap was reached with P(VERIFIED) {p}, under the target {self.target:g}",
+        }[self.reason]
+        return f"{where}: {why}"
+
+
+def stopping(plan: ConfirmationPlan, chosen: Claim | None, *, stored: int, target: float) -> Stop | None:
+    """Whether the confirmation of ``plan`` stops with ``stored`` boots stored and the chosen point's claim from
+    them (None: none of its boots measured), held to ``target``; None: it goes on with another round."""
+    rounds = stored // len(plan.trials)
+    if rounds < plan.boots:
+        return None  # the stated minimum first: the noise needs it
+    p = chosen.p_verified if chosen else None
+    ceiling = chosen.ceiling.p if chosen and chosen.ceiling else None
+    reason: StopReason | None = None
+    if chosen is not None and chosen.ppl_over_gate:
+        reason = "gate"
+    elif chosen is not None and chosen.meets:
+        reason = "target"
+    elif ceiling is not None and ceiling < target:
+        reason = "ceiling"
+    elif rounds >= plan.cap:
+        reason = "cap"
+    if reason is None:
+        return None
+    return Stop(reason=reason, rounds=rounds, cap=plan.cap, p=p, ceiling=ceiling, target=target)
 
 
 def confirmation_pair(screening: Sequence[Claim], *, baseline: int | None) -> tuple[int, int | None] | None:

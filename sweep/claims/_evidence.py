@@ -29,7 +29,7 @@ from typing import Any
 from errors import StudyNotFoundError
 from sweep.claims._between import MachineTerm, machine_term
 from sweep.claims._claim import Claim, best_claim, claim_for
-from sweep.claims._confirm import confirmation_pair
+from sweep.claims._confirm import Stop, confirmation_pair, stopping
 from sweep.claims._fit import Fit, fit
 from sweep.claims._noise import study_noise
 from sweep.claims._verdict import Verdict, judge
@@ -60,10 +60,11 @@ class Confirmation:
     fit: Fit
     machine: MachineTerm
     claims: dict[int, Claim]  # the chosen point's and its control's, from these boots alone
+    stop: Stop | None  # where and why it stopped (sweep.claims._confirm.stopping); None: it goes on
 
     @property
     def complete(self) -> bool:
-        return len(self.boots) >= self.plan.planned
+        return self.stop is not None
 
     @property
     def chosen(self) -> Claim | None:
@@ -120,7 +121,7 @@ class StudyClaims:
                 return "the promotion's choice is not confirmed yet"
             if not self.confirmation.complete:
                 done, planned = len(self.confirmation.boots), self.confirmation.plan.planned
-                return f"the confirmation is not finished ({done} of {planned} boots)"
+                return f"the confirmation is not finished ({done} of at most {planned} boots)"
         return None
 
     def of(self, trial_number: int) -> Claim | None:
@@ -206,10 +207,11 @@ def _confirmed(
     boots = tuple(b for b in runs if b.run_id == confirmation.run_id)
     fitted = fit(boots, floor=plan.noise_floor)
     measured = [b for b in runs if b.trial_number in confirmation.trials and b.first and _same_measure(b, measure)]
-    machine = machine_term(measured, prior=plan.between_prior, floor=plan.noise_floor)
+    machine = machine_term(measured, prior=plan.between_prior, prior_df=plan.between_prior_df, floor=plan.noise_floor)
     made = (claim_for(fitted, n, gate=gate, target=plan.target, machine=machine, offset=offset) for n in fitted.levels)
     claims = {c.trial_number: c for c in made}
-    return Confirmation(plan=confirmation, boots=boots, fit=fitted, machine=machine, claims=claims)
+    stop = stopping(confirmation, claims.get(confirmation.chosen), stored=len(boots), target=plan.target)
+    return Confirmation(plan=confirmation, boots=boots, fit=fitted, machine=machine, claims=claims, stop=stop)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -146,23 +146,32 @@ class Fit:
     ppl_df: int
     floor: float
 
-    def error_parts(self, key: Hashable, *, rerun: bool) -> list[tuple[float, float]]:
+    def error_parts(self, key: Hashable, *, rerun: bool, known: bool = False) -> list[tuple[float, float]]:
         """The variance parts (variance, its degrees of freedom) of one re-run's log TPS around the fitted level
-        (``rerun``), or of the level's own error."""
+        (``rerun``), or of the level's own error; ``known``: as infinitely many boots would leave them, the level's
+        error gone and the noise known at the value measured (infinite degrees of freedom)."""
         level, spread = self.levels[key], self.spreads[key]
-        n, k = level.boots, 1.0 if rerun else 0.0
-        gamma = ((level.order_mean + 1) / 2) ** 2 / self.sxx if self.sxx > 0 else 0.0
-        return [(spread.s_y**2 * (k + 1 / n), spread.df_y), (spread.s_d**2 * ((k + 1 / n) / 4 + gamma), spread.df_d)]
+        n, k = (math.inf if known else level.boots), 1.0 if rerun else 0.0
+        gamma = ((level.order_mean + 1) / 2) ** 2 / self.sxx if self.sxx > 0 and not known else 0.0
+        df_y, df_d = (math.inf, math.inf) if known else (spread.df_y, spread.df_d)
+        return [(spread.s_y**2 * (k + 1 / n), df_y), (spread.s_d**2 * ((k + 1 / n) / 4 + gamma), df_d)]
 
-    def law(self, key: Hashable, *, rerun: bool = True, extra: Sequence[tuple[float, float]] = ()) -> Law | None:
+    def law(
+        self,
+        key: Hashable,
+        *,
+        rerun: bool = True,
+        extra: Sequence[tuple[float, float]] = (),
+        known: bool = False,
+    ) -> Law | None:
         """The law of one private re-run's log TPS around the fitted held-out level (``rerun``), or of the
         level's own error; ``extra``: more variance parts (variance, df), such as a re-run in another run of
-        boots (``Between.part``) or timed by another client (``ClientOffset.part``). None where the noise is
-        not measured (fewer than one degree of freedom)."""
+        boots (``Between.part``) or timed by another client (``ClientOffset.part``); ``known``: the level known
+        exactly (``error_parts``). None where the noise is not measured (fewer than one degree of freedom)."""
         spread = self.spreads[key]
         if not spread.measured:
             return None
-        parts = [*self.error_parts(key, rerun=rerun), *extra]
+        parts = [*self.error_parts(key, rerun=rerun, known=known), *extra]
         scale = math.sqrt(sum(v for v, _ in parts))
         floor = self.floor if rerun else self.floor / math.sqrt(self.levels[key].boots)
         return Law(scale=max(scale, floor), df=_welch(parts))
@@ -176,11 +185,17 @@ class Fit:
         return level - half, level + half
 
     def p_within(
-        self, key: Hashable, claim: float, *, extra: Sequence[tuple[float, float]] = (), shift: float = 0.0
+        self,
+        key: Hashable,
+        claim: float,
+        *,
+        extra: Sequence[tuple[float, float]] = (),
+        shift: float = 0.0,
+        known: bool = False,
     ) -> float | None:
         """P(one re-run's TPS within 5% of ``claim``), the re-run's level moved by ``shift`` (log: another
-        client's offset) and its law widened by ``extra``; None unmeasured."""
-        law = self.law(key, extra=extra)
+        client's offset) and its law widened by ``extra``; ``known``: the level known exactly; None unmeasured."""
+        law = self.law(key, extra=extra, known=known)
         if law is None:
             return None
         centre = math.log(claim) - self.levels[key].heldout - shift

@@ -13,6 +13,7 @@ from sweep.claims._claim import Claim
 from sweep.claims._evidence import StudyClaims
 from sweep.claims._fit import Fit
 from sweep.claims._noise import decompose
+from sweep.claims._plan import ConfirmationPlan
 from sweep.claims._verdict import Verdict
 
 __all__ = ["print_claims", "print_noise", "print_verdicts"]
@@ -45,9 +46,19 @@ def print_claims(out: Console, view: StudyClaims, *, knobs: Sequence[str], study
     and what is recommended."""
     out.print(_screening_table(view, knobs=knobs, study=study))
     _print_noise_basis(out, view)
+    _print_ceilings(out, view.claims)
     if view.confirmation is not None:
         out.print(_confirmation_table(view, knobs=knobs))
         out.print(f"  {view.confirmation.machine.describe()}", markup=False, soft_wrap=True)
+        _print_at_machine(out, view.confirmation.plan, view.confirmation.claims)
+        stop = view.confirmation.stop
+        out.print(
+            f"  {stop.describe() if stop else 'the confirmation goes on: its P may still reach the target'}",
+            markup=False,
+            soft_wrap=True,
+        )
+        _print_ceilings(out, list(view.confirmation.claims.values()))
+    _print_assumptions(out)
     _print_client(out, view)
     _print_outcome(out, view)
 
@@ -73,6 +84,7 @@ def _cells(view: StudyClaims, c: Claim, *, fitted: Fit, knobs: Sequence[str]) ->
 
 
 _HEAD = ["boots", "public TPS (boots)", "held-out TPS (boots)", "one boot / one run", "claim", "re-run 90%"]
+_CEILING = "P ceiling"
 
 
 def _screening_table(view: StudyClaims, *, knobs: Sequence[str], study: str) -> Table:
@@ -84,11 +96,12 @@ def _screening_table(view: StudyClaims, *, knobs: Sequence[str], study: str) -> 
         "on (a point is chosen where its few boots read fast and steady)"
     )
     table = Table(title=escape(title), title_justify="left")
-    _columns(table, knobs, ["trial", *knobs, *_HEAD, "P, within its run (screening)", "PPL ± tol", ""])
+    _columns(table, knobs, ["trial", *knobs, *_HEAD, "P, within its run (screening)", _CEILING, "PPL ± tol", ""])
     for c in view.claims:
         table.add_row(
             *_cells(view, c, fitted=view.fit, knobs=knobs),
             _odds(c.p_verified),
+            c.ceiling_text(),
             f"{c.ppl:.4f} ± {c.ppl_tol:.4f}",
             _mark(view, c),
         )
@@ -100,12 +113,22 @@ def _confirmation_table(view: StudyClaims, *, knobs: Sequence[str]) -> Table:
     assert confirmed is not None  # print_claims asks only where there is one
     plan = confirmed.plan
     title = (
-        f"Confirmation (run {plan.run_id}: {len(confirmed.boots)} of {plan.planned} fresh boots, each as the "
+        f"Confirmation (run {plan.run_id}: {len(confirmed.boots)} of at most {plan.planned} fresh boots, each as the "
         "organisers' first boot of the folder starts): the claim to act on, and the odds of the organisers' re-run, "
         f"a later run on another machine; target P(VERIFIED) >= {view.target:g}"
     )
     table = Table(title=escape(title), title_justify="left")
-    head = ["trial", "role", *knobs, *_HEAD, "P(VERIFIED), organisers' re-run", "P, within its run", "PPL ± tol", ""]
+    head = [
+        "trial",
+        "role",
+        *knobs,
+        *_HEAD,
+        "P(VERIFIED), organisers' re-run",
+        "P, within its run",
+        _CEILING,
+        "PPL ± tol",
+        "",
+    ]
     _columns(table, knobs, head)
     for n in plan.trials:
         c = confirmed.claims.get(n)
@@ -119,6 +142,7 @@ def _confirmation_table(view: StudyClaims, *, knobs: Sequence[str]) -> Table:
             *cells[1:],
             _odds(c.p_verified),
             _odds(c.p_within_run),
+            c.ceiling_text(),
             f"{c.ppl:.4f} ± {c.ppl_tol:.4f}",
             _mark(view, c) if n == plan.chosen else "",
         )
@@ -143,6 +167,38 @@ def _print_noise_basis(out: Console, view: StudyClaims) -> None:
     for c in view.claims:
         if c.unmeasured:
             out.print(f"  trial {c.trial_number}: {c.unmeasured}", markup=False)
+
+
+def _print_ceilings(out: Console, claims: Sequence[Claim]) -> None:
+    """Each claim whose P no number of boots lifts to the target, at once, with the noise the target needs."""
+    for c in claims:
+        if c.ceiling is not None and not c.ceiling.reaches and not c.ppl_over_gate:
+            out.print(f"  trial {c.trial_number}, P ceiling {c.ceiling.describe()}", markup=False, soft_wrap=True)
+
+
+def _print_at_machine(out: Console, plan: ConfirmationPlan, claims: dict[int, Claim]) -> None:
+    """The confirmed claims' P where the organisers' machine reads a known distance from yours."""
+    for n in plan.trials:
+        c = claims.get(n)
+        if c is None or not c.p_at_machine:
+            continue
+        role = "chosen" if n == plan.chosen else "control"
+        at = ", ".join(f"{sd:.0%} {p:.2f}" for sd, p in c.p_at_machine)
+        out.print(
+            f"  trial {n} ({role}), P(VERIFIED) at {c.claim:.2f} tok/s where the organisers' machine reads a known "
+            f"distance from yours: {at} (with the machine term above: {_odds(c.p_verified)})",
+            markup=False,
+            soft_wrap=True,
+        )
+
+
+def _print_assumptions(out: Console) -> None:
+    out.print(
+        f"{_CEILING}: the P infinitely many boots would give (the level known; the noise of a boot and a run, and the "
+        "machine term where the odds carry one, stay), at the best claim; < under the target",
+        markup=False,
+        soft_wrap=True,
+    )
 
 
 def _print_client(out: Console, view: StudyClaims) -> None:

@@ -22,6 +22,7 @@ which optuna-dashboard lists.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +30,9 @@ import optuna
 from rich.console import Console
 
 from sweep.claims._claim import screening_claim
+from sweep.claims._confirm import Stop
 from sweep.claims._evidence import StudyClaims, load_evidence
-from sweep.claims._runner import FreshBoots, interleave, new_run_id
+from sweep.claims._runner import FreshBoots, PlannedBoot, interleave, new_run_id
 from sweep.judgement import Gate
 from sweep.search import StudySpec
 from sweep.store import (
@@ -137,6 +139,7 @@ def promote(
         gate=_gate(spec, records),
         confirm_boots=promotion.confirm_boots,
         between_prior=promotion.between_prior,
+        between_prior_df=promotion.between_prior_df,
     )
     plan = read_record(study).promotion
     if plan is None or not wanted.same_plan(plan):
@@ -172,6 +175,12 @@ def promote(
     return view
 
 
+def _confirmation_of(storage: Storage, study: str) -> Stop | None:
+    """Where the study's confirmation stopped, from its stored boots; None while it goes on."""
+    claims = load_evidence(storage, study).claims
+    return claims.confirmation.stop if claims and claims.confirmation else None
+
+
 def confirm(
     spec: StudySpec,
     storage: Storage,
@@ -192,22 +201,22 @@ def confirm(
         return view
     chosen, control = view.choice
     study = optuna.load_study(study_name=spec.name, storage=storage.optuna)
-    boots = view.plan.confirm_boots
+    # the cap is the study's as it reads now: it changes no boot of the promotion, and raising it starts a new run
+    boots, most = view.plan.confirm_boots, max(spec.promotion.confirm_max_boots, view.plan.confirm_boots)
     plan = read_record(study).confirmation
-    if plan is None or (plan.promotion_run, plan.chosen, plan.control, plan.boots) != (
-        view.run_id,
-        chosen,
-        control,
-        boots,
-    ):
-        plan = ConfirmationPlan(
-            run_id=new_run_id(), promotion_run=view.run_id, chosen=chosen, control=control, boots=boots
-        )
+    wanted = ConfirmationPlan(
+        run_id=new_run_id(), promotion_run=view.run_id, chosen=chosen, control=control, boots=boots, max_boots=most
+    )
+    if plan is None or replace(plan, run_id=wanted.run_id) != wanted:
+        plan = wanted
         write_record(study, StudyRecord(confirmation=plan))
     records = [r for n in plan.trials if (r := evidence.record(n)) is not None]
     profile, gate = view.plan.profile, view.gate
     screening = {c.trial_number: c.claim for c in view.claims}
-    laid = interleave(records, boots=boots, profile=lambda _: profile, gate=lambda _: gate, claims=screening)
+
+    def laid(rounds: int) -> list[PlannedBoot]:
+        return interleave(records, boots=rounds, profile=lambda _: profile, gate=lambda _: gate, claims=screening)
+
     run = FreshBoots(
         spec,
         storage,
@@ -215,22 +224,27 @@ def confirm(
         out=out,
         run_dir=run_dir,
         run_id=plan.run_id,
-        expected=[b.record.trial_number for b in laid],
+        expected=[b.record.trial_number for b in laid(plan.cap)],
         go_on="the same command goes on with them",
         deadline=deadline,
         ray_address=ray_address,
         spread=True,
     )
-    if not run.done:
+    if _confirmation_of(storage, spec.name) is None:
         began = "starts" if not run.stored else f"goes on after {run.stored} boot(s)"
         out.print(
             f"confirmation {plan.run_id} {began}: trial {chosen} (the promotion's choice)"
             + ("" if control is None else f" and trial {control} (its control)")
-            + f" x {boots} fresh boots, interleaved, in a run of their own: they alone make the claim",
+            + f" x {boots} fresh boots, interleaved, in a run of their own (they alone make the claim), then a pair "
+            f"at a time up to {plan.cap} each, until P(VERIFIED) reaches the target or cannot",
             markup=False,
         )
         with run:
-            run.boot(laid)
+            # one more round at a time while the stopping rule says go on; stored boots count, none is repeated
+            while _confirmation_of(storage, spec.name) is None and run.boot(
+                laid(max(boots, run.stored // len(plan.trials) + 1))
+            ):
+                pass
     view = load_evidence(storage, spec.name).claims
     assert view is not None  # promoted above
     if view.unfinished() is None:

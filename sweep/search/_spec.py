@@ -50,8 +50,11 @@ is a fixed set, lists the valid choices. The layout::
     noise_floor = 0.02            #   the least relative noise a private re-run is given
     confirm_boots = 4             #   fresh boots of the chosen point and of its control, in a later run
                                   #   (>= 2): they alone make the claim and its odds (sweep.claims)
+    confirm_max_boots = 12        #   the confirmation adds a pair at a time up to this many each, until P
+                                  #   reaches the target or its ceiling cannot (>= confirm_boots)
     between_prior = 0.01          #   how far a run on another machine reads from one of yours (sd of the
-                                  #   log ratio): the odds' machine term where the study's runs measure less
+                                  #   log ratio): the odds' machine term before the study's runs measure it
+    between_prior_df = 2          #   the degrees of freedom that statement is worth beside what they measure
 
     [serving]                     # a serving study: after the challenge's measurement each trial runs the
     ttft_ms = 2000                #   profile's load levels (load_concurrency, ...); its objective is the
@@ -81,7 +84,16 @@ from engine.manifest import NAME_RULE, Manifest, is_plain_name, load_manifest
 from engine.profiles import STUDIES_DIR, BenchProfile, get_profile
 from engine.stacks import adapter_for
 from errors import ConfigError, StudySpecError
-from sweep.judgement import BETWEEN_PRIOR, DEFAULT_CONFIRM_BOOTS, DEFAULT_TARGET, NOISE_FLOOR, Gate, Slo
+from sweep.judgement import (
+    BETWEEN_PRIOR,
+    BETWEEN_PRIOR_DF,
+    DEFAULT_CONFIRM_BOOTS,
+    DEFAULT_CONFIRM_MAX_BOOTS,
+    DEFAULT_TARGET,
+    NOISE_FLOOR,
+    Gate,
+    Slo,
+)
 from sweep.search._fidelity import FidelitySpec, front_rule_for, gate_first_unsafe, stage_counts
 
 __all__ = [
@@ -163,7 +175,9 @@ class PromotionSpec:
     target: float = DEFAULT_TARGET
     noise_floor: float = NOISE_FLOOR
     confirm_boots: int = DEFAULT_CONFIRM_BOOTS
+    confirm_max_boots: int = DEFAULT_CONFIRM_MAX_BOOTS
     between_prior: float = BETWEEN_PRIOR
+    between_prior_df: float = BETWEEN_PRIOR_DF
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -584,7 +598,17 @@ def _fidelity(
     return replace(spec, mode="full", why_full=f"multi-fidelity is not safe here: {unsafe}")
 
 
-_PROMOTION_FIELDS = ("candidates", "boots", "profile", "target", "noise_floor", "confirm_boots", "between_prior")
+_PROMOTION_FIELDS = (
+    "candidates",
+    "boots",
+    "profile",
+    "target",
+    "noise_floor",
+    "confirm_boots",
+    "confirm_max_boots",
+    "between_prior",
+    "between_prior_df",
+)
 
 
 def _promotion(value: Any, where: str, *, profile: BenchProfile) -> PromotionSpec:
@@ -603,7 +627,22 @@ def _promotion(value: Any, where: str, *, profile: BenchProfile) -> PromotionSpe
     boots = _int(table.get("boots", default.boots), where, "promotion.boots", minimum=2)
     # one confirming boot is one draw: its noise needs two at least
     confirm = _int(table.get("confirm_boots", default.confirm_boots), where, "promotion.confirm_boots", minimum=2)
+    # a cap under the stated minimum is an error; the default cap under it gives way to it (a fixed confirmation)
+    most = _int(
+        table.get("confirm_max_boots", max(default.confirm_max_boots, confirm)),
+        where,
+        "promotion.confirm_max_boots",
+        minimum=confirm,
+    )
     prior = _number(table.get("between_prior", default.between_prior), where, "promotion.between_prior", minimum=0)
+    # what a stated prior is worth: some degrees of freedom, never none (the measurement alone may have none)
+    prior_df = _number(
+        table.get("between_prior_df", default.between_prior_df),
+        where,
+        "promotion.between_prior_df",
+        minimum=0,
+        above=True,
+    )
     boot_profile = (
         _profile(table["profile"], f"{where} [promotion]", override=None) if "profile" in table else profile
     ).for_boots(verification=False)
@@ -616,7 +655,9 @@ def _promotion(value: Any, where: str, *, profile: BenchProfile) -> PromotionSpe
         target=target,
         noise_floor=floor,
         confirm_boots=confirm,
+        confirm_max_boots=most,
         between_prior=prior,
+        between_prior_df=prior_df,
     )
 
 

@@ -7,7 +7,9 @@ so an interrupted promotion goes on with the same plan; every reader of the clai
 through the record, never as a dict. Its gate is the study's ``Gate``
 with what resolves it on the promotion's PPL references: a number (absolute, or the sweep's baseline
 scored those references) or the baseline trial promoted with the candidates, whose boots resolve it.
-The confirmation's plan is the record's ``confirmation``, stored before its first boot; it belongs to the promotion run it names, and a new promotion leaves it behind.
+The confirmation's plan is the record's ``confirmation``, stored before its first boot; it belongs to the
+promotion run it names, and a new promotion leaves it behind. Plans stored before the confirmation was sequential
+(no ``max_boots``) ran a fixed number of boots: they read so.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from engine.profiles import BenchProfile
-from sweep.judgement import BETWEEN_PRIOR, Gate
+from sweep.judgement import BETWEEN_PRIOR, BETWEEN_PRIOR_DF, Gate
 
 __all__ = ["ClientOffset", "ConfirmationPlan", "PromotionPlan"]
 
@@ -33,7 +35,8 @@ class PromotionPlan:
     gate: Gate  # resolved, or resolvable from the baseline trial's boots
     # fresh boots of the chosen point and its control in the confirmation (0: a plan stored before confirmations)
     confirm_boots: int = 0
-    between_prior: float = BETWEEN_PRIOR  # the odds' machine term where the study's runs measure less
+    between_prior: float = BETWEEN_PRIOR  # the odds' machine term as the study states it (MachineTerm)
+    between_prior_df: float = BETWEEN_PRIOR_DF  # the degrees of freedom that statement is worth
 
     @property
     def planned(self) -> int:
@@ -55,12 +58,14 @@ class PromotionPlan:
             "gate": asdict(self.gate),
             "confirm_boots": self.confirm_boots,
             "between_prior": self.between_prior,
+            "between_prior_df": self.between_prior_df,
         }
 
     @classmethod
     def from_attr(cls, attr: dict[str, Any]) -> PromotionPlan:
         """Read a stored plan, including those written before the gate was typed (a tagged dict) and before the
-        confirmation (no ``confirm_boots``: none is run for it, and none of its claims is recommended)."""
+        confirmation (no ``confirm_boots``: none is run for it, and none of its claims is recommended) and before the
+        prior had its degrees of freedom (no ``between_prior_df``: the default's)."""
         gate = attr["gate"]
         kind = gate.get("kind")
         if kind in ("absolute", "sweep"):  # a number already resolved on the promotion's references
@@ -79,6 +84,7 @@ class PromotionPlan:
             gate=typed,
             confirm_boots=attr.get("confirm_boots", 0),
             between_prior=attr.get("between_prior", BETWEEN_PRIOR),
+            between_prior_df=attr.get("between_prior_df", BETWEEN_PRIOR_DF),
         )
 
 
@@ -90,15 +96,21 @@ class ConfirmationPlan:
     promotion_run: str  # the promotion whose choice it confirms
     chosen: int
     control: int | None  # the runner-up, else the baseline; None: the promotion had no other candidate
-    boots: int  # fresh boots of each
+    boots: int  # fresh boots of each before the stopping rule is asked (``sweep.claims._confirm.stopping``)
+    max_boots: int | None = None  # the most of each it adds; None: ``boots``, fixed (a plan stored before)
 
     @property
     def trials(self) -> tuple[int, ...]:
         return (self.chosen,) if self.control is None else (self.chosen, self.control)
 
     @property
+    def cap(self) -> int:
+        return self.boots if self.max_boots is None else self.max_boots
+
+    @property
     def planned(self) -> int:
-        return len(self.trials) * self.boots
+        """The most boots it runs."""
+        return len(self.trials) * self.cap
 
     def to_attr(self) -> dict[str, Any]:
         return asdict(self)

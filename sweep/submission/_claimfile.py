@@ -8,6 +8,8 @@ never a dict. A file that does not parse is refused with the field named (``read
     2   ``version`` added; the verdict carries only what a reader shows
     3   the odds are of the organisers' re-run where the claim was confirmed (``odds_of``, ``machine_term``),
         the within-run figure beside them (``p_within_run``); ``p_later`` is no longer written
+    4   a confirmed claim's P where the organisers' machine reads a known 1-8% from yours (``p_at_machine``) and
+        the P boots without end would give (``p_ceiling``, ``ceiling``)
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from sweep.submission._choose import Choice
 __all__ = ["CLAIM_FILE", "CLAIM_VERSION", "ClaimFile", "VerdictSummary", "measured_on", "read_claim"]
 
 CLAIM_FILE = "claim.json"
-CLAIM_VERSION = 3
+CLAIM_VERSION = 4
 
 
 class VerdictSummary(BaseModel):
@@ -59,6 +61,11 @@ class ClaimFile(BaseModel):
     odds_of: str | None = None  # what p_verified is of: "organisers' re-run" (confirmed), or a screening figure
     p_within_run: float | None = Field(default=None, ge=0, le=1)  # a re-run within the claim's own run of boots
     machine_term: str | None = None  # what the organisers' re-run's odds assume of another machine
+    # (machine term, P) with the organisers' machine a known distance away (sweep.claims.MACHINE_TERMS); () where the
+    # claim was not confirmed, or the file is older than version 4
+    p_at_machine: tuple[tuple[float, float], ...] = ()
+    p_ceiling: float | None = Field(default=None, ge=0, le=1)  # the P boots without end would give (confirmed only)
+    ceiling: str | None = None  # what that ceiling says
     p_later: float | None = Field(default=None, ge=0, le=1)  # versions 1 and 2: a later run's odds
     between_runs: str | None = None  # versions 1 and 2: what p_later rests on
     promoted: bool = True  # its figures come from its promotion's boots (else from its one boot in the sweep)
@@ -89,6 +96,9 @@ class ClaimFile(BaseModel):
             odds_of=c.basis if c else None,
             p_within_run=c.p_within_run if c else None,
             machine_term=c.machine.describe() if c and c.machine else None,
+            p_at_machine=c.p_at_machine if c and c.machine else (),
+            p_ceiling=c.ceiling.p if c and c.machine and c.ceiling else None,
+            ceiling=c.ceiling.describe() if c and c.machine and c.ceiling else None,
             promoted=promoted,
             boots=c.boots if c else 1,
             unmeasured=c.unmeasured if c else None,
@@ -133,6 +143,7 @@ class ClaimFile(BaseModel):
                 + ("" if self.p_verified is None else f" (a screening figure within its run: {self.p_verified:.2f})")
             )
             + " |",
+            *self._machine_rows(),
             "| P(VERIFIED), within its run | "
             + (
                 "-"
@@ -155,6 +166,19 @@ class ClaimFile(BaseModel):
             f"| measured on | {made.get('stack')} {made.get('stack_version')}, torch {made.get('torch')}, GPU "
             f"{', '.join(made.get('gpu') or []) or 'none'} |",
         ]
+
+    def _machine_rows(self) -> list[str]:
+        """What the confirmed odds assume of the organisers' machine, and what more boots could buy."""
+        rows = []
+        if self.p_at_machine:
+            at = ", ".join(f"{sd:.0%}: {p:.2f}" for sd, p in self.p_at_machine)
+            rows.append(
+                f"| P(VERIFIED), their machine a known distance from yours | {at} (read the one that fits the "
+                "organisers' machine) |"
+            )
+        if self.p_ceiling is not None:
+            rows.append(f"| P(VERIFIED), boots without end | {self.ceiling} |")
+        return rows
 
     def odds_text(self) -> str:
         """The claim's odds as a reader prints them."""

@@ -108,7 +108,8 @@ def promoted_stub_study(
         name=name,
         space={"centroid_top_k": {"choices": choices}},
         sampler="grid",
-        promotion={"candidates": 2, "boots": 2, "confirm_boots": 2} | ({} if target is None else {"target": target}),
+        promotion={"candidates": 2, "boots": 2, "confirm_boots": 2, "confirm_max_boots": 2}
+        | ({} if target is None else {"target": target}),
     )
     url = f"sqlite:///{folder / 's.db'}"
     run_in_process(study, url, folder / "runs")

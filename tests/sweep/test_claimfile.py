@@ -9,15 +9,16 @@ import pytest
 
 from benchmarks._draw import drawn_boots
 from errors import UsageError
-from sweep.claims import claim_for, fit
+from sweep.claims import MACHINE_TERMS, MachineTerm, claim_for, fit
 from sweep.submission import ClaimFile, read_claim
 from sweep.submission._choose import Choice
+from sweep.submission._claimfile import CLAIM_VERSION
 from tests.sweep.kit import measured_record
 
 
-def _claim() -> ClaimFile:
+def _claim(machine: MachineTerm | None = None) -> ClaimFile:
     boots = drawn_boots({1: (110.0, 108.0)}, rounds=4, boot_sd=0.01, run_sd=0.005, seed=3)
-    claim = claim_for(fit(boots, floor=0.02), 1, gate=2.42, target=0.9)
+    claim = claim_for(fit(boots, floor=0.02), 1, gate=2.42, target=0.9, machine=machine)
     record = measured_record(1, 112.0, 2.3, knobs={"centroid_top_k": 16}, gate=2.42, feasible=True)
     return ClaimFile.of(Choice(record=record, claim=claim, verdict=None), study="s", view=None)
 
@@ -27,7 +28,24 @@ def test_a_claim_round_trips_through_its_file(tmp_path):
     path = tmp_path / "claim.json"
     path.write_text(claim.to_json())
     assert read_claim(path) == claim
-    assert json.loads(path.read_text())["version"] == 3 and claim.p_verified is not None
+    assert json.loads(path.read_text())["version"] == CLAIM_VERSION and claim.p_verified is not None
+
+
+def test_a_confirmed_claim_keeps_its_p_at_each_machine_term_and_its_ceiling(tmp_path):
+    claim = _claim(MachineTerm(prior=0.01, prior_df=2.0, between=None))
+    assert [sd for sd, _ in claim.p_at_machine] == list(MACHINE_TERMS) and claim.p_ceiling is not None
+    path = tmp_path / "claim.json"
+    path.write_text(claim.to_json())
+    assert read_claim(path) == claim
+    rows = "\n".join(claim.rows())
+    assert "| P(VERIFIED), their machine a known distance from yours | 1%: " in rows
+    assert f"8%: {claim.p_at_machine[-1][1]:.2f}" in rows and f"boots without end | {claim.p_ceiling:.2f}" in rows
+    # a version 3 file (before them) reads with none; a screening claim writes none
+    data = {k: v for k, v in json.loads(claim.to_json()).items() if k not in ("p_at_machine", "p_ceiling", "ceiling")}
+    path.write_text(json.dumps({**data, "version": 3}))
+    old = read_claim(path)
+    assert old.p_at_machine == () and old.p_ceiling is None and "boots without end" not in "\n".join(old.rows())
+    assert _claim().p_at_machine == () and _claim().p_ceiling is None
 
 
 def test_a_claim_written_before_the_file_was_typed_still_reads(tmp_path):
@@ -46,7 +64,7 @@ def test_a_claim_written_before_the_file_was_typed_still_reads(tmp_path):
     }  # the whole verdict, as version 1 stored it
     (tmp_path / "claim.json").write_text(json.dumps(data))
     read = read_claim(tmp_path / "claim.json")
-    assert read.version == 3 and read.verdict is not None and read.verdict.verdict == "VERIFIED"
+    assert read.version == CLAIM_VERSION and read.verdict is not None and read.verdict.verdict == "VERIFIED"
     assert read.p_later == 0.7 and read.machine_term is None
 
 

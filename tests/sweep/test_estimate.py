@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 import statistics
 from dataclasses import replace
 
 import pytest
+from scipy import stats
 
 from benchmarks._draw import drawn_boots
 from engine.profiles import get_profile
 from sweep.claims import (
+    MACHINE_TERMS,
     Claim,
     ClientOffset,
     ConfirmationPlan,
@@ -26,9 +29,10 @@ from sweep.claims import (
     fit,
     machine_term,
     screening_claim,
+    stopping,
     study_noise,
 )
-from sweep.judgement import Gate
+from sweep.judgement import BETWEEN_PRIOR_DF, Gate
 from sweep.store import BootRecord
 from tests.sweep.kit import measured_record
 
@@ -177,6 +181,13 @@ PLAN = PromotionPlan(
 )
 
 
+def test_a_plan_keeps_its_priors_degrees_of_freedom_and_one_stored_before_them_loads_with_the_default():
+    stated = replace(PLAN, between_prior_df=5.0)
+    assert PromotionPlan.from_attr(stated.to_attr()) == stated
+    old = {k: v for k, v in stated.to_attr().items() if k != "between_prior_df"}
+    assert PromotionPlan.from_attr(old) == replace(stated, between_prior_df=BETWEEN_PRIOR_DF)
+
+
 def test_the_promotions_claims_screen_and_its_choice_is_confirmed_by_its_own_boots():
     levels = {1: (1000.0, 980.0), 2: (900.0, 900.0)}
     promotion = drawn_boots(levels, rounds=3, run_id="p1")
@@ -199,28 +210,40 @@ def test_the_promotions_claims_screen_and_its_choice_is_confirmed_by_its_own_boo
     assert claims_of(PLAN, promotion, confirmation=stale, confirming=confirming).confirmation is None
 
 
-def test_the_machine_term_is_the_larger_of_the_stated_prior_and_what_the_runs_measured():
+def test_the_machine_term_pools_the_stated_prior_with_what_the_runs_measured_by_their_degrees_of_freedom():
     levels = {1: (1000.0, 980.0), 2: (900.0, 900.0), 3: (800.0, 790.0)}
     promotion = drawn_boots(levels, rounds=3, run_id="p1")
     later = drawn_boots(levels, rounds=2, run_id="v1", shift=math.log(1.10))
     assert between_runs(promotion, floor=0.02) is None  # one run: nothing measured between runs
-    alone = machine_term(promotion, prior=0.01, floor=0.02)
-    assert alone.sd == 0.01 and alone.assumed and alone.part() == (0.01**2, math.inf)
+    # nothing measured: the prior on its own degrees of freedom, finite
+    alone = machine_term(promotion, prior=0.01, prior_df=2.0, floor=0.02)
+    assert alone.sd == 0.01 and alone.df == 2.0 and alone.part() == (pytest.approx(0.01**2), 2.0)
     spread = between_runs([*promotion, *later], floor=0.02)
     # no noise within a run: two runs 10% apart scatter by log(1.1) / sqrt(2) around their mean
     assert spread is not None and (spread.configurations, spread.runs, spread.measured_df) == (3, 2, 1)
     assert spread.measured_sd == pytest.approx(math.log(1.10) / math.sqrt(2), rel=1e-6)
-    measured = machine_term([*promotion, *later], prior=0.01, floor=0.02)
-    # a level's move between two runs is the difference of their shifts: log(1.1) here, far over the prior
-    assert measured.sd == pytest.approx(math.log(1.10)) and not measured.assumed
-    assert measured.part() == (pytest.approx(math.log(1.10) ** 2), 1.0)
-    assert "measured by the study's own runs" in measured.describe()
-    # a prior stated above what the runs measured stands
-    assert machine_term([*promotion, *later], prior=0.2, floor=0.02).sd == 0.2
+    # a level's move between two runs is the difference of their shifts, log(1.1) on 1 degree of freedom, pooled
+    # with the prior's 1% on 2: the scaled-inverse-chi-square update's closed form
+    for prior, prior_df in ((0.01, 2.0), (0.2, 4.0), (0.03, 0.5)):
+        term = machine_term([*promotion, *later], prior=prior, prior_df=prior_df, floor=0.02)
+        pooled = (prior_df * prior**2 + 1 * math.log(1.10) ** 2) / (prior_df + 1)
+        assert term.part() == (pytest.approx(pooled, rel=1e-9), prior_df + 1)
+        assert min(prior, math.log(1.10)) < term.sd < max(prior, math.log(1.10))  # neither wins outright
+    described = machine_term([*promotion, *later], prior=0.01, prior_df=2.0, floor=0.02).describe()
+    assert "on 3 degrees of freedom" in described and "worth 2 degrees of freedom" in described
+    assert spread.describe() in described
+    # a prior taken as exact: the old term, the prior whatever the runs measured
+    exact = machine_term([*promotion, *later], prior=0.01, prior_df=math.inf, floor=0.02)
+    assert exact.part() == (0.01**2, math.inf)
+    # the measurement alone, where a prior is worth nothing; and nothing at all is refused
+    alone_measured = machine_term([*promotion, *later], prior=0.01, prior_df=0.0, floor=0.02)
+    assert alone_measured.part() == (pytest.approx(math.log(1.10) ** 2), 1.0)
+    with pytest.raises(ValueError, match="degrees of freedom"):
+        MachineTerm(prior=0.01, prior_df=0.0, between=None)
     # the same within-run noise, a re-run on another machine: less likely to land within 5% of the claim
     noisy = fit(drawn_boots(levels, rounds=3, boot_sd=0.02, run_sd=0.01, seed=3), floor=0.02)
     screening = claim_for(noisy, 1, gate=2.42, target=0.9)
-    organisers = claim_for(noisy, 1, gate=2.42, target=0.9, machine=MachineTerm(prior=0.03, between=None))
+    organisers = claim_for(noisy, 1, gate=2.42, target=0.9, machine=MachineTerm(prior=0.03, prior_df=2.0, between=None))
     assert organisers.p_verified < screening.p_verified and organisers.p_within_run == pytest.approx(
         screening.p_verified
     )
@@ -277,7 +300,7 @@ def test_odds_for_a_re_run_on_another_machine_match_simulated_re_runs():
     rng = random.Random(11)
     levels = {1: (1800.0, 1700.0), 2: (1600.0, 1600.0), 3: (1400.0, 1380.0)}
     predicted, within, hits = [], [], []
-    term = MachineTerm(prior=0.04, between=None)
+    term = MachineTerm(prior=0.04, prior_df=math.inf, between=None)  # the machines' shift, known
     for rep in range(150):
         fitted = fit(drawn_boots(levels, rounds=3, boot_sd=0.03, run_sd=0.02, seed=rep), floor=0.02)
         for n, (_, held) in levels.items():
@@ -289,6 +312,92 @@ def test_odds_for_a_re_run_on_another_machine_match_simulated_re_runs():
     mean_predicted, observed = sum(predicted) / len(predicted), sum(hits) / len(hits)
     assert abs(mean_predicted - observed) < 0.08, (mean_predicted, observed)
     assert sum(within) / len(within) - observed > 0.1, (sum(within) / len(within), observed)
+
+
+def test_the_p_at_each_machine_term_is_the_p_the_claim_has_with_that_term_known():
+    fitted = fit(drawn_boots({1: (1000.0, 980.0), 2: (900.0, 900.0)}, rounds=4, boot_sd=0.02, run_sd=0.01), floor=0.02)
+    study = MachineTerm(prior=0.01, prior_df=2.0, between=None)
+    # a target every term reaches at the public level: the claim stands where it is, whatever the term
+    claim = claim_for(fitted, 1, gate=2.42, target=0.05, machine=study)
+    assert [sd for sd, _ in claim.p_at_machine] == list(MACHINE_TERMS)
+    for sd, p in claim.p_at_machine:
+        known = claim_for(
+            fitted, 1, gate=2.42, target=0.05, machine=MachineTerm(prior=sd, prior_df=math.inf, between=None)
+        )
+        assert known.claim == claim.claim and p == pytest.approx(known.p_verified, rel=1e-12)
+    odds = [p for _, p in claim.p_at_machine]
+    assert odds == sorted(odds, reverse=True)  # a machine further away: less likely within 5%
+    # a screening claim (no machine term of its own) shows them too; an unmeasured one shows none
+    assert len(claim_for(fitted, 1, gate=2.42, target=0.9).p_at_machine) == len(MACHINE_TERMS)
+    once = fit(drawn_boots({1: (1000.0, 980.0)}, rounds=1), floor=0.02)
+    assert claim_for(once, 1, gate=2.42, target=0.9).p_at_machine == ()
+
+
+def test_the_ceiling_is_the_closed_form_p_of_a_known_level_and_never_below_the_p_of_finite_boots():
+    # the held-out prompts 4% slower: the best claim, centred on the held-out level, lies under the public level
+    for rounds, seed, prior_df in itertools.product((3, 5, 12), (1, 2), (math.inf, 3.0)):
+        machine = MachineTerm(prior=0.03, prior_df=prior_df, between=None)
+        fitted = fit(drawn_boots({1: (1000.0, 960.0)}, rounds=rounds, boot_sd=0.02, run_sd=0.02, seed=seed), floor=0.0)
+        claim = claim_for(fitted, 1, gate=2.42, target=0.9, machine=machine)
+        ceiling, spread = claim.ceiling, fitted.spreads[1]
+        assert ceiling is not None and claim.p_verified is not None
+        # the closed form: one boot and one run (half the difference's variance over two) at the noise measured,
+        # known; the machine term on its own degrees of freedom, which Welch's df then carries alone
+        total = spread.s_y**2 + spread.s_d**2 / 4 + 0.03**2
+        df = math.inf if math.isinf(prior_df) else total**2 / (0.03**4 / prior_df)
+        half = math.log(1.05 / 0.95) / 2
+        closed = stats.t.cdf(half / math.sqrt(total), df) - stats.t.cdf(-half / math.sqrt(total), df)
+        assert ceiling.p == pytest.approx(closed, rel=1e-9) and ceiling.df == pytest.approx(df, rel=1e-9)
+        assert math.log(ceiling.claim) == pytest.approx(fitted.levels[1].heldout - math.log(0.95 * 1.05) / 2)
+        assert ceiling.p >= claim.p_verified, (rounds, seed, prior_df)
+
+
+def test_a_ceiling_under_the_target_says_so_with_the_noise_the_target_needs():
+    noisy = fit(drawn_boots({1: (1000.0, 960.0)}, rounds=4, boot_sd=0.06, run_sd=0.02, seed=4), floor=0.02)
+    claim = claim_for(noisy, 1, gate=2.42, target=0.9, machine=MachineTerm(prior=0.04, prior_df=2.0, between=None))
+    ceiling = claim.ceiling
+    assert ceiling is not None and not ceiling.reaches and ceiling.needed_sd is not None
+    assert ceiling.needed_sd < ceiling.sd and "no number of boots reaches the target 0.9" in ceiling.describe()
+    # at the noise it names, a re-run lands within 5% of the same claim with the target's probability
+    centre = math.log(ceiling.claim) - noisy.levels[1].heldout
+    law = Law(scale=ceiling.needed_sd, df=ceiling.df)
+    assert law.within(centre + math.log(0.95), centre + math.log(1.05)) * claim.p_ppl == pytest.approx(0.9, abs=1e-9)
+    # a steady configuration's ceiling reaches the target
+    steady = fit(drawn_boots({1: (1000.0, 960.0)}, rounds=4, boot_sd=0.005, run_sd=0.005, seed=4), floor=0.01)
+    reached = claim_for(steady, 1, gate=2.42, target=0.9).ceiling
+    assert reached is not None and reached.reaches and reached.needed_sd is None
+
+
+def test_the_sequential_confirmation_stops_at_the_target_at_a_ceiling_under_it_or_at_its_cap():
+    levels = {1: (1000.0, 980.0), 2: (900.0, 900.0)}
+    promotion = drawn_boots(levels, rounds=3, run_id="p1")
+    plan = ConfirmationPlan(run_id="c1", promotion_run="p1", chosen=1, control=2, boots=3, max_boots=6)
+
+    def stop(confirming: list[BootRecord]):
+        view = claims_of(PLAN, promotion, confirmation=plan, confirming=confirming)
+        assert view.confirmation is not None
+        return view.confirmation.stop, view
+
+    # the stated minimum first, whatever its boots say; then a steady point stops at the target
+    steady = drawn_boots(levels, rounds=3, run_id="c1", boot_sd=0.002, seed=5)
+    assert stop(steady[:4])[0] is None and stop(steady[:5])[0] is None
+    reached, view = stop(steady)
+    assert reached is not None and reached.reason == "target" and reached.rounds == 3 and view.unfinished() is None
+    assert "reached the target 0.9" in reached.describe()
+    # a point whose boots move 30%: no number of boots lifts its P to the target, and it stops at once, saying so
+    noisy = drawn_boots(levels, rounds=3, run_id="c1", boot_sd=0.3, seed=5)
+    capped, view = stop(noisy)
+    chosen = view.confirmation.chosen  # type: ignore[union-attr]
+    assert capped is not None and capped.reason == "ceiling" and chosen is not None
+    assert capped.ceiling == chosen.ceiling.p < 0.9 and "more boots would buy nothing" in capped.describe()  # type: ignore[union-attr]
+    # between the two (P under the target, its ceiling over it) it goes on, round by round, up to its cap
+    assert chosen.ceiling is not None
+    between = replace(chosen, meets=False, p_verified=0.8, ceiling=replace(chosen.ceiling, p=0.95))
+    assert [stopping(plan, between, stored=2 * r, target=0.9) for r in range(3, 6)] == [None] * 3
+    cap = stopping(plan, between, stored=12, target=0.9)
+    assert cap is not None and cap.reason == "cap" and "the cap was reached with P(VERIFIED) 0.80" in cap.describe()
+    # a plan stored before the confirmation was sequential runs its fixed number
+    assert ConfirmationPlan.from_attr({k: v for k, v in plan.to_attr().items() if k != "max_boots"}).cap == 3
 
 
 def test_study_noise_pools_repeated_configurations_and_promoted_boots_with_a_floor():

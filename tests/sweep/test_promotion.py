@@ -54,7 +54,7 @@ def _study(tmp_path):
         name="promo",
         space={"centroid_top_k": {"choices": [8, 32, 64]}},
         sampler="grid",
-        promotion={"candidates": 2, "boots": 3, "confirm_boots": 3},
+        promotion={"candidates": 2, "boots": 3, "confirm_boots": 3, "confirm_max_boots": 3},
     )
 
 
@@ -145,9 +145,51 @@ def test_promotion_interleaves_alternates_resumes_and_claims(ray_connected, tmp_
     assert rc == (0 if confirmed.recommended else 1)
     assert "Screening" in printed and "Confirmation" in printed and "re-run 90%" in printed and "PPL ± tol" in printed
     assert "Confirmation (run" in printed and "machine term" in printed and "organisers'" in printed
+    # what the odds assume: the machine term's degrees of freedom, the P at known machine terms, the ceiling
+    at = ", ".join(f"{sd:.0%} {p:.2f}" for sd, p in claim.p_at_machine)
+    assert f"on {claim.machine.df:g} degrees of freedom" in printed and f"distance from yours: {at}" in printed
+    assert claim.ceiling is not None and "P ceiling" in printed
     for each in [*view.claims, claim]:
         assert f"{each.claim:.2f}" in printed and each.odds_text() in printed
     # and where each candidate's noise is, from the telemetry every boot stored: its requests, its steps
     assert "Where the noise is" in printed
     for parts in decompose(boots):
         assert parts.runs == 2 * parts.boots and parts.request is not None and parts.step_ms is not None
+
+
+def test_a_confirmation_whose_boot_noise_caps_p_under_the_target_stops_early_saying_so(ray_connected, tmp_path, capsys):
+    # every boot of the stub reads 30% apart: no number of boots lands a re-run within 5% nine times in ten
+    manifest = write_manifest(tmp_path, STUB_DECODE_STEP_S="0.012", STUB_BOOT_NOISE="0.3")
+    study = write_study(
+        tmp_path,
+        manifest=manifest,
+        profile=stub_profile(tmp_path, output_len=40),
+        name="capped",
+        space={"centroid_top_k": {"choices": [8, 32]}},
+        sampler="grid",
+        promotion={"candidates": 2, "boots": 2, "confirm_boots": 3, "confirm_max_boots": 8},
+    )
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    run_in_process(study, url, tmp_path / "runs")
+    spec, out = load_study(study), Console(file=io.StringIO(), width=200)
+    storage = open_storage(url)
+    try:
+        promote(spec, storage, out=out, run_dir=tmp_path / "runs")
+        # interrupted on its second boot, the confirmation keeps the one it finished and goes on from the next
+        with interrupted_at_boot(2), pytest.raises(KeyboardInterrupt):
+            confirm(spec, storage, out=out, run_dir=tmp_path / "runs")
+        assert [b.order for b in storage.boots("confirmation", "capped")] == [0]
+        view = confirm(spec, storage, out=out, run_dir=tmp_path / "runs")
+        confirming = storage.boots("confirmation", "capped")
+    finally:
+        storage.close()
+    assert view is not None and view.confirmation is not None and view.confirmation.stop is not None
+    stop, chosen = view.confirmation.stop, view.confirmation.chosen
+    # it stops at its stated minimum, 3 of each, far under its cap of 8: the ceiling is under the target
+    assert stop.reason == "ceiling" and stop.rounds == 3 and [b.order for b in confirming] == list(range(6))
+    assert chosen is not None and chosen.ceiling is not None and stop.ceiling == chosen.ceiling.p < 0.9
+    assert view.recommended is None and view.unfinished() is None
+    assert claims_main(["--study", "capped", "--storage", url]) == 1
+    printed = capsys.readouterr().out
+    assert stop.describe() in printed and "no number of boots reaches the target 0.9" in printed
+    assert "of at most 16 fresh boots" in printed

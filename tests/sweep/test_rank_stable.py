@@ -35,7 +35,14 @@ def test_the_steady_configuration_is_recommended_over_the_faster_noisy_one(ray_c
         space={"centroid_top_k": {"choices": [fast, steady]}},
         sampler="grid",
         # a target a steady configuration meets beside a busy machine's own noise and a noisy one cannot
-        promotion={"candidates": 2, "boots": 5, "noise_floor": 0.01, "target": 0.7, "confirm_boots": 3},
+        promotion={
+            "candidates": 2,
+            "boots": 5,
+            "noise_floor": 0.01,
+            "target": 0.7,
+            "confirm_boots": 3,
+            "confirm_max_boots": 3,
+        },
     )
     url = f"sqlite:///{tmp_path / 's.db'}"
     run_in_process(study, url, tmp_path / "runs")

@@ -4,6 +4,7 @@ from pathlib import Path
 import pytest
 
 from errors import StudySpecError
+from sweep.judgement import BETWEEN_PRIOR_DF, DEFAULT_CONFIRM_MAX_BOOTS
 from sweep.search import SAMPLERS, KnobSpace, load_study
 from tests.stacks import stub_profile
 from tests.sweep.kit import write_manifest, write_study
@@ -83,6 +84,24 @@ def test_an_unknown_field_is_named_with_the_valid_ones(tmp_path, stub):
     refused(path, "unknown field(s) ['n_trails']", "'n_trials'")
 
 
+def test_the_promotions_machine_prior_reads_with_the_degrees_of_freedom_it_is_worth(tmp_path, stub):
+    stated = load_study(
+        study_file(tmp_path, stub, n_trials=3, promotion={"between_prior": 0.05, "between_prior_df": 6})
+    )
+    assert (stated.promotion.between_prior, stated.promotion.between_prior_df) == (0.05, 6.0)
+    default = load_study(study_file(tmp_path, stub, n_trials=3, promotion={"candidates": 2}))
+    assert default.promotion.between_prior_df == BETWEEN_PRIOR_DF
+
+
+def test_the_confirmations_cap_defaults_to_its_documented_value_and_never_under_its_minimum(tmp_path, stub):
+    default = load_study(study_file(tmp_path, stub, n_trials=3, promotion={"candidates": 2}))
+    assert default.promotion.confirm_max_boots == DEFAULT_CONFIRM_MAX_BOOTS
+    many = load_study(
+        study_file(tmp_path, stub, n_trials=3, promotion={"confirm_boots": DEFAULT_CONFIRM_MAX_BOOTS + 2})
+    )
+    assert many.promotion.confirm_max_boots == DEFAULT_CONFIRM_MAX_BOOTS + 2  # a fixed confirmation of that many
+
+
 def test_a_bad_sampler_lists_the_samplers(tmp_path, stub):
     refused(study_file(tmp_path, stub, n_trials=3, sampler="annealing"), "field 'sampler'", str(list(SAMPLERS)))
 
@@ -110,6 +129,14 @@ def test_a_bad_sampler_lists_the_samplers(tmp_path, stub):
         ({"n_trials": 3, "objectives": {"tps": "minimize", "ppl": "minimize"}}, "field 'objectives'"),
         ({"n_trials": 3, "repeats": "often"}, "field 'repeats' must be \"copy\""),
         ({"n_trials": 3, "ppl_memo": "on"}, "field 'ppl_memo' must be true or false"),
+        (
+            {"n_trials": 3, "promotion": {"candidates": 2, "between_prior_df": 0}},
+            "field 'promotion.between_prior_df' must be a number > 0",
+        ),
+        (
+            {"n_trials": 3, "promotion": {"candidates": 2, "confirm_boots": 4, "confirm_max_boots": 3}},
+            "field 'promotion.confirm_max_boots' must be an integer >= 4",
+        ),
     ],
 )
 def test_bad_fields_are_refused_naming_file_and_field(tmp_path, stub, fields, fragment):

@@ -67,7 +67,7 @@ def test_a_ctk_point_re_run_on_held_out_data_keeps_the_baselines_ppl(ray_connect
         n_trials=2,
         seed=1,
         identity_required=True,
-        promotion={"candidates": 2, "boots": 2, "confirm_boots": 2},
+        promotion={"candidates": 2, "boots": 2, "confirm_boots": 2, "confirm_max_boots": 2},
     )
     # n_trials=2, seed=1: the grid runs K=8 after the baseline (K=32); four boots in all
     url = f"sqlite:///{tmp_path / 's.db'}"
