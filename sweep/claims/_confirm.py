@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from sweep.claims._claim import Claim
-from sweep.claims._plan import ConfirmationPlan
+from sweep.store import ConfirmationPlan
 
 __all__ = ["Stop", "StopReason", "confirmation_pair", "stopping"]
 

@@ -13,8 +13,8 @@ from sweep.claims._claim import Claim
 from sweep.claims._evidence import StudyClaims
 from sweep.claims._fit import Fit
 from sweep.claims._noise import decompose
-from sweep.claims._plan import ConfirmationPlan
 from sweep.claims._verdict import Verdict
+from sweep.store import ConfirmationPlan
 
 __all__ = ["print_claims", "print_noise", "print_verdicts"]
 

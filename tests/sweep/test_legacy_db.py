@@ -14,7 +14,8 @@ from sweep.store import open_existing
 DATA = Path(__file__).resolve().parents[1] / "data"
 LEGACY = DATA / "legacy-a560d4a.db"
 # What 18a687f read from both databases (``reading``), but the verdicts of a study verified with no promotion:
-# their target is the one its verification printed them with (18a687f re-read them at the default target)
+# their target is the one its verification printed them with (18a687f re-read them at the default target), and the
+# claims of a confirmation, whose machine term is pooled with its prior since (tests/data/README.md)
 READINGS = DATA / "legacy-readings.json"
 
 
