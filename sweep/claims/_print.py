@@ -51,12 +51,14 @@ def print_claims(out: Console, view: StudyClaims, *, knobs: Sequence[str], study
         out.print(_confirmation_table(view, knobs=knobs))
         out.print(f"  {view.confirmation.machine.describe()}", markup=False, soft_wrap=True)
         _print_at_machine(out, view.confirmation.plan, view.confirmation.claims)
-        stop = view.confirmation.stop
-        out.print(
-            f"  {stop.describe() if stop else 'the confirmation goes on: its P may still reach the target'}",
-            markup=False,
-            soft_wrap=True,
+        stop, plan = view.confirmation.stop, view.confirmation.plan
+        rounds = len(view.confirmation.boots) // len(plan.trials)
+        going = (
+            f"the confirmation goes on to its first {plan.boots} boot(s) of each before it decides ({rounds} so far)"
+            if rounds < plan.boots
+            else "the confirmation goes on: its P may still reach the target"
         )
+        out.print(f"  {stop.describe() if stop else going}", markup=False, soft_wrap=True)
         _print_ceilings(out, list(view.confirmation.claims.values()))
     _print_assumptions(out)
     _print_client(out, view)
