@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -57,6 +58,7 @@ from engine.bench import level_prompts
 from engine.launch import build_launch
 from engine.secrets import redact_argv, redact_env
 from errors import NoCompletedTrialsError
+from sweep.interrupts import raise_interrupt
 from sweep.judgement import Slo, front_records
 from sweep.runs import RUN_DIR
 from sweep.serving._args import TransferArgs, parse_args
@@ -138,6 +140,7 @@ def _transfer(args: TransferArgs, out: Console) -> int:
         return _dry_run(setup, points, kept, out)
     setup.out.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the stacks it starts must not reach a hub
+    signal.signal(signal.SIGTERM, raise_interrupt)  # under `timeout` or a scheduler, TERM stops it as Ctrl-C does
     runs: list[PointRun] = []
     again = f"; {len(kept)} kept from the earlier run there" if kept else ""
     out.print(

@@ -32,7 +32,13 @@ def swept() -> Iterator[StubStudy]:
     128 is over the gate), failed at boot (K=8) and greedy-differing (K=16) trials; each
     trial timed 3 times in its boot."""
     folder = _short_dir()
-    study = stub_study(folder, name="stubctk", space=SPACE, tps_repeats=3, promotion={"candidates": 2, "boots": 2})
+    study = stub_study(
+        folder,
+        name="stubctk",
+        space=SPACE,
+        tps_repeats=3,
+        promotion={"candidates": 2, "boots": 2, "confirm_max_boots": 4},
+    )
     result = run_sweep(study)
     assert result.returncode == 0, result.stdout + result.stderr
     yield study
