@@ -2,14 +2,15 @@
 
 Two tables, as ``python -m sweep.claims`` prints them: the promotion's (screening figures, within its run: they
 chose the point to confirm) and its choice's confirmation (the claim to act on, with the odds of the
-organisers' re-run and the machine term they assume), then what is recommended.
+organisers' re-run and the machine term they assume, the P where their machine reads a known 1-8% from yours
+and the P ceiling boots without end would give), then what is recommended.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from sweep.claims import Claim, StudyClaims
+from sweep.claims import MACHINE_TERMS, Claim, StudyClaims
 
 __all__ = ["claims_lines"]
 
@@ -43,26 +44,34 @@ def claims_lines(view: StudyClaims, *, state: Callable[[int], str] | None = None
             "fresh boots: the claim to act on",
             "",
             f"P(VERIFIED) is of the organisers' re-run, a later run on another machine: {confirmed.machine.describe()}.",
+            "Where their machine is known to read 1-8% from yours, read the column of that term; the ceiling is the P "
+            "that boots without end would give (< : under the target, more boots buy nothing).",
             "",
-            "| " + " | ".join(head) + " |",
-            rule,
+            "| " + " | ".join([*head[:5], *_AT_MACHINE, "P ceiling", *head[5:]]) + " |",
+            "|" + "---|" * (len(head) + len(_AT_MACHINE) + 1),
         ]
         for n in confirmed.plan.trials:
             c = confirmed.claims.get(n)
             if c is not None:
                 role = " (chosen)" if n == confirmed.plan.chosen else " (control)"
                 mark = role + (" **recommended**" if view.recommended is c else "")
-                lines.append(_row(c, mark=mark, state=state))
+                lines.append(_row(c, mark=mark, state=state, confirmed=True))
     return lines
 
 
-def _row(c: Claim, *, mark: str, state: Callable[[int], str] | None) -> str:
+_AT_MACHINE = [f"P, machine {sd:.0%}" for sd in MACHINE_TERMS]
+
+
+def _row(c: Claim, *, mark: str, state: Callable[[int], str] | None, confirmed: bool = False) -> str:
+    at = dict(c.p_at_machine)
+    odds = [*(f"{at[sd]:.2f}" if sd in at else "-" for sd in MACHINE_TERMS), c.ceiling_text()] if confirmed else []
     cells = [
         f"{c.trial_number}{mark}",
         str(c.boots),
         f"{c.claim:.2f}",
         c.rerun_text(),
         c.odds_text(),
+        *odds,
         f"{c.ppl:.4f} ± {c.ppl_tol:.4f}",
         *([state(c.trial_number)] if state else []),
     ]

@@ -15,6 +15,7 @@ import pandas as pd
 from dashboards.data import StudyData, TrialRow
 from engine.measurement import Measurement
 from engine.provenance import KEYS as PROVENANCE_KEYS
+from sweep.claims import MACHINE_TERMS
 
 __all__ = ["trials_frame"]
 
@@ -66,6 +67,12 @@ def _row(t: TrialRow) -> dict[str, Any]:
             "claim_rerun_high": c.rerun_high if c else None,
             "claim_ppl_tol": c.ppl_tol if c else None,
             "claim_meets_target": c.meets if c else None,
+            # the P where the organisers' machine reads a known distance from yours, and what boots without end give
+            **{
+                f"claim_p_machine_{round(sd * 100)}pct": dict(c.p_at_machine).get(sd) if c and c.machine else None
+                for sd in MACHINE_TERMS
+            },
+            "claim_p_ceiling": c.ceiling.p if c and c.ceiling else None,
             # the packages (dozens of pins) are the submission's, not a column's
             **{
                 f"provenance.{k}": _cell((r.provenance if r else {}).get(k))

@@ -197,6 +197,8 @@ def test_best_offers_no_unverified_point_and_lists_the_promotions_claims(swept, 
     assert "no point to submit yet" in readme and "### Screening: promotion" in readme
     # the run ends with the confirmation of the promotion's choice beside its control: the claims to act on
     assert "### Confirmation: run" in readme and "(chosen)" in readme
+    # its table shows the P where the organisers' machine reads 1-8% from yours and the P ceiling, as sweep.claims does
+    assert "| P, machine 1% | P, machine 2% | P, machine 4% | P, machine 8% | P ceiling |" in readme
     assert f"python -m sweep.verify --study {swept.name} --storage {swept.url}" in readme
     frame = pd.read_csv(out / "trials.csv").set_index("number")
     promoted_trials = sorted({b.trial_number for b in promoted})
@@ -204,6 +206,10 @@ def test_best_offers_no_unverified_point_and_lists_the_promotions_claims(swept, 
         frame.loc[promoted_trials, "claim_tps"].notna().all() and frame.loc[promoted_trials, "claim_boots"].eq(4).all()
     )
     assert frame["provenance.stack"].dropna().eq("stub").all()
+    # the confirmed trials' P falls as the organisers' machine reads further from yours; the screening's have none
+    at = frame[[f"claim_p_machine_{pct}pct" for pct in (1, 2, 4, 8)]].dropna()
+    assert len(at) == 2 and (at.diff(axis=1).iloc[:, 1:] <= 0).all().all()
+    assert frame.loc[at.index, "claim_p_ceiling"].between(0, 1).all()
 
 
 def test_the_importances_say_which_knob_moved_ppl(swept, tmp_path):
