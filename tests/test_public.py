@@ -261,6 +261,7 @@ SURFACE = {
         "WINDOW_S",
         "best_claim",
         "between_runs",
+        "changed_knobs",
         "claim_for",
         "claims_of",
         "confirm",

@@ -24,7 +24,7 @@ The organisers' rule itself (a re-run within 5%, PPL under the gate) and the gat
 
 from sweep.claims._between import Between, MachineTerm, between_runs, machine_term
 from sweep.claims._claim import MACHINE_TERMS, Ceiling, Claim, best_claim, claim_for, screening_claim
-from sweep.claims._confirm import Stop, StopReason, confirmation_pair, stopping
+from sweep.claims._confirm import Stop, StopReason, changed_knobs, confirmation_pair, stopping
 from sweep.claims._evidence import Confirmation, StudyClaims, StudyEvidence, claims_of, load_evidence
 from sweep.claims._fit import HETEROGENEITY, INTERVAL, Fit, Law, Level, Spread, fit
 from sweep.claims._noise import WINDOW_S, NoiseParts, decompose, study_noise
@@ -64,6 +64,7 @@ __all__ = [
     "VerificationPlan",
     "best_claim",
     "between_runs",
+    "changed_knobs",
     "claim_for",
     "claims_of",
     "confirm",

@@ -31,14 +31,15 @@ second table says by how much).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from sweep.claims._claim import Claim
+from sweep.claims._fit import Fit
 from sweep.store import ConfirmationPlan
 
-__all__ = ["Stop", "StopReason", "confirmation_pair", "stopping"]
+__all__ = ["Stop", "StopReason", "changed_knobs", "confirmation_pair", "stopping"]
 
 StopReason = Literal["target", "ceiling", "gate", "cap"]
 
@@ -89,19 +90,39 @@ def stopping(plan: ConfirmationPlan, chosen: Claim | None, *, stored: int, targe
     return Stop(reason=reason, rounds=rounds, cap=plan.cap, p=p, ceiling=ceiling, target=target)
 
 
-def confirmation_pair(screening: Sequence[Claim], *, baseline: int | None) -> tuple[int, int | None] | None:
+def confirmation_pair(
+    screening: Sequence[Claim],
+    *,
+    baseline: int | None,
+    fitted: Fit | None = None,
+    changed: Mapping[int, int] | None = None,
+) -> tuple[int, int | None] | None:
     """The point to confirm and its control: the promotion's recommendation by its screening figures (else the
     candidate of the highest screening P under the gate), and the runner-up (the next highest claim), else the
-    baseline; None where no candidate under the gate has figures to choose by."""
+    baseline; None where no candidate under the gate has figures to choose by.
+
+    Among the candidates whose levels the screening's noise (``fitted``) cannot tell apart from that one's, the
+    one with the fewest knobs changed from the baseline (``changed``: a count per trial) is confirmed, then the
+    steadier (the higher P), then the faster: a configuration that changes less and holds its speed is the
+    safer submission when the noise cannot say which is faster."""
     usable = [c for c in screening if not c.ppl_over_gate]
     if not usable:
         return None
     meeting = [c for c in usable if c.meets]
-    chosen = (
+    best = (
         max(meeting, key=lambda c: (c.claim, -c.trial_number))
         if meeting
         else max(usable, key=lambda c: (c.p_verified or 0.0, c.claim))
     )
+    pool = meeting or usable
+    tied = [best] if fitted is None else [c for c in pool if not fitted.apart(c.trial_number, best.trial_number)]
+    changes = changed or {}
+    chosen = min(tied, key=lambda c: (changes.get(c.trial_number, 0), -(c.p_verified or 0.0), -c.claim, c.trial_number))
     others = sorted((c for c in screening if c is not chosen), key=lambda c: (-c.claim, c.trial_number))
     control = others[0].trial_number if others else baseline if baseline != chosen.trial_number else None
     return chosen.trial_number, control
+
+
+def changed_knobs(knobs: Mapping[str, Any], reference: Mapping[str, Any]) -> int:
+    """How many knobs a configuration sets otherwise than ``reference`` (the baseline's)."""
+    return sum(knobs.get(name) != reference.get(name) for name in {*knobs, *reference})

@@ -22,14 +22,14 @@ Everything the study stores beside its trials is read through its record (``swee
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from errors import StudyNotFoundError
 from sweep.claims._between import MachineTerm, machine_term
 from sweep.claims._claim import Claim, best_claim, claim_for
-from sweep.claims._confirm import Stop, confirmation_pair, stopping
+from sweep.claims._confirm import Stop, changed_knobs, confirmation_pair, stopping
 from sweep.claims._fit import Fit, fit
 from sweep.claims._noise import study_noise
 from sweep.claims._verdict import Verdict, judge
@@ -150,13 +150,15 @@ def claims_of(
     confirmation: ConfirmationPlan | None = None,
     confirming: Sequence[BootRecord] = (),
     baseline: int | None = None,
+    reference: Mapping[str, Any] | None = None,
 ) -> StudyClaims:
     """The claims of the promotion run ``plan`` describes, from the boots stored for it (screening figures, within
     its run), and of its choice's ``confirmation`` from its own boots (``confirming``: the study's confirmation
     boots), whose odds are the organisers' re-run's: the machine term measured over every run at the promotion's
     profile and prompts (this promotion's, the confirmation's and ``later``: verifications, calibrations) against
     the plan's stated prior. ``offset``: how the organisers' client reads beside the one the boots were timed by;
-    ``baseline``: the study's baseline trial, a control where the promotion had no runner-up."""
+    ``baseline``: the study's baseline trial, a control where the promotion had no runner-up; ``reference``: its
+    knobs, against which the choice counts each candidate's changed knobs (``confirmation_pair``)."""
     mine = tuple(b for b in boots if b.run_id == plan.run_id)
     fitted = fit(mine, floor=plan.noise_floor)
     # the plan's gate carries the search's baseline PPL where the promotion scores the sweep's references, else
@@ -172,7 +174,9 @@ def claims_of(
         )
     )
     complete = len(mine) >= plan.planned
-    choice = confirmation_pair(claims, baseline=baseline) if complete else None
+    knobs = {b.trial_number: b.knobs for b in mine}
+    changed = None if reference is None else {n: changed_knobs(k, reference) for n, k in knobs.items()}
+    choice = confirmation_pair(claims, baseline=baseline, fitted=fitted, changed=changed) if complete else None
     confirmed = None
     if confirmation is not None and confirmation.promotion_run == plan.run_id and mine:
         runs = [*mine, *confirming, *later]
@@ -190,7 +194,7 @@ def claims_of(
         confirmation=confirmed,
         recommended=recommended,
         gate=gate,
-        knobs={b.trial_number: b.knobs for b in mine},
+        knobs=knobs,
     )
 
 
@@ -245,12 +249,18 @@ class StudyEvidence:
             confirmation=self.claims.confirmation.plan if self.claims and self.claims.confirmation else None,
             confirming=self.boots["confirmation"],
             baseline=self.baseline,
+            reference=next((r.knobs for r in self.records if r.is_baseline), None),
         )
 
     @property
     def baseline(self) -> int | None:
         """The baseline trial's number, where the study measured one."""
         return next((r.trial_number for r in self.records if r.is_baseline), None)
+
+    def measured_before(self) -> list[BootRecord]:
+        """The boots a verification's noise pools with, beside its own run's other trials: its promotion's and
+        its confirmation's (the same stack and machine, their noise measured as a verification's is)."""
+        return [*self.boots["promotion"], *self.boots["confirmation"]]
 
 
 def _split_calibrations(stored: Sequence[BootRecord]) -> tuple[list[BootRecord], list[BootRecord]]:
@@ -304,6 +314,13 @@ def load_evidence(storage: Storage, study_name: str, *, leave_out_run: str | Non
     ]
     later = [*verifications, *calibrations]
     confirming = storage.boots("confirmation", study_name)
+    baseline = next((r for r in records if r.is_baseline), None)
+    boots: dict[BootKind, tuple[BootRecord, ...]] = {
+        "promotion": tuple(b for b in promotion if plan is None or b.run_id == plan.run_id),
+        "confirmation": tuple(confirming),
+        "verification": tuple(verifications),
+        "calibration": tuple(calibrations),
+    }
     claims = None
     if plan is not None:
         claims = claims_of(
@@ -313,26 +330,22 @@ def load_evidence(storage: Storage, study_name: str, *, leave_out_run: str | Non
             offset=stored.client_offset,
             confirmation=stored.confirmation,
             confirming=confirming,
-            baseline=next((r.trial_number for r in records if r.is_baseline), None),
+            baseline=baseline.trial_number if baseline else None,
+            reference=baseline.knobs if baseline else None,
         )
-    return StudyEvidence(
+    evidence = StudyEvidence(
         study=study_name,
         stored=stored,
         records=records,
         plan=plan,
-        boots={
-            "promotion": tuple(b for b in promotion if plan is None or b.run_id == plan.run_id),
-            "confirmation": tuple(confirming),
-            "verification": tuple(verifications),
-            "calibration": tuple(calibrations),
-        },
+        boots=boots,
         claims=claims,
-        # a verification's noise pools with the study's other runs of the same configurations' boots
-        verdicts=_verdicts(verifications, [*promotion, *confirming], floor=floor, target=target),
         noise=study_noise(records, claims.boots if claims else (), floor=floor),
         floor=floor,
         target=target,
     )
+    # judged as sweep.verify judged them when it printed them
+    return replace(evidence, verdicts=_verdicts(verifications, evidence.measured_before(), floor=floor, target=target))
 
 
 def _judged_by(record: StudyRecord) -> tuple[float, float]:

@@ -184,6 +184,16 @@ class Fit:
         half, level = law.quantile(0.5 + INTERVAL / 2), self.levels[key].heldout
         return level - half, level + half
 
+    def apart(self, a: Hashable, b: Hashable) -> bool:
+        """Whether two configurations' held-out levels differ beyond the 90% interval of their difference; where
+        either's noise is not measured, they are told apart by their levels alone."""
+        la, lb = self.law(a, rerun=False), self.law(b, rerun=False)
+        gap = abs(self.levels[a].heldout - self.levels[b].heldout)
+        if la is None or lb is None:
+            return gap > 0
+        both = Law(scale=math.hypot(la.scale, lb.scale), df=_welch([(la.scale**2, la.df), (lb.scale**2, lb.df)]))
+        return gap > both.quantile(0.5 + INTERVAL / 2)
+
     def p_within(
         self,
         key: Hashable,

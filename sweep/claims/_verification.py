@@ -250,11 +250,11 @@ def verify(
             gates = {n: resolved if g is None else g for n, g in gates.items()}
         if not run.boot(plan.targets_run(gates)):
             return run.run_id, None
-    promoted = list(evidence.boots["promotion"])
+    before = evidence.measured_before()
     verdicts = [
         judge(
             [b for b in run.boots if b.trial_number == r.trial_number],
-            beside=[*promoted, *(b for b in run.boots if b.trial_number != r.trial_number)],
+            beside=[*before, *(b for b in run.boots if b.trial_number != r.trial_number)],
             floor=evidence.floor,
             target=evidence.target,
         )

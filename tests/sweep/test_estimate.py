@@ -23,6 +23,7 @@ from sweep.claims import (
     PromotionPlan,
     best_claim,
     between_runs,
+    changed_knobs,
     claim_for,
     claims_of,
     confirmation_pair,
@@ -277,6 +278,29 @@ def test_the_confirmation_is_of_the_screenings_choice_beside_the_runner_up_or_th
     assert confirmation_pair(claims[:1], baseline=1) == (1, None)  # the baseline is the one chosen: no control
     over = fit(drawn_boots({1: (1000.0, 1000.0)}, rounds=3, ppl=2.5), floor=0.02)
     assert confirmation_pair([claim_for(over, 1, gate=2.42, target=0.9)], baseline=None) is None
+
+
+def test_of_points_the_noise_cannot_tell_apart_the_choice_takes_the_one_changing_fewer_knobs_then_the_steadier():
+    # 1 and 2 read 0.5% apart, inside their difference's 90% interval; 3 reads 8% under: told apart
+    levels = {1: (1000.0, 1000.0), 2: (1005.0, 1005.0), 3: (925.0, 925.0)}
+    fitted = fit(drawn_boots(levels, rounds=4, boot_sd=0.01, seed=3), floor=0.02)
+    claims = [claim_for(fitted, n, gate=2.42, target=0.5) for n in levels]
+    assert not fitted.apart(1, 2) and fitted.apart(1, 3) and fitted.apart(2, 3)
+    assert all(c.meets for c in claims) and claims[1].claim > claims[0].claim
+    assert confirmation_pair(claims, baseline=0, fitted=fitted) == (2, 1)  # nothing else to tell: the faster
+    # the faster of the two tied changes three knobs, the other one: the one; 3 changes none but is slower
+    assert confirmation_pair(claims, baseline=0, fitted=fitted, changed={1: 1, 2: 3, 3: 0}) == (1, 2)
+    assert changed_knobs({"a": 1, "b": 2}, {"a": 1, "b": 3, "c": 0}) == 2
+
+    # 2 moves 6% from boot to boot, 1 holds within 0.5%: 2's claim reads 3% higher, inside its own noise
+    steady = fit(
+        drawn_boots({1: (1000.0, 1000.0), 2: (1010.0, 1010.0)}, rounds=4, boot_sd={1: 0.005, 2: 0.06}), floor=0.01
+    )
+    first, second = (claim_for(steady, n, gate=2.42, target=0.3) for n in (1, 2))
+    assert not steady.shared and not steady.apart(1, 2) and second.claim > first.claim and first.meets and second.meets
+    assert (first.p_verified or 0.0) > (second.p_verified or 0.0)
+    assert confirmation_pair([first, second], baseline=0, fitted=steady) == (1, 2)  # the steadier
+    assert confirmation_pair([first, second], baseline=0) == (2, 1)  # no fit to tell ties by: the highest claim
 
 
 def test_the_spread_between_runs_says_whether_its_runs_were_made_on_more_than_one_machine():
