@@ -355,6 +355,7 @@ SURFACE = {
     "dashboards.export": ["EXPORTS_DIR", "export_study", "main"],
     "dashboards.figures": ["THEMES", "history_figure", "hover_text", "knob_figure", "pareto_figure"],
     "dashboards.images": ["find_browser", "write_images"],
+    "dashboards.lengths": ["lengths_figure"],
     "dashboards.serve": ["ServeArgs", "main", "parse_args"],
     "dashboards.serving": ["ServingLine", "main", "serving_figure", "write_chart", "write_serving"],
     "dashboards.table": ["trials_frame"],
