@@ -8,7 +8,9 @@ point to submit and its claim, or that there is none yet: ``dashboards.best``); 
 trials ran a serving load, ``serving.html`` and ``serving.png`` (p99 TTFT against output tok/s, one
 line per configuration through its load levels: ``dashboards.serving``) and ``serving.csv`` (every
 level's figures; under a serving study's SLO its goodput, whether the SLO held, and whether the trial is on
-the goodput-vs-PPL front under the gate and the SLO: ``sweep.judgement.serving_front``, the console's own),
+the goodput-vs-PPL front under the gate and the SLO: ``sweep.judgement.serving_front``, the console's own);
+for a study whose front points scored long texts, ``lengths.html`` and ``lengths.png`` (PPL against context
+length, one line per front point: ``dashboards.lengths``) and ``lengths.csv`` (every measured trial's buckets),
 by default into ``runs/exports/<study>/``. ``sweep.run`` runs this command when a sweep ends.
 
 Exit codes: 0 written; 1 Chromium failed to render (the HTML and CSV are written); 2 bad input
@@ -35,6 +37,7 @@ from dashboards.data import StudyData, TrialRow, load_study_data, require_measur
 from dashboards.figures import THEMES, Theme, history_figure, knob_figure, pareto_figure
 from dashboards.images import write_images
 from dashboards.importance import importance_figure, knob_importances, slice_figures
+from dashboards.lengths import lengths_figure
 from dashboards.serving import ServingLine, serving_figure, write_chart
 from dashboards.table import trials_frame
 from engine.loadlevel import LoadLevel
@@ -74,7 +77,38 @@ def export_study(
     best = write_best(data, out, storage=storage_url)
     serving = _serving_files(data, out, theme=theme)
     images = write_images(pareto_figure(data, theme=theme), [out / "pareto.png", out / "pareto.svg"])
-    return [html_path, *images, csv_path, shares_path, *best, *serving]
+    lengths = _length_files(
+        data, out, theme=theme
+    )  # after the Pareto chart's images: a browser that fails, fails there
+    return [html_path, *images, csv_path, shares_path, *best, *serving, *lengths]
+
+
+def _length_files(data: StudyData, out: Path, *, theme: Theme) -> list[Path]:
+    """The PPL-by-context-length chart of the front points and the table of every measured trial's buckets, where
+    any trial scored long texts (see the module's docstring)."""
+    rows = [
+        {
+            "number": t.number,
+            **{f"knob.{k}": v for k, v in t.knobs.items()},
+            "bucket": b.label,
+            "start": b.start,
+            "end": b.end,
+            "tokens": b.tokens,
+            "ppl": b.ppl,
+            "feasible": t.feasible,
+            "on_front": t.on_front,
+            "length_gate": t.record.length_gate,
+        }
+        for t in data.measured
+        if t.record is not None and t.record.measurement is not None
+        for b in t.record.measurement.ppl_lengths
+    ]
+    if not rows:
+        return []
+    table = out / "lengths.csv"
+    pd.DataFrame(rows).to_csv(table, index=False)
+    fig = lengths_figure(data, labels=[_label(t, data) for t in data.front], theme=theme)
+    return [table, *(write_chart(fig, out, "lengths") if fig is not None else [])]
 
 
 def _label(row: TrialRow, data: StudyData) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
+from engine.lengthppl import LengthBucket
 from engine.loadlevel import LoadLevel
 
 __all__ = ["SUMMARY", "Measurement", "TrialOutcome", "TrialStatus"]
@@ -68,6 +69,13 @@ class Measurement:
     # The serving load's runs (profile load_concurrency), one per level, each with its requests' timings, from
     # which an SLO's goodput is judged (sweep.judgement); stored in LoadLevel's one shape
     load: list[LoadLevel] = field(default_factory=list)
+    # PPL by context length over the profile's long texts (length_refs; engine.lengthppl), shortest bucket first;
+    # empty without them
+    ppl_lengths: list[LengthBucket] = field(default_factory=list)
+
+    def length_bucket(self, end: int) -> LengthBucket | None:
+        """The length bucket that ends at ``end`` tokens; None where none was scored."""
+        return next((b for b in self.ppl_lengths if b.end == end), None)
 
     @property
     def full(self) -> bool:
@@ -75,11 +83,22 @@ class Measurement:
         return self.stopped is None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self) | {"load": [level.to_dict() for level in self.load]}
+        return asdict(self) | {
+            "load": [level.to_dict() for level in self.load],
+            "ppl_lengths": [b.to_dict() for b in self.ppl_lengths],
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Measurement:
-        return cls(**(data | {"load": [LoadLevel.from_dict(level) for level in data.get("load") or []]}))
+        return cls(
+            **(
+                data
+                | {
+                    "load": [LoadLevel.from_dict(level) for level in data.get("load") or []],
+                    "ppl_lengths": [LengthBucket.from_dict(b) for b in data.get("ppl_lengths") or []],
+                }
+            )
+        )
 
     def summary(self) -> dict[str, Any]:
         """The fields marked ``SUMMARY`` that have a value."""
@@ -91,7 +110,7 @@ class Measurement:
 
     def scalars(self, *, prefix: str = "") -> dict[str, Any]:
         """Every scalar figure, nested dicts flattened (``latency_s.p50``); per-prompt lists left out."""
-        return _flatten(asdict(self), prefix=prefix)  # the load levels are a list: left out
+        return _flatten(asdict(self), prefix=prefix)  # the load levels and length buckets are lists: left out
 
 
 def _flatten(data: dict[str, Any], *, prefix: str) -> dict[str, Any]:

@@ -68,14 +68,21 @@ class BenchProfile:
     load_output_len: int = 64
     load_request_rate: float = 0.0
     load_prompts: str = "public"
+    # PPL by context length after the challenge's PPL (engine.lengthppl): a set of long texts (PPL reference JSONL;
+    # "" none), its first length_records texts (0: all), each cut after the last bucket's end, scored in the buckets
+    # of context length ending at length_buckets (tokens)
+    length_refs: str = ""
+    length_records: int = 0
+    length_buckets: tuple[int, ...] = (512, 1024, 2048)
 
     @classmethod
     def from_record(cls, stored: dict[str, Any]) -> BenchProfile:
         """A profile as a trial record stored it (``asdict``); fields added since read as their defaults."""
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in stored.items() if k in known}
-        if "load_concurrency" in values:
-            values["load_concurrency"] = tuple(values["load_concurrency"])
+        for name in ("load_concurrency", "length_buckets"):
+            if name in values:
+                values[name] = tuple(values[name])
         return cls(**values)
 
     def path(self, value: str) -> Path:
@@ -106,6 +113,18 @@ class BenchProfile:
         """Every public prompt, as ``load_data`` orders them (what the serving load's levels are cut from)."""
         return load_prompts(self.path(self.prompts), shuffle_seed=self.shuffle_seed or None)
 
+    def load_lengths(self) -> list[PplRecord]:
+        """The long texts of the length pass (none without ``length_refs``), each cut after the last bucket's end:
+        a token at position p (p tokens before it) is scored only where p <= that end."""
+        if not self.length_refs:
+            return []
+        records = load_ppl_records(self.path(self.length_refs), limit=self.length_records or None)
+        end = self.length_buckets[-1]
+        return [
+            replace(r, target_token_ids=r.target_token_ids[: max(0, end + 1 - len(r.context_token_ids))])
+            for r in records
+        ]
+
     def load_heldout(self) -> list[Prompt]:
         """The held-out run's prompts: the first ``num_prompts`` of ``heldout_prompts`` in the file's
         order (a set the sweep never timed, as the organisers' private one is to a participant)."""
@@ -120,7 +139,7 @@ class BenchProfile:
         prompts and one of the held-out prompts (``heldout_prompts``, or ``prompts`` given) in the same
         boot, then PPL on the public references (promotion: the gate's own data) or on the held-out
         ones (verification: ``heldout_refs``, or ``refs`` given)."""
-        overrides: dict[str, Any] = {"tps_repeats": 1, "stream_pass": False, "load_concurrency": ()}
+        overrides: dict[str, Any] = {"tps_repeats": 1, "stream_pass": False, "load_concurrency": (), "length_refs": ""}
         if prompts:
             overrides["heldout_prompts"] = prompts
         if refs:
@@ -150,6 +169,7 @@ def _validated(profile: BenchProfile, *, source: str) -> BenchProfile:
         ("warmup_output_len", 1),
         ("tps_repeats", 1),
         ("shuffle_seed", 0),
+        ("length_records", 0),
     ):
         value = getattr(profile, name)
         if not isinstance(value, int) or isinstance(value, bool) or value < low:
@@ -172,6 +192,22 @@ def _validated(profile: BenchProfile, *, source: str) -> BenchProfile:
             f"{levels!r}"
         )
     profile = replace(profile, load_concurrency=tuple(levels))
+    ends = profile.length_buckets
+    if (
+        not isinstance(ends, (list, tuple))
+        or not ends
+        or not all(isinstance(e, int) and not isinstance(e, bool) and e >= 1 for e in ends)
+        or list(ends) != sorted(set(ends))
+    ):
+        raise StudySpecError(
+            f"{source}: profile field 'length_buckets' must be a non-empty list of increasing integers >= 1 (the "
+            f"context lengths, in tokens, where the buckets end), got {ends!r}"
+        )
+    profile = replace(profile, length_buckets=tuple(ends))
+    if not isinstance(profile.length_refs, str) or "\x00" in profile.length_refs:
+        raise StudySpecError(
+            f"{source}: profile field 'length_refs' must be a file path or empty, got {profile.length_refs!r}"
+        )
     for name in ("load_num_prompts", "load_output_len"):
         value = getattr(profile, name)
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:

@@ -8,12 +8,16 @@ these rules and none keeps its own copy.
   (``ppl_max_ratio``); ``Gate.limit`` turns it into a PPL, from the baseline PPL it carries
   (``baseline_ppl``) or the median of those it is given (which apply: ``sweep.store.ppl_limit``).
   ``over_gate`` is the one comparison of a PPL with a gate in the project: a PPL equal to the gate
-  passes, as the challenge's ``<=`` does.
+  passes, as the challenge's ``<=`` does. A gate may also hold one bucket of PPL by context length
+  (``length_bucket``, ``engine.lengthppl``) to a ratio of the baseline trial's PPL in that bucket
+  (``length_ratio``): a window that keeps the challenge's short records under the gate can still lose the
+  long context. It is a search-time condition (the promotion and verification boots score the gate's own
+  references, not the long texts).
 - **The organisers' rule** (``TPS_TOLERANCE``, ``verifies``): a re-run VERIFIES a reported TPS when it
   lands within 5% of it with its PPL under the gate. Promotion, verification, the submission check and
   the calibration all hold a re-run to this one rule.
-- **Feasibility** (``is_feasible``): measured, under a known gate, and greedy-identical where the
-  study requires it.
+- **Feasibility** (``is_feasible``): measured, under a known gate (and under the length bucket's, where the
+  gate holds one), and greedy-identical where the study requires it.
 - **Serving SLOs** (``Slo``): latency bounds a request must meet under load (TTFT, TPOT, end-to-end, in ms,
   as bench_serving's ``--goodput`` names them); ``Slo.met`` is the one comparison (a request at a bound
   meets it, one just over does not), ``goodput`` the requests a second that met every bound, over the run's
@@ -123,6 +127,9 @@ class Gate:
     ppl_max_ratio: float | None = None
     baseline_ppl: float | None = None
     baseline_trial: int | None = None
+    # a length bucket (where it ends, in tokens) whose PPL is held to length_ratio x the baseline trial's PPL there
+    length_bucket: int | None = None
+    length_ratio: float | None = None
 
     def limit(self, baseline_ppls: Iterable[float | None] = ()) -> float | None:
         """The gate's PPL: absolute, or the ratio times the baseline's PPL on the references scored, the one it
@@ -137,10 +144,26 @@ class Gate:
         measured = [p for p in baseline_ppls if p is not None]
         return statistics.median(measured) * self.ppl_max_ratio if measured else None
 
-    def describe(self) -> str:
-        if self.ppl_max is not None:
-            return f"PPL <= {self.ppl_max:g}"
-        return f"PPL <= {self.ppl_max_ratio:g} x the baseline trial's PPL"
+    def length_limit(self, baseline_ppl: float | None) -> float | None:
+        """The length bucket's PPL limit: the ratio times the baseline's PPL in that bucket (None: not measured, or
+        no length bucket gated)."""
+        if self.length_ratio is None or baseline_ppl is None:
+            return None
+        return baseline_ppl * self.length_ratio
+
+    def describe(self, *, lengths: bool = True) -> str:
+        """The gate in words; ``lengths=False``: its PPL on the references alone (what a boot scores)."""
+        main = (
+            f"PPL <= {self.ppl_max:g}"
+            if self.ppl_max is not None
+            else f"PPL <= {self.ppl_max_ratio:g} x the baseline trial's PPL"
+        )
+        if self.length_bucket is None or not lengths:
+            return main
+        return (
+            f"{main}, and the PPL at context lengths up to {self.length_bucket} tokens (its length bucket) <= "
+            f"{self.length_ratio:g} x the baseline trial's there"
+        )
 
 
 def tps_band() -> tuple[float, float]:
@@ -166,10 +189,22 @@ def over_gate(ppl: float, gate: float) -> bool:
     return ppl > gate
 
 
-def is_feasible(*, ppl: float | None, gate: float | None, identity_diff: int | None, identity_required: bool) -> bool:
-    """The one feasibility rule: measured, under a known gate, and (where required) greedy-identical."""
+def is_feasible(
+    *,
+    ppl: float | None,
+    gate: float | None,
+    identity_diff: int | None,
+    identity_required: bool,
+    length: tuple[float | None, float | None] | None = None,
+) -> bool:
+    """The one feasibility rule: measured, under a known gate, under the length bucket's (``length``: its PPL and
+    its limit, where the gate holds one; either unknown fails), and (where required) greedy-identical."""
     if ppl is None or gate is None:
         return False
+    if length is not None:
+        length_ppl, length_gate = length
+        if length_ppl is None or length_gate is None or over_gate(length_ppl, length_gate):
+            return False
     return not over_gate(ppl, gate) and not (identity_required and identity_diff)
 
 

@@ -169,7 +169,7 @@ def _verify(args: VerifyArgs, out: Console) -> int:
     title = (
         f"Verification of {spec.name}, run {run_id}: VERIFIED when the 90% interval of the held-out TPS lies within 5% "
         f"of the claim, one more re-run lands within 5% with P >= {evidence.target:g}, and the PPL is under the gate "
-        f"({spec.gate.describe()} on the held-out references); INVALID when the interval lies outside, UNDECIDED "
+        f"({spec.gate.describe(lengths=False)} on the held-out references); INVALID when the interval lies outside, UNDECIDED "
         "otherwise"
     )
     print_verdicts(

@@ -10,7 +10,9 @@ prompts, the organisers' private re-run, would not get it either); the rule is r
 warm-up to the last timed run is ``Measurement.host_steal`` (``engine.host``). Then the optional
 streaming pass (TTFT, inter-token latency: on the
 first run's prompts, so a stack's prefix cache may shorten its TTFT) -> PPL (one teacher-forced
-request per reference record). Every misbehaviour of the stack (HTTP error, timeout, malformed
+request per reference record) -> PPL by context length (the profile's ``length_refs``: one
+teacher-forced request per long text, its tokens placed in the buckets of ``length_buckets``,
+``engine.lengthppl``). Every misbehaviour of the stack (HTTP error, timeout, malformed
 or incomplete JSON) raises ``BenchmarkError`` naming the request.
 
 With ``heldout`` prompts (a promotion or verification boot), the boot also times one run of them,
@@ -46,7 +48,7 @@ import httpx
 
 from engine.bench._load import Workload, level_prompts, long_prompts, measure_load, percentiles
 from engine.bench._metrics import parse_counters, read_counters, stack_figures
-from engine.bench._ppl import PplResult, measure_ppl
+from engine.bench._ppl import PplResult, measure_lengths, measure_ppl
 from engine.bench._stats import coefficient_of_variation, summarize
 from engine.bench._tps import (
     StreamTiming,
@@ -61,6 +63,7 @@ from engine.bench._tps import (
 )
 from engine.data import PplRecord, Prompt
 from engine.host import cpu_times, stolen_share
+from engine.lengthppl import LengthBucket
 from engine.loadlevel import LoadLevel
 from engine.measurement import Measurement
 from engine.profiles import BenchProfile
@@ -80,6 +83,7 @@ __all__ = [
     "level_prompts",
     "long_prompts",
     "measure",
+    "measure_lengths",
     "measure_load",
     "measure_ppl",
     "measure_tps",
@@ -196,8 +200,11 @@ def measure(
                 ttfts, itls = stream_pass(client, model=model, prompts=slices[0], output_len=profile.output_len)
             stream = summarize(ttfts, prefix="ttft_") | summarize(itls, prefix="itl_")
         ppl = runs.ppl or runs.scored()
+        lengths = runs.lengths() if runs.stopped is None else []
         load = _serving_load(client, model=model, profile=profile) if runs.stopped is None else []
-    return runs.measurement(ppl, stream=stream, host_steal=host_steal, order=order if runs.held else [], load=load)
+    return runs.measurement(
+        ppl, stream=stream, host_steal=host_steal, order=order if runs.held else [], load=load, lengths=lengths
+    )
 
 
 def _serving_load(client: httpx.Client, *, model: str, profile: BenchProfile) -> list[LoadLevel]:
@@ -261,6 +268,16 @@ class _Runs:
         with _phase(self.timings, "ppl"):
             return measure_ppl(self.client, model=self.model, records=self.records, wire=self.stack.ppl)
 
+    def lengths(self) -> list[LengthBucket]:
+        """PPL by context length over the profile's long texts (none without them)."""
+        texts = self.profile.load_lengths()
+        if not texts:
+            return []
+        with _phase(self.timings, "lengths"):
+            return measure_lengths(
+                self.client, model=self.model, records=texts, ends=self.profile.length_buckets, wire=self.stack.ppl
+            )
+
     def run(self, label: str, run: list[Prompt], stages: Stages | None) -> bool:
         """One timed run after its own warm-up (the first public one in ``stages``); False when a stage's
         checkpoint stopped the measurement."""
@@ -309,6 +326,7 @@ class _Runs:
         host_steal: float | None,
         order: list[str],
         load: list[LoadLevel],
+        lengths: list[LengthBucket],
     ) -> Measurement:
         runs = TpsRuns(self.public)
         tps, first = runs.chosen, self.public[0]
@@ -350,4 +368,5 @@ class _Runs:
             host_steal=host_steal,
             telemetry=telemetry,
             load=load,
+            ppl_lengths=lengths,
         )

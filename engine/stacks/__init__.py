@@ -17,7 +17,7 @@ from engine.stacks._adapter import STEP_BUCKETS, MetricNames, PplWire, Recipe, S
 from engine.stacks._openai import OPENAI
 from engine.stacks._reference import REFERENCE
 from engine.stacks._vllm import VLLM
-from engine.stacks._wire import ORGANISERS, ppl_payload, record_nll
+from engine.stacks._wire import ORGANISERS, ppl_payload, target_nlls
 from errors import ManifestError
 
 __all__ = [
@@ -31,7 +31,7 @@ __all__ = [
     "StackAdapter",
     "adapter_for",
     "ppl_payload",
-    "record_nll",
+    "target_nlls",
 ]
 
 ADAPTERS: dict[str, StackAdapter] = {a.name: a for a in (REFERENCE, VLLM, OPENAI)}

@@ -66,10 +66,10 @@ class MetricNames:
 @dataclass(frozen=True)
 class PplWire:
     """How one PPL record is asked for (``request(record, model) -> JSON body`` of ``/v1/completions``) and
-    its target tokens' total NLL read from the answer (``nll(answer, record)``)."""
+    its target tokens' NLLs read from the answer, in order (``nlls(answer, record)``)."""
 
     request: Callable[[PplRecord, str], dict[str, Any]]
-    nll: Callable[[dict[str, Any], PplRecord], float]
+    nlls: Callable[[dict[str, Any], PplRecord], list[float]]
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -5,7 +5,8 @@ One ``POST /v1/completions`` per record, as their ``ppl_endpoint.py`` sends it: 
 token ids, ``prompt_logprobs=1``, ``max_tokens=1``, ``temperature=0``, ``add_special_tokens=false``,
 ``return_token_ids=true``. The answer's ``choices[0].prompt_logprobs`` (vLLM's shape: ``None`` for the first
 prompt token, then per position a dict keyed by token id, each ``{"logprob", "rank", "decoded_token"}``) gives
-log P(token | prefix) of every target token.
+log P(token | prefix) of every target token (``target_nlls``: their NLLs in order, which the PPL sums and the
+length buckets place by position: ``engine.lengthppl``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from engine.http import first_choice
 from engine.stacks._adapter import PplWire
 from errors import BenchmarkError
 
-__all__ = ["ORGANISERS", "ppl_payload", "record_nll"]
+__all__ = ["ORGANISERS", "ppl_payload", "target_nlls"]
 
 
 def ppl_payload(record: PplRecord, *, model: str) -> dict[str, Any]:
@@ -45,8 +46,8 @@ def _logprob(entry: Any, token: int, *, where: str) -> float:
     return float(value)
 
 
-def record_nll(data: dict[str, Any], record: PplRecord) -> float:
-    """Total NLL of the record's target tokens in one ``/v1/completions`` answer."""
+def target_nlls(data: dict[str, Any], record: PplRecord) -> list[float]:
+    """The NLL of each of the record's target tokens, in order, in one ``/v1/completions`` answer."""
     what = f"PPL record {record.id}"
     choice = first_choice(data, what=what)
     entries = choice.get("prompt_logprobs")
@@ -58,7 +59,7 @@ def record_nll(data: dict[str, Any], record: PplRecord) -> float:
             f"(one per prompt token), got {size!r}"
         )
     start = len(record.context_token_ids)
-    return -sum(_logprob(entries[i], prompt[i], where=f"{what} position {i}") for i in range(start, len(prompt)))
+    return [-_logprob(entries[i], prompt[i], where=f"{what} position {i}") for i in range(start, len(prompt))]
 
 
-ORGANISERS = PplWire(request=lambda record, model: ppl_payload(record, model=model), nll=record_nll)
+ORGANISERS = PplWire(request=lambda record, model: ppl_payload(record, model=model), nlls=target_nlls)

@@ -61,6 +61,11 @@ def _spread(record: TrialRecord) -> str:
     return "" if cv is None else f" (of {len(record.metric('tps_runs'))} runs, CV {cv:.1%})"
 
 
+def _bucket_ppl(record: TrialRecord, end: int) -> str:
+    bucket = record.figures.length_bucket(end)
+    return "-" if bucket is None else f"{bucket.ppl:.4f}"
+
+
 class SweepConsole:
     def __init__(self, console: Console | None = None) -> None:
         self.out = console or Console(highlight=False)
@@ -120,6 +125,7 @@ class SweepConsole:
                 f"{head}TPS {record.tps:.2f}{_spread(record)}  PPL {record.ppl:.4f}{gate}  {mark}{identity}"
                 f"{booted}{repeat}"
             )
+            self._lengths(record)
             self._serving(record, slo)
         else:
             again = "; re-queued" if requeued else ""
@@ -133,6 +139,15 @@ class SweepConsole:
         if held:
             where = ", ".join(f"GPU {gpu}: {mib} MiB" for gpu, mib in held.items())
             self.out.print(f"    [yellow]its stack left GPU memory held after it stopped ({where})[/]")
+
+    def _lengths(self, record: TrialRecord) -> None:
+        """Its PPL by context length over the profile's long texts (engine.lengthppl), where it scored them."""
+        buckets = record.figures.ppl_lengths
+        if not buckets:
+            return
+        cells = "  ".join(f"{b.label} {b.ppl:.4f} ({b.tokens} tokens)" for b in buckets)
+        limit = "" if record.length_gate is None else f"  length gate {record.length_gate:.4f}"
+        self.out.print(f"    PPL by context length: {cells}{limit}")
 
     def _serving(self, record: TrialRecord, slo: Slo | None) -> None:
         """Its serving load, a line a level (one boot, one run each), judged under a serving study's SLO."""
@@ -200,11 +215,14 @@ class SweepConsole:
             table.add_column(knob, justify="right")
         spread = any(r.metric("tps_cv") is not None for r in front)
         claims = claims or {}
+        # each length bucket any front point scored, by where it ends: PPL by context length beside the gate's PPL
+        lengths = {b.end: b.label for r in front for b in r.figures.ppl_lengths}
         for column in (
             "TPS",
             *(["TPS CV"] if spread else []),
             *(["claim (P(VERIFIED))"] if claims else []),
             "PPL",
+            *(f"PPL {label}" for _, label in sorted(lengths.items())),
             "gate margin",
             "greedy identity",
         ):
@@ -225,8 +243,18 @@ class SweepConsole:
             cv = [] if not spread else ["-" if r.metric("tps_cv") is None else f"{r.metric('tps_cv'):.1%}"]
             tie = [f"{groups[r.trial_number]}" if r.trial_number in groups else ""] if groups else []
             claim = [claims.get(r.trial_number, "-")] if claims else []
+            by_length = [_bucket_ppl(r, end) for end in sorted(lengths)]
             table.add_row(
-                str(r.trial_number), *tie, *cells, f"{r.tps:.2f}", *cv, *claim, f"{r.ppl:.4f}", margin, identity
+                str(r.trial_number),
+                *tie,
+                *cells,
+                f"{r.tps:.2f}",
+                *cv,
+                *claim,
+                f"{r.ppl:.4f}",
+                *by_length,
+                margin,
+                identity,
             )
         if not front:
             self.out.print(f"{escape(title)}: no feasible measured trial yet")

@@ -385,7 +385,11 @@ class StudyCore:
         if not record.measured:
             self.study.tell(trial, state=TrialState.FAIL)
             return
-        constraints = record.constraints(identity_required=self.spec.identity_required, slo=self.spec.serving)
+        constraints = record.constraints(
+            identity_required=self.spec.identity_required,
+            slo=self.spec.serving,
+            length_bucket=self.spec.gate.length_bucket,
+        )
         for key, value in constraints.items():
             trial.set_constraint(key, value)
         # optuna-dashboard 0.21 reads a trial's feasibility from the older list attribute only:

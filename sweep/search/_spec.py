@@ -22,6 +22,8 @@ is a fixed set, lists the valid choices. The layout::
     [gate]                        # exactly one of:
     ppl_max_ratio = 1.05          #   relative to the baseline trial's PPL (the challenge's +5%)
     # ppl_max = 2.42              #   absolute
+    # length_bucket = 2048        # and, both or neither: the PPL by context length (the profile's
+    # length_ratio = 1.10         #   length_refs) in the bucket ending there <= ratio x the baseline's
 
     [profile]                     # or: profile = "quick"
     name = "quick"
@@ -325,7 +327,7 @@ def _parse(
         manifest=loaded,
         space=space,
         fixed=fixed,
-        gate=_gate(raw.get("gate"), where),
+        gate=_gate(raw.get("gate"), where, profile=bench),
         profile=bench,
         n_trials=_int(budget, "--trials" if n_trials is not None else where, "n_trials", minimum=1),
         sampler=sampler,
@@ -523,8 +525,12 @@ def _grid_size(space: dict[str, KnobSpace]) -> int:
     return size
 
 
-def _gate(value: Any, where: str) -> Gate:
-    table = _table(value if value is not None else {}, where, "gate")
+_LENGTH_GATE = ("length_bucket", "length_ratio")
+
+
+def _gate(value: Any, where: str, *, profile: BenchProfile) -> Gate:
+    table = dict(_table(value if value is not None else {}, where, "gate"))
+    length = {k: table.pop(k) for k in _LENGTH_GATE if k in table}
     keys = set(table)
     if len(keys) != 1 or not keys <= {"ppl_max", "ppl_max_ratio"}:
         raise StudySpecError(
@@ -532,8 +538,33 @@ def _gate(value: Any, where: str) -> Gate:
             f"'ppl_max_ratio' (relative to the baseline trial, e.g. 1.05); got {sorted(keys)}"
         )
     if "ppl_max" in table:
-        return Gate(ppl_max=_number(table["ppl_max"], where, "gate.ppl_max", minimum=0, above=True))
-    return Gate(ppl_max_ratio=_number(table["ppl_max_ratio"], where, "gate.ppl_max_ratio", minimum=1.0))
+        gate = Gate(ppl_max=_number(table["ppl_max"], where, "gate.ppl_max", minimum=0, above=True))
+    else:
+        gate = Gate(ppl_max_ratio=_number(table["ppl_max_ratio"], where, "gate.ppl_max_ratio", minimum=1.0))
+    return replace(gate, **_length_gate(length, where, profile=profile)) if length else gate
+
+
+def _length_gate(table: dict[str, Any], where: str, *, profile: BenchProfile) -> dict[str, Any]:
+    """The gate's length bucket: one the profile scores (its length_refs, its length_buckets' ends), and a ratio."""
+    if set(table) != set(_LENGTH_GATE):
+        raise StudySpecError(
+            f"{where}: [gate] gates a length bucket with both 'length_bucket' (where the bucket ends, in tokens) and "
+            f"'length_ratio' (its PPL over the baseline trial's there, e.g. 1.10); got {sorted(table)}"
+        )
+    end = _int(table["length_bucket"], where, "gate.length_bucket", minimum=1)
+    if not profile.length_refs or end not in profile.length_buckets:
+        raise StudySpecError(
+            f"{where}: [gate] length_bucket = {end}: profile {profile.name!r} scores "
+            + (
+                f"the length buckets ending at {list(profile.length_buckets)}"
+                if profile.length_refs
+                else 'no long texts (set its length_refs, e.g. [profile] length_refs = "data/ppl_refs_long.jsonl")'
+            )
+        )
+    return {
+        "length_bucket": end,
+        "length_ratio": _number(table["length_ratio"], where, "gate.length_ratio", minimum=1.0),
+    }
 
 
 def _profile(value: Any, where: str, *, override: str | None) -> BenchProfile:
@@ -548,6 +579,7 @@ def _profile(value: Any, where: str, *, override: str | None) -> BenchProfile:
     # The data sets load here, so that a missing or short file stops the study before a boot.
     with _restated(f"{where}: profile {profile.name!r}"):
         profile.load_data()
+        profile.load_lengths()
     return profile
 
 

@@ -1,5 +1,6 @@
 """One point's boot: booted fresh with its trial's knobs, warmed once as the organisers' harness warms, timed under
-each workload in order, stopped; what it measured kept level by level, and a stack that misbehaves named, never
+each workload in order, its long texts scored by context length where the study's profile names them
+(``engine.lengthppl``), stopped; what it measured kept level by level, and a stack that misbehaves named, never
 raised."""
 
 from __future__ import annotations
@@ -13,11 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 from rich.status import Status
 
-from engine.bench import Workload, harness_warm_up, measure_load, open_client
+from engine.bench import Workload, harness_warm_up, measure_lengths, measure_load, open_client
 from engine.data import Prompt
 from engine.launch import build_launch, check_machine
+from engine.lengthppl import LengthBucket
 from engine.loadlevel import LoadLevel
 from engine.process import EngineProcess
+from engine.stacks import adapter_for
 from errors import EngineError
 from sweep.judgement import Slo, level_goodput
 from sweep.runs import RUN_DIR
@@ -57,6 +60,7 @@ class PointRun:
     error: str | None = None
     kept: bool = False
     max_load: MaxLoad | None = None  # with --max-load
+    lengths: list[LengthBucket] = field(default_factory=list)  # PPL by context length (the profile's length_refs)
 
     def complete(self, plan: Sequence[Workload]) -> bool:
         return self.error is None and [lv.level.workload for lv in self.levels] == [w.name for w in plan]
@@ -104,6 +108,15 @@ def _measure(run: PointRun, engine: EngineProcess, setup: Setup, status: Status,
                 output_len=setup.plan[0].output_len,
             )
             run.max_load = max_load([w.concurrency for w in setup.plan if w.prompts == "public"], probe, setup.slo)
+        if profile.length_refs:
+            status.update(f"{where}: PPL by context length")
+            run.lengths = measure_lengths(
+                client,
+                model=model,
+                records=profile.load_lengths(),
+                ends=profile.length_buckets,
+                wire=adapter_for(setup.spec.manifest).ppl,
+            )
 
 
 def run_point(run: PointRun, setup: Setup, status: Status, where: str) -> None:

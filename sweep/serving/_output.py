@@ -14,6 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from engine.bench import Workload
+from engine.lengthppl import bucket_bounds, bucket_label
 from engine.trial import node_info
 from sweep.serving._boots import PointRun, Setup
 from sweep.serving._rank import Ranks, rank
@@ -77,6 +78,7 @@ def _document(setup: Setup, runs: Sequence[PointRun], ranks: Ranks, storage: str
                 "log": str(r.log),
                 "levels": [lv.to_dict() for lv in r.levels],
                 "max_load": None if r.max_load is None else r.max_load.to_dict(),
+                "ppl_lengths": [b.to_dict() for b in r.lengths],
             }
             for r in runs
         ],
@@ -100,6 +102,14 @@ def _columns(table: Table, setup: Setup) -> None:
     table.add_column("rank held\nat every level")
     if setup.max_load_repeats is not None:
         table.add_column("holds up to\n(in flight)", justify="right")
+    for label in _length_labels(setup):
+        table.add_column(f"PPL\n{label}", justify="right")
+
+
+def _length_labels(setup: Setup) -> list[str]:
+    """The profile's length buckets, where it scores long texts (``engine.lengthppl``)."""
+    profile = setup.spec.profile
+    return [bucket_label(*b) for b in bucket_bounds(profile.length_buckets)] if profile.length_refs else []
 
 
 def _row(run: PointRun, setup: Setup, ranks: Ranks) -> list[str]:
@@ -121,6 +131,8 @@ def _row(run: PointRun, setup: Setup, ranks: Ranks) -> list[str]:
     if setup.max_load_repeats is not None:
         found = run.max_load
         cells.append("-" if found is None else "none" if found.concurrency is None else str(found.concurrency))
+    by_label = {b.label: b for b in run.lengths}
+    cells += [f"{by_label[label].ppl:.4f}" if label in by_label else "-" for label in _length_labels(setup)]
     return cells
 
 
@@ -156,4 +168,5 @@ def report(run: PointRun, out: Console) -> None:
         else f"booted in {run.boot_s or 0.0:.1f} s"
     )
     found = "" if run.max_load is None else f"; holds the SLO up to {run.max_load.concurrency or 'no level'}"
-    out.print(f"{escape(run.point.label)}: {how}; {figures}{found}")
+    lengths = "".join(f"; PPL {b.label} {b.ppl:.4f}" for b in run.lengths)
+    out.print(f"{escape(run.point.label)}: {how}; {figures}{found}{lengths}")

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.files import load_json
+from engine.lengthppl import LengthBucket
 from engine.loadlevel import LoadLevel
 from errors import DataError, UsageError
 from sweep.serving._boots import LevelRun, PointRun, Setup
@@ -70,6 +71,13 @@ def kept_points(path: Path, setup: Setup, points: Sequence[Point]) -> dict[int, 
                 run.max_load = MaxLoad.from_dict(entry["max_load"])
             except (KeyError, TypeError, ValueError):
                 continue  # measured without the search (or not readably): booted again for it
+        if setup.spec.profile.length_refs:
+            try:
+                run.lengths = [LengthBucket.from_dict(b) for b in entry.get("ppl_lengths") or []]
+            except (KeyError, TypeError, ValueError):
+                continue  # not readably: booted again
+            if not run.lengths:
+                continue  # measured before the profile scored long texts: booted again for them
         if run.complete(setup.plan):
             kept[point.number] = run
     return kept

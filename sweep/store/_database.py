@@ -84,6 +84,7 @@ measurements = sa.Table(
     sa.Column("measurement", sa.JSON),  # engine.measurement.Measurement, all but the token ids
     sa.Column("token_ids", sa.LargeBinary),  # the measurement's output_token_ids, sweep.store.pack_token_ids
     sa.Column("gate", sa.Float),
+    sa.Column("length_gate", sa.Float),  # sweep.store.TrialRecord.length_gate
     sa.Column("feasible", sa.Boolean),
     sa.Column("identity_diff_prompts", sa.Integer),
     sa.Column("provenance", sa.JSON),  # engine.provenance: stack, versions, GPU, driver

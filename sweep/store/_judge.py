@@ -10,8 +10,9 @@ baseline's PPL on the references scored, and which baseline PPL applies is one r
 The search, the promotion's plan and claims, the verification and its printed tables all take the limit
 from here; the arithmetic is ``sweep.judgement.Gate.limit``.
 
-**A trial's judgement** (``Judge``): the gate it was held to, its greedy-identity difference from the
-baseline, and feasibility, by the rules of ``sweep.judgement``.
+**A trial's judgement** (``Judge``): the gate it was held to (and the gated length bucket's limit, the ratio
+times the baseline trial's PPL in that bucket), its greedy-identity difference from the baseline, and
+feasibility, by the rules of ``sweep.judgement``.
 """
 
 from __future__ import annotations
@@ -59,6 +60,14 @@ def ppl_limit(
     return gate.limit(baseline_ppls(profile, baseline=baseline, boots=boots))
 
 
+def _length_ppl(record: TrialRecord | None, end: int) -> float | None:
+    """A measured record's PPL in the length bucket ending at ``end`` tokens; None where it has none."""
+    if record is None or not record.measured:
+        return None
+    bucket = record.figures.length_bucket(end)
+    return None if bucket is None else bucket.ppl
+
+
 @dataclass(frozen=True)
 class Judge:
     """What a trial is judged against: the study's gate and the baseline trial's record (token ids
@@ -103,10 +112,15 @@ class Judge:
         # the first baseline is held to its own PPL: it is the baseline
         record.gate = ppl_limit(self.gate, baseline=record) if first_baseline else self.gate_ppl
         record.identity_diff_prompts = self.identity_diff(record)
+        length = None
+        if (end := self.gate.length_bucket) is not None:
+            record.length_gate = self.gate.length_limit(_length_ppl(record if first_baseline else self.baseline, end))
+            length = (_length_ppl(record, end), record.length_gate)
         record.feasible = is_feasible(
             ppl=record.ppl,
             gate=record.gate,
             identity_diff=record.identity_diff_prompts,
             identity_required=self.identity_required,
+            length=length,
         )
         return record

@@ -22,6 +22,7 @@ from sweep.judgement import FRONT_STOP, Served, Slo, judge_serving
 __all__ = [
     "GATE_CONSTRAINT",
     "IDENTITY_CONSTRAINT",
+    "LENGTH_CONSTRAINT",
     "SLO_CONSTRAINT",
     "same_profile",
     "FailKind",
@@ -36,6 +37,7 @@ __all__ = [
 
 GATE_CONSTRAINT = "ppl_gate"  # ppl - gate: feasible when <= 0
 IDENTITY_CONSTRAINT = "greedy_identity"  # differing prompts: feasible when 0
+LENGTH_CONSTRAINT = "length_gate"  # a gated length bucket's PPL - its limit: feasible when <= 0
 SLO_CONSTRAINT = "serving_slo"  # a serving study's: the best level's percentile / bound - 1, feasible when <= 0
 
 # complete: measured (to the end, or stopped by the PPL gate with its TPS probe: measurement.stopped)
@@ -76,6 +78,7 @@ class TrialRecord:
     log_tail: str = ""
     measurement: Measurement | None = None  # complete trials only
     gate: float | None = None  # the PPL gate the trial was judged against
+    length_gate: float | None = None  # the gated length bucket's PPL limit (sweep.judgement.Gate.length_bucket)
     feasible: bool | None = None  # Judge's verdict; None until judged (failed trials: False)
     identity_diff_prompts: int | None = None
     provenance: dict[str, Any] = field(default_factory=dict)  # engine.provenance; {} on rows stored before it
@@ -162,11 +165,17 @@ class TrialRecord:
         """A serving study's judgement of this record's load levels (sweep.judgement); None without any."""
         return judge_serving(self.measurement.load, slo) if self.measurement is not None else None
 
-    def constraints(self, *, identity_required: bool, slo: Slo | None = None) -> dict[str, float]:
-        """The constraint values a judged, measured record is told with: feasible when all are <= 0."""
+    def constraints(
+        self, *, identity_required: bool, slo: Slo | None = None, length_bucket: int | None = None
+    ) -> dict[str, float]:
+        """The constraint values a judged, measured record is told with: feasible when all are <= 0.
+        ``length_bucket``: the study gates the length bucket ending there (unmeasured, or its limit unknown: inf)."""
         values = {}
         if self.gate is not None:
             values[GATE_CONSTRAINT] = self.figures.ppl - self.gate
+        if length_bucket is not None:
+            bucket, limit = self.figures.length_bucket(length_bucket), self.length_gate
+            values[LENGTH_CONSTRAINT] = math.inf if bucket is None or limit is None else bucket.ppl - limit
         if identity_required:
             # Every trial gets the same constraints (Optuna's GP sampler refuses a study whose trials
             # differ in count): the baseline, and a trial of a knob allowed to change the output,
@@ -273,6 +282,7 @@ def reused_record(
         profile=dict(source.profile),
         measurement=measurement,
         gate=source.gate,
+        length_gate=source.length_gate,
         feasible=False if memo else source.feasible,
         identity_diff_prompts=None if memo else source.identity_diff_prompts,
         reuse=reuse,

@@ -30,13 +30,14 @@ def short_tmp() -> Iterator[Path]:
 def swept() -> Iterator[StubStudy]:
     """``python -m sweep.run`` over 1 baseline + 8 grid points: measured, infeasible (window
     128 is over the gate), failed at boot (K=8) and greedy-differing (K=16) trials; each
-    trial timed 3 times in its boot."""
+    trial timed 3 times in its boot, and its PPL scored by context length."""
     folder = _short_dir()
     study = stub_study(
         folder,
         name="stubctk",
         space=SPACE,
         tps_repeats=3,
+        length_texts=True,
         promotion={"candidates": 2, "boots": 2, "confirm_max_boots": 4},
     )
     result = run_sweep(study)

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.stacks import stub_profile
+from tests.stacks import stub_profile, write_ppl_refs
 from tests.sweep.kit import write_manifest, write_study
 
 REPO = Path(__file__).resolve().parents[2]
@@ -43,10 +43,18 @@ class StubStudy:
 
 
 def stub_study(
-    folder: Path, *, name: str, space: dict, decode_step_s: str = "0.004", tps_repeats: int = 1, **fields
+    folder: Path,
+    *,
+    name: str,
+    space: dict,
+    decode_step_s: str = "0.004",
+    tps_repeats: int = 1,
+    length_texts: bool = False,
+    **fields,
 ) -> StubStudy:
     """A study on the stub stack where CENTROID_TOP_K=8 fails at boot and 16 changes the
-    greedy output (a lossless knob breaking identity): every kind of point a chart shows."""
+    greedy output (a lossless knob breaking identity): every kind of point a chart shows. ``length_texts``: each
+    trial also scores two texts of 40 tokens by context length, in buckets ending at 16 and 32."""
     folder.mkdir(parents=True, exist_ok=True)
     manifest = write_manifest(
         folder,
@@ -54,7 +62,15 @@ def stub_study(
         STUB_BOOT_EXIT_IF="CENTROID_TOP_K=8",
         STUB_DECODE_STEP_S=decode_step_s,
     )
-    profile = stub_profile(folder, tps_repeats=tps_repeats)
+    lengths = (
+        {
+            "length_refs": str(write_ppl_refs(folder / "long.jsonl", 2, context_len=1, target_len=40)),
+            "length_buckets": [16, 32],
+        }
+        if length_texts
+        else {}
+    )
+    profile = stub_profile(folder, tps_repeats=tps_repeats, **lengths)
     # The PPL memo off: the memo would answer a configuration whose window is known over the gate
     # without booting it, and these studies are to boot every kind of trial (K=8 at every window).
     fields.setdefault("ppl_memo", False)

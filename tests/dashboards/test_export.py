@@ -16,7 +16,17 @@ from tests.dashboards.browser import offline_chromium
 from tests.dashboards.kit import child_env, python_m
 
 # No best/manifest.json: the sweep promoted its candidates, but nothing verified them yet
-FILES = ["pareto.html", "pareto.png", "pareto.svg", "trials.csv", "importances.csv", "best/README.md"]
+FILES = [
+    "pareto.html",
+    "pareto.png",
+    "pareto.svg",
+    "trials.csv",
+    "importances.csv",
+    "best/README.md",
+    "lengths.csv",
+    "lengths.html",
+    "lengths.png",
+]
 
 
 def _trials(url: str, study: str) -> list[optuna.trial.FrozenTrial]:
@@ -93,6 +103,24 @@ def test_export_writes_its_files_and_the_html_works_offline(swept, tmp_path):
     assert sorted((round(x, 6), round(y, 6)) for x, y in points) == expected
     # the Pareto chart, one knob view per swept knob, the history, the importances, a slice plot per objective
     assert n_figures == 1 + 2 + 1 + 1 + 2
+
+    # PPL against context length: one line per front point through its buckets, as its trial stored them
+    lengths = pd.read_csv(out / "lengths.csv")
+    front = frame[frame["on_front"] == True]  # noqa: E712 - a column of booleans read back from the CSV
+    assert len(front) >= 1 and set(lengths["end"]) == {16, 32}
+    png = (out / "lengths.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">II", png[16:24]) == (1200, 700)
+    with offline_chromium() as browser:
+        browser.get((out / "lengths.html").as_uri())
+        lines = browser.execute_script(
+            "return document.querySelector('.plotly-graph-div').data.map(t => [t.name, t.x, t.y])"
+        )
+    drawn = {name.split(":")[0]: (list(x), list(y)) for name, x, y in lines}
+    assert sorted(drawn) == sorted(f"trial {n}" for n in front["number"])
+    for number in front["number"]:
+        rows = lengths[lengths["number"] == number].sort_values("end")
+        x, y = drawn[f"trial {number}"]
+        assert x == list(rows["end"]) and y == pytest.approx(list(rows["ppl"]))
 
 
 @pytest.mark.parametrize("case", ["missing study", "empty study", "missing database"])

@@ -8,7 +8,7 @@ from engine.bench import measure, measure_ppl, open_client, parse_counters
 from engine.data import PplRecord, load_ppl_records
 from engine.launch import build_launch
 from engine.process import EngineProcess
-from engine.stacks import ADAPTERS, record_nll
+from engine.stacks import ADAPTERS, target_nlls
 from engine.stages import Stages, Stop
 from errors import BenchmarkError
 from tests.stacks import measure_on_stub, stub_manifest
@@ -99,14 +99,14 @@ def vllm_answer(entries):
     return {"choices": [{"index": 0, "text": "x", "prompt_logprobs": entries}]}
 
 
-def test_record_nll_reads_the_prompt_tokens_entry_not_the_top_ranked_one():
+def test_target_nlls_read_the_prompt_tokens_entry_not_the_top_ranked_one():
     entries = [
         None,
         {"10": {"logprob": -0.5, "rank": 1, "decoded_token": "a"}},
         {"99": {"logprob": -0.1, "rank": 1}, "11": {"logprob": -1.0, "rank": 3}},
         {"12": {"logprob": -2.0, "rank": 1, "decoded_token": "c"}},
     ]
-    assert record_nll(vllm_answer(entries), RECORD) == pytest.approx(3.0)
+    assert target_nlls(vllm_answer(entries), RECORD) == pytest.approx([1.0, 2.0])
 
 
 @pytest.mark.parametrize(
@@ -128,7 +128,7 @@ def test_record_nll_reads_the_prompt_tokens_entry_not_the_top_ranked_one():
 )
 def test_malformed_ppl_answers_are_benchmark_errors(answer, message):
     with pytest.raises(BenchmarkError, match=rf"^PPL record r[: ].*{message}"):
-        record_nll(answer, RECORD)
+        target_nlls(answer, RECORD)
 
 
 def test_parse_counters_sums_label_sets_and_skips_comments():

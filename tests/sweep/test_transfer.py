@@ -5,6 +5,7 @@ point whose stack fails to boot, and bad input refused before anything boots."""
 from __future__ import annotations
 
 import json
+import math
 import signal
 import struct
 import subprocess
@@ -15,7 +16,7 @@ from dataclasses import replace
 import pytest
 
 from sweep import transfer
-from tests.stacks import stub_profile
+from tests.stacks import stub_profile, write_ppl_refs
 from tests.sweep.kit import run_in_process, write_manifest, write_study
 
 # A request of 16 tokens takes about 0.28 s at window 512 (0.22 s at 128), all of it inside the serial stub's lock:
@@ -35,7 +36,13 @@ def swept(ray_connected, tmp_path, monkeypatch):
     study = write_study(
         tmp_path,
         manifest=manifest,
-        profile=stub_profile(tmp_path, output_len=OUTPUT_LEN),
+        # each trial and each point also scores two long texts by context length (engine.lengthppl)
+        profile=stub_profile(
+            tmp_path,
+            output_len=OUTPUT_LEN,
+            length_refs=str(write_ppl_refs(tmp_path / "long.jsonl", 2, context_len=1, target_len=40)),
+            length_buckets=[16, 32],
+        ),
         name="transfer",
         space={"sliding_window": {"choices": [128, 512]}},
         gate={"ppl_max_ratio": 1.1},
@@ -70,6 +77,14 @@ def test_a_serial_stacks_front_under_load_and_a_point_that_fails_to_boot(swept, 
     assert baseline["baseline"] and baseline["knobs"]["sliding_window"] == 512 and baseline["on_front"]
     assert tuned["knobs"]["sliding_window"] == 128 and tuned["on_front"]
     assert tuned["challenge_tps"] > baseline["challenge_tps"]
+    # re-scored by context length on its own boot: the stub's smaller window reads a higher PPL in every bucket
+    ends = [[b["end"] for b in p["ppl_lengths"]] for p in points]
+    assert ends == [[16, 32], [16, 32]], points
+    assert all(t["nll"] > b["nll"] for t, b in zip(tuned["ppl_lengths"], baseline["ppl_lengths"]))
+    flowing = " ".join(printed.split())  # a line the console wrapped, read whole
+    for point in points:
+        first = point["ppl_lengths"][0]
+        assert f"PPL 0-16 {math.exp(first['nll'] / first['tokens']):.4f}" in flowing
     for point in points:
         assert point["error"] is None and point["boots"] == 1
         levels = _levels(point)
