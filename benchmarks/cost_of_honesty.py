@@ -4,8 +4,9 @@ Replayed on the recorded grids (``benchmarks._surface``: each configuration's TP
 trial took), 20 seeds each:
 
 - **this tool**: the study's search (``benchmarks._replay``: the driver's own core and sampler), its promotion
-  (``sweep.claims.select``), the confirmation of its choice beside a control, and, where a point is
-  recommended, a verification of 3 fresh boots judged by ``sweep.claims.judge``;
+  (``sweep.claims.select``), the sequential confirmation of its choice beside a control, stopped by the tool's
+  own rule (``benchmarks._draw.confirmed``), and, where a point is recommended, a verification of 3 fresh boots
+  judged by ``sweep.claims.judge``;
 - **random search** with the same stages after it;
 - **the community's method**: every configuration at full fidelity, three runs each (a boot each), the
   fastest mean under the gate claimed, then the same verification.
@@ -13,9 +14,13 @@ trial took), 20 seeds each:
 A boot of a run of fresh boots costs what the configuration's recorded trial took, and one more timed run (a
 boot times its public and its held-out prompts). Boots are drawn from the grid's own noise (one boot's TPS
 moves by the grid's pooled relative spread, a run's by ``RUN_SD``), its held-out prompts reading as its public
-ones; the verification is a later run on the same machine. For each way it prints the boots and hours a seed
-took, the share of seeds whose answer was recommended and VERIFIED, and the hours per verified answer (what a
-seed costs over that share: the cost of trying until one verifies), as ratios to the community's method.
+ones; the verification is a later run on the same machine. What a participant submits: this tool's recommendation,
+and where it recommends nothing, its best claim anyway with the P it shows (``sweep.submission.choose`` with
+unverified points allowed); the community's fastest mean. For each way it prints the boots and hours a seed
+took, the share of seeds whose answer was recommended, VERIFIED and submitted, the P shown beside the true odds
+that the organisers' one re-run passes the submission (over the submissions that show a P: its calibration),
+and the hours per verified answer and per organisers' pass (what a seed costs over that share or those odds:
+the cost of trying until one passes), as ratios to the community's method.
 ``--live STUDY`` adds one live run: the boots and hours the study's database holds (its trials, promotion,
 confirmation and verification) and whether its answer verified.
 """
@@ -33,7 +38,7 @@ from pathlib import Path
 import optuna
 from scipy.stats import norm
 
-from benchmarks._draw import drawn_boots
+from benchmarks._draw import confirmed, drawn_boots
 from benchmarks._replay import full_cost_s, replay, surface_spec
 from benchmarks._report import RESULTS_DIR, emit, table
 from benchmarks._surface import Surface, load_surface
@@ -41,6 +46,7 @@ from sweep.claims import ConfirmationPlan, PromotionPlan, claims_of, judge, load
 from sweep.judgement import Gate, over_gate
 from sweep.search import StudySpec, load_study
 from sweep.store import DEFAULT_STORAGE_URL, BootRecord, TrialRecord, open_existing
+from sweep.submission import choose
 
 __all__ = ["Seeded", "main", "replay_seed"]
 
@@ -56,13 +62,17 @@ METHODS = ("this tool", "random search, same stages", "community: every point x 
 
 @dataclass(frozen=True)
 class Seeded:
-    """One seed of one way: what it booted, what that took, and how it ended: its answer recommended, VERIFIED by
-    this tool's verification, and the true odds that the organisers' one re-run verifies it (0 with no answer)."""
+    """One seed of one way: what it booted, what that took, and what a participant submits: this tool's
+    recommendation (VERIFIED or not by its verification), else its best claim with the P it shows (``shown``; None
+    where it shows none: the community's method), and the true odds that the organisers' one re-run verifies the
+    submission (0 with none)."""
 
     boots: int
     seconds: float
     recommended: bool = False
     verified: bool = False
+    submitted: bool = False
+    shown: float | None = None
     p_organisers: float = 0.0
 
 
@@ -93,12 +103,20 @@ class _Grid:
         return full_cost_s(trace or next(iter(self.surface.traces.values())))
 
     def boots(
-        self, knobs: dict[int, dict], *, rounds: int, run_id: str, rng: random.Random, claims: dict[int, float]
+        self,
+        knobs: dict[int, dict],
+        *,
+        rounds: int,
+        run_id: str,
+        rng: random.Random,
+        claims: dict[int, float],
+        start: int = 0,
     ) -> list[BootRecord]:
         levels = {n: (self.truth(k)[0],) * 2 for n, k in knobs.items()}
         drawn = drawn_boots(
             levels,
             rounds=rounds,
+            start=start,
             boot_sd=self.boot_sd,
             run_sd=RUN_SD,
             ppl={n: self.truth(k)[1] for n, k in knobs.items()},
@@ -109,24 +127,39 @@ class _Grid:
         return [replace(b, claimed_tps=claims.get(b.trial_number, b.claimed_tps)) for b in drawn]
 
 
+def _pass_odds(grid: _Grid, knobs: dict, claim: float) -> float:
+    """The true odds that the organisers' one re-run (a fresh boot on another machine, ``between_prior`` away) lands
+    within 5% of ``claim``, under the gate."""
+    level, ppl = grid.truth(knobs)
+    sd = math.sqrt(grid.boot_sd**2 + RUN_SD**2 + grid.spec.promotion.between_prior**2)
+    centre = math.log(claim / level)
+    p = norm.cdf((centre + math.log(1.05)) / sd) - norm.cdf((centre + math.log(0.95)) / sd)
+    return 0.0 if over_gate(ppl, grid.gate) else float(p)
+
+
 def _answer(
-    grid: _Grid, knobs: dict, claim: float, rng: random.Random, *, beside: list[BootRecord], boots: int, seconds: float
+    grid: _Grid,
+    knobs: dict,
+    claim: float,
+    rng: random.Random,
+    *,
+    beside: list[BootRecord],
+    boots: int,
+    seconds: float,
+    shown: float | None = None,
 ) -> Seeded:
-    """A recommended answer, verified: this tool's verification (3 fresh boots, judged), and the true odds of the
-    organisers' one re-run (a fresh boot on another machine, ``between_prior`` away, within 5% of the claim)."""
+    """A recommended answer, verified (this tool's verification: 3 fresh boots, judged) and submitted."""
     verification = grid.boots({-1: knobs}, rounds=VERIFY_BOOTS, run_id="v1", rng=rng, claims={-1: claim})
     spec = grid.spec.promotion
     verdict = judge(verification, beside=beside, floor=spec.noise_floor, target=spec.target).verdict
-    level, ppl = grid.truth(knobs)
-    sd = math.sqrt(grid.boot_sd**2 + RUN_SD**2 + spec.between_prior**2)
-    centre = math.log(claim / level)
-    p = norm.cdf((centre + math.log(1.05)) / sd) - norm.cdf((centre + math.log(0.95)) / sd)
     return Seeded(
         boots=boots + VERIFY_BOOTS,
         seconds=seconds + VERIFY_BOOTS * grid.boot_s(knobs),
         recommended=True,
         verified=verdict == "VERIFIED",
-        p_organisers=0.0 if over_gate(ppl, grid.gate) else float(p),
+        submitted=True,
+        shown=shown,
+        p_organisers=_pass_odds(grid, knobs, claim),
     )
 
 
@@ -139,7 +172,7 @@ def _staged(grid: _Grid, spec: StudySpec, *, seed: int) -> Seeded:
     promotion = spec.promotion
     chosen = select(spec, records)
     if not chosen:
-        return Seeded(boots=boots, seconds=seconds)
+        return Seeded(boots=boots, seconds=seconds)  # nothing feasible: nothing to submit
     knobs = {r.trial_number: r.knobs for r in chosen}
     plan = PromotionPlan(
         run_id="p1",
@@ -151,26 +184,53 @@ def _staged(grid: _Grid, spec: StudySpec, *, seed: int) -> Seeded:
         gate=Gate(ppl_max=grid.gate),
         confirm_boots=promotion.confirm_boots,
         between_prior=promotion.between_prior,
+        between_prior_df=promotion.between_prior_df,
     )
     promoted = grid.boots(knobs, rounds=promotion.boots, run_id="p1", rng=rng, claims={})
     seconds += sum(grid.boot_s(knobs[b.trial_number]) for b in promoted)
-    view = claims_of(plan, promoted)
-    if view.choice is None:
-        return Seeded(boots=boots + len(promoted), seconds=seconds)
-    pair = {n: knobs[n] for n in view.choice if n is not None and n in knobs}
-    confirming = grid.boots(pair, rounds=promotion.confirm_boots, run_id="c1", rng=rng, claims={})
-    seconds += sum(grid.boot_s(knobs[b.trial_number]) for b in confirming)
-    chosen_n, control = view.choice
-    confirmation = ConfirmationPlan(
-        run_id="c1", promotion_run="p1", chosen=chosen_n, control=control, boots=promotion.confirm_boots
-    )
-    done = claims_of(plan, promoted, confirmation=confirmation, confirming=confirming)
-    boots += len(promoted) + len(confirming)
+    boots += len(promoted)
+    done = claims_of(plan, promoted)
+    confirming: list[BootRecord] = []
+    if done.choice is not None:
+        chosen_n, control = done.choice
+        pair = {n: knobs[n] for n in done.choice if n is not None and n in knobs}
+        confirmation = ConfirmationPlan(
+            run_id="c1",
+            promotion_run="p1",
+            chosen=chosen_n,
+            control=control,
+            boots=promotion.confirm_boots,
+            max_boots=max(promotion.confirm_max_boots, promotion.confirm_boots),
+        )
+        done, confirming = confirmed(
+            plan,
+            promoted,
+            confirmation,
+            lambda rounds, start: grid.boots(pair, rounds=rounds, start=start, run_id="c1", rng=rng, claims={}),
+        )
+        seconds += sum(grid.boot_s(knobs[b.trial_number]) for b in confirming)
+        boots += len(confirming)
     r = done.recommended
-    if r is None:
-        return Seeded(boots=boots, seconds=seconds)
-    return _answer(
-        grid, knobs[r.trial_number], r.claim, rng, beside=[*promoted, *confirming], boots=boots, seconds=seconds
+    if r is not None:
+        return _answer(
+            grid,
+            knobs[r.trial_number],
+            r.claim,
+            rng,
+            beside=[*promoted, *confirming],
+            boots=boots,
+            seconds=seconds,
+            shown=r.p_verified,
+        )
+    # nothing recommended: the participant submits the tool's best claim anyway (``sweep.submit
+    # --allow-unverified``: the point of the highest P it shows), unverified
+    pick = choose(records, verdicts={}, claims=done.best_claims(), allow_unverified=True)
+    return Seeded(
+        boots=boots,
+        seconds=seconds,
+        submitted=True,
+        shown=pick.claim.p_verified if pick.claim else None,
+        p_organisers=_pass_odds(grid, pick.record.knobs, pick.tps),
     )
 
 
@@ -210,6 +270,16 @@ def _grid(path: Path, study: str, target: float) -> _Grid:
     return _Grid(surface, replace(spec, promotion=replace(spec.promotion, target=target)))
 
 
+def _calibration(runs: list[Seeded]) -> str:
+    """The P shown beside the organisers' true pass odds, over the submissions that show one: "shown / true"."""
+    shown = [r for r in runs if r.submitted and r.shown is not None]
+    if not shown:
+        return "-"
+    return (
+        f"{statistics.fmean(r.shown or 0.0 for r in shown):.2f} / {statistics.fmean(r.p_organisers for r in shown):.2f}"
+    )
+
+
 def _report(name: str, grid: _Grid, seeds: int) -> str:
     rows, per = [], {}
     results = {m: [replay_seed(grid, m, seed=s) for s in range(seeds)] for m in METHODS}
@@ -225,6 +295,8 @@ def _report(name: str, grid: _Grid, seeds: int) -> str:
                 f"{hours:.2f}",
                 f"{sum(r.recommended for r in runs)}/{len(runs)}",
                 f"{sum(r.verified for r in runs)}/{len(runs)}",
+                f"{sum(r.submitted for r in runs)}/{len(runs)}",
+                _calibration(runs),
                 f"{odds:.2f}",
                 _hours(per[method][0]),
                 _hours(per[method][1]),
@@ -238,16 +310,19 @@ def _report(name: str, grid: _Grid, seeds: int) -> str:
         [
             f"{name}: {len(grid.surface.points)} configurations, a boot's TPS noise {grid.boot_sd:.1%}, study "
             f"{grid.spec.name} ({grid.spec.sampler}, {grid.spec.n_trials} trials; promotion {promotion.candidates} x "
-            f"{promotion.boots}, confirmation 2 x {promotion.confirm_boots}, target {promotion.target:g}, "
-            f"between_prior {promotion.between_prior:.0%}); {seeds} seeds",
+            f"{promotion.boots}, confirmation 2 x {promotion.confirm_boots} then a pair at a time up to "
+            f"{max(promotion.confirm_max_boots, promotion.confirm_boots)}, target {promotion.target:g}, between_prior "
+            f"{promotion.between_prior:.0%} on {promotion.between_prior_df:g} degrees of freedom); {seeds} seeds",
             table(
                 [
                     "way",
                     "boots a seed",
                     "hours a seed",
-                    "answered",
+                    "recommended",
                     "VERIFIED (ours)",
-                    "P organisers' re-run",
+                    "submitted",
+                    "P shown / pass",
+                    "P organisers' pass",
                     "h / VERIFIED",
                     "h / organisers' pass",
                     "ratio (ours)",

@@ -22,11 +22,10 @@ the cap (``max_boots``); a stopped run says where and why (``Stop``). Every stor
 interrupted run goes on from the next round.
 
 The point is recommended when that P reaches the target under the gate: a decision on the confirmation's own
-figure. In simulation over the population of recommended points (boot noise 1-10%, run noise 1-5%, a machine
-shift of 0-4% stated as the prior, 1-6 candidates, 3-5 boots, one candidate noisier than the rest, PPL near
-the gate) the P shown exceeds the true odds by at most a point or so in every cell that recommends; where
-the stated prior understates the machines' shift, it does not, and nothing here can tell (the simulation's
-second table says by how much).
+figure. ``benchmarks.claims_simulation`` scores the recommended points of this sequential rule per cell: with
+the prior stated right and a still machine their P holds; where the decision rests on few degrees of freedom
+(one candidate, no control; a boot's noise of 3%), where the prior understates the machines' shift, or where
+the machine drifts during the runs, it reads above the truth (its README says by how much).
 """
 
 from __future__ import annotations

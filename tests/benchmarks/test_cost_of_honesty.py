@@ -13,8 +13,12 @@ def test_the_community_boots_every_measured_configuration_three_times_and_is_the
     # three boots of each measured configuration, then, with an answer, the three boots of its verification
     assert community.boots in (3 * len(measured), 3 * len(measured) + 3)
     assert community.recommended == (community.boots > 3 * len(measured))
+    assert community.submitted and community.shown is None  # it claims its fastest mean, with no odds
     ours = replay_seed(grid, METHODS[0], seed=0)
     assert 0 < ours.seconds and 0 <= ours.p_organisers <= 1 and (ours.verified <= ours.recommended)
+    # a participant submits the recommendation, else the tool's best claim anyway, with the P the tool shows it
+    assert ours.submitted and ours.shown is not None and 0 <= ours.shown <= 1
+    assert not ours.recommended or ours.shown >= grid.spec.promotion.target
 
     assert main(["--grids", "cpu", "--seeds", "2", "--targets", "0.8"]) == 0
     out = capsys.readouterr().out
