@@ -25,6 +25,9 @@ these rules and none keeps its own copy.
   (``p99 TTFT <= X``). ``judge_serving`` is a serving study's objective and constraint: the highest goodput
   among a trial's load levels (``engine.loadlevel.LoadLevel``), and how far that level's percentiles stand over
   the bounds; ``serving_front`` is the one choice of a serving study's front, whoever shows it.
+- **The highest load** (``max_load``): a bisection over concurrency levels, each decided over repeated runs
+  (``verdict``: the one-sided Student-t upper bound of their mean ratio to the SLO's bounds at most 1), whoever ran
+  them: ``sweep.serving``'s probes of a running stack, or a serving claim's fresh boots (``sweep.claims``).
 - **Stops** (``GATE_STOP``, ``FRONT_STOP``): how multi-fidelity may end a trial before its full
   measurement; such a trial is never a front point.
 - **The front**, noise-aware. Each ``FrontPoint`` carries the noise of its own figures: ``tps_sd``,
@@ -41,9 +44,9 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Protocol, TypeVar
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from engine.loadlevel import LoadLevel
@@ -51,6 +54,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BETWEEN_PRIOR",
     "BETWEEN_PRIOR_DF",
+    "DEFAULT_CONFIDENCE",
     "DEFAULT_CONFIRM_BOOTS",
     "DEFAULT_CONFIRM_MAX_BOOTS",
     "DEFAULT_TARGET",
@@ -61,6 +65,8 @@ __all__ = [
     "Z",
     "FrontPoint",
     "Gate",
+    "LevelVerdict",
+    "MaxLoad",
     "Noise",
     "Served",
     "Slo",
@@ -78,10 +84,12 @@ __all__ = [
     "serving_point",
     "is_feasible",
     "lower_ppl",
+    "max_load",
     "over_gate",
     "pareto_front",
     "pooled_log_sd",
     "tps_band",
+    "verdict",
     "verifies",
     "within_tolerance",
 ]
@@ -251,6 +259,11 @@ class Slo:
         """Whether a load run keeps every bound at the SLO's percentile."""
         return all(level.latency(k).at(self.percentile) <= bound for k, bound in self.bounds().items())
 
+    def ratio(self, level: LoadLevel) -> float:
+        """The largest ratio of a bounded figure at the SLO's percentile to its bound: at most 1 where the run holds
+        the SLO (what a serving study's constraint, the max-load search and a claim of goodput judge a run by)."""
+        return max(level.latency(k).at(self.percentile) / bound for k, bound in self.bounds().items())
+
     def text(self) -> str:
         return ", ".join(
             f"p{self.percentile} {k.removesuffix('_ms').upper()} <= {v:g} ms" for k, v in self.bounds().items()
@@ -289,10 +302,95 @@ def judge_serving(levels: Sequence[LoadLevel], slo: Slo) -> Served | None:
     best: Served | None = None
     for level in levels:
         value = level_goodput(level, slo)
-        excess = max(level.latency(k).at(slo.percentile) / bound - 1.0 for k, bound in slo.bounds().items())
+        excess = slo.ratio(level) - 1.0
         if best is None or value > best.goodput:
             best = Served(level=level.workload, goodput=value, excess=excess)
     return best
+
+
+# --- the highest load a configuration holds ---------------------------------------------------
+
+# The one-sided confidence a level's runs must hold the SLO with (their mean ratio's upper bound at most 1)
+DEFAULT_CONFIDENCE = 0.9
+
+
+@dataclass(frozen=True, kw_only=True)
+class LevelVerdict:
+    """One level's decision: each run's largest figure-to-bound ratio, their mean's upper confidence bound, and
+    whether that bound is at most 1."""
+
+    concurrency: int
+    ratios: tuple[float, ...]
+    upper: float
+    holds: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class MaxLoad:
+    """The highest level that held (None: not even the lowest did), and every level's verdict in the order tested."""
+
+    concurrency: int | None
+    verdicts: tuple[LevelVerdict, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"concurrency": self.concurrency, "verdicts": [asdict(v) for v in self.verdicts]}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> MaxLoad:
+        verdicts = tuple(
+            LevelVerdict(
+                concurrency=int(v["concurrency"]),
+                ratios=tuple(float(r) for r in v["ratios"]),
+                upper=float(v["upper"]),
+                holds=bool(v["holds"]),
+            )
+            for v in data["verdicts"]
+        )
+        return cls(concurrency=data["concurrency"], verdicts=verdicts)
+
+
+def verdict(
+    concurrency: int, runs: Sequence[LoadLevel], slo: Slo, *, confidence: float = DEFAULT_CONFIDENCE
+) -> LevelVerdict:
+    """The decision on one level from its repeated runs (see the module's docstring); raises ValueError for fewer
+    than two runs (one run has no spread to decide with)."""
+    if len(runs) < 2:
+        raise ValueError(f"a level is decided over at least 2 runs, got {len(runs)}")
+    ratios = tuple(slo.ratio(lv) for lv in runs)
+    from scipy import stats  # imported here: the rest of judging needs no scipy
+
+    n = len(ratios)
+    upper = statistics.fmean(ratios) + float(stats.t.ppf(confidence, n - 1)) * statistics.stdev(ratios) / math.sqrt(n)
+    return LevelVerdict(concurrency=concurrency, ratios=ratios, upper=upper, holds=upper <= 1.0)
+
+
+def max_load(
+    levels: Sequence[int],
+    measure: Callable[[int], Sequence[LoadLevel]],
+    slo: Slo,
+    *,
+    confidence: float = DEFAULT_CONFIDENCE,
+) -> MaxLoad:
+    """The bisection over ``levels`` (concurrencies, any order); ``measure(c)`` runs level ``c`` its repeats."""
+    ordered = sorted(set(levels))
+    if not ordered:
+        raise ValueError("the max-load search needs at least one level")
+    tested: list[LevelVerdict] = []
+
+    def holds(i: int) -> bool:
+        tested.append(verdict(ordered[i], measure(ordered[i]), slo, confidence=confidence))
+        return tested[-1].holds
+
+    if not holds(0):
+        return MaxLoad(concurrency=None, verdicts=tuple(tested))
+    held, failed = 0, len(ordered)  # the highest index known to hold; the lowest known to fail (none: past the end)
+    while failed - held > 1:
+        middle = (held + failed) // 2
+        if holds(middle):
+            held = middle
+        else:
+            failed = middle
+    return MaxLoad(concurrency=ordered[held], verdicts=tuple(tested))
 
 
 def chance_under_gate(ppls: Sequence[float], *, gate: float, sd: float, df: int) -> float:

@@ -118,7 +118,7 @@ def _sweep(spec: StudySpec, args: RunArgs, out: Console) -> int:
     # Imported here: Ray and Optuna take seconds to import, and bad input should fail fast.
     import optuna
 
-    from sweep.claims import confirm, print_claims, promote, study_noise
+    from sweep.claims import confirm, print_claims, print_serving_claims, promote, study_noise
     from sweep.search import SweepConsole, export_results, ray_session, run_study
     from sweep.store import open_storage
 
@@ -159,7 +159,9 @@ def _sweep(spec: StudySpec, args: RunArgs, out: Console) -> int:
     )
     if spec.serving is not None:
         console.serving_front(result.records, knobs=list(spec.space), slo=spec.serving)
-    if view is not None:
+    if view is not None and view.plan.slo is not None:  # a serving study ends with its claim of goodput
+        print_serving_claims(out, view, knobs=list(spec.space), study=spec.name)
+    elif view is not None:
         print_claims(out, view, knobs=list(spec.space), study=spec.name)
     console.summary(result.progress, db=shown_url(args.storage))
     if result.stopped_for_time:

@@ -5,6 +5,9 @@
                 organisers' re-run (``between_runs``, ``MachineTerm``)
     _claim      the claim and P(VERIFIED) (``claim_for``); ``screening_claim``: a search trial's worth by the
                 same law of a re-run, which ranks the candidates for promotion
+    _serving    a serving study's claims of goodput: the goodput at a chosen load level, its interval, and the odds a
+                re-run on another machine meets the SLO there, by the same fit and machine term
+                (``serving_claims``); the highest load a configuration holds, from its boots (``held_load``)
     _confirm    the confirmation: the claim to act on, from boots its choice did not see (``confirmation_pair``),
                 and when its sequential boots stop (``stopping``)
     _verdict    a verification run's verdict: VERIFIED, INVALID or UNDECIDED (``judge``)
@@ -14,6 +17,7 @@
     _promotion  the search's best configurations re-booted afresh (``promote``), its choice confirmed (``confirm``)
     _verification  fresh boots of chosen points on held-out prompts, judged (``verify``)
     _print      the claims, noise and verdict tables
+    _serving_print  a serving study's claims of goodput (``print_serving_claims``)
     cli         ``python -m sweep.claims``
 
 A promotion's and a confirmation's plans (``PromotionPlan``, ``ConfirmationPlan``) and the client offset
@@ -24,13 +28,15 @@ The organisers' rule itself (a re-run within 5%, PPL under the gate) and the gat
 
 from sweep.claims._between import Between, MachineTerm, between_runs, machine_term
 from sweep.claims._claim import MACHINE_TERMS, Ceiling, Claim, best_claim, claim_for, screening_claim
-from sweep.claims._confirm import Stop, StopReason, changed_knobs, confirmation_pair, stopping
+from sweep.claims._confirm import Candidate, Stop, StopReason, changed_knobs, confirmation_pair, stopping
 from sweep.claims._evidence import Confirmation, StudyClaims, StudyEvidence, claims_of, load_evidence
-from sweep.claims._fit import HETEROGENEITY, INTERVAL, Fit, Law, Level, Spread, fit
+from sweep.claims._fit import HETEROGENEITY, INTERVAL, Fit, Law, Level, Reading, Spread, fit, tps_reading
 from sweep.claims._noise import WINDOW_S, NoiseParts, decompose, study_noise
 from sweep.claims._print import print_claims, print_noise, print_verdicts
 from sweep.claims._promotion import confirm, promote, select
 from sweep.claims._runner import FreshBoots, PlannedBoot, heldout_first, interleave
+from sweep.claims._serving import ServingClaim, SloCeiling, goodput_reading, held_load, ratio_reading, serving_claims
+from sweep.claims._serving_print import print_serving_claims
 from sweep.claims._verdict import Verdict, VerdictName, judge
 from sweep.claims._verification import VerificationPlan, plan_verification, print_plan, select_trials, verify
 from sweep.store import ClientOffset, ConfirmationPlan, PromotionPlan
@@ -41,6 +47,7 @@ __all__ = [
     "MACHINE_TERMS",
     "WINDOW_S",
     "Between",
+    "Candidate",
     "Ceiling",
     "Claim",
     "ClientOffset",
@@ -54,6 +61,9 @@ __all__ = [
     "NoiseParts",
     "PlannedBoot",
     "PromotionPlan",
+    "Reading",
+    "ServingClaim",
+    "SloCeiling",
     "Spread",
     "Stop",
     "StopReason",
@@ -71,6 +81,8 @@ __all__ = [
     "confirmation_pair",
     "decompose",
     "fit",
+    "goodput_reading",
+    "held_load",
     "heldout_first",
     "interleave",
     "judge",
@@ -80,12 +92,16 @@ __all__ = [
     "print_claims",
     "print_noise",
     "print_plan",
+    "print_serving_claims",
     "print_verdicts",
     "promote",
+    "ratio_reading",
     "screening_claim",
     "select",
     "select_trials",
+    "serving_claims",
     "stopping",
     "study_noise",
+    "tps_reading",
     "verify",
 ]

@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import cast
 
-from sweep.claims._fit import Fit, fit
+from sweep.claims._fit import Fit, Reading, fit, tps_reading
 from sweep.store import BootRecord
 
 __all__ = ["Between", "MachineTerm", "between_runs", "machine_term"]
@@ -59,12 +59,15 @@ class Between:
         )
 
 
-def between_runs(boots: Iterable[BootRecord], *, floor: float) -> Between | None:
+def between_runs(
+    boots: Iterable[BootRecord], *, floor: float, reading: Callable[[BootRecord], Reading | None] = tps_reading
+) -> Between | None:
     """The run-to-run spread of the configurations measured in more than one run of ``boots`` (each run
     fitted on its own levels, the noise pooled); None where no configuration was. Give boots of one
-    profile and prompt sets: another set reads at another level."""
+    profile and prompt sets: another set reads at another level. ``reading``: the figure (``fit``'s), the TPS
+    by default."""
     boots = list(boots)
-    fitted = fit(boots, floor=floor, key=lambda b: (b.run_id, b.trial_number))
+    fitted = fit(boots, floor=floor, key=lambda b: (b.run_id, b.trial_number), reading=reading)
     runs: dict[int, dict[str, Hashable]] = {}  # a configuration's key in each run that measured it
     for key in fitted.levels:
         run_id, trial = cast(tuple[str, int], key)
@@ -156,6 +159,14 @@ class MachineTerm:
         )
 
 
-def machine_term(boots: Sequence[BootRecord], *, prior: float, prior_df: float, floor: float) -> MachineTerm:
-    """The machine term of the configurations of ``boots`` (every run at one profile and prompt sets)."""
-    return MachineTerm(prior=prior, prior_df=prior_df, between=between_runs(boots, floor=floor))
+def machine_term(
+    boots: Sequence[BootRecord],
+    *,
+    prior: float,
+    prior_df: float,
+    floor: float,
+    reading: Callable[[BootRecord], Reading | None] = tps_reading,
+) -> MachineTerm:
+    """The machine term of the configurations of ``boots`` (every run at one profile and prompt sets) for the figure
+    ``reading`` reads (the TPS by default): the study's one prior, pooled with how far that figure moved."""
+    return MachineTerm(prior=prior, prior_df=prior_df, between=between_runs(boots, floor=floor, reading=reading))

@@ -32,15 +32,40 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, TypeVar
 
-from sweep.claims._claim import Claim
 from sweep.claims._fit import Fit
 from sweep.store import ConfirmationPlan
 
-__all__ = ["Stop", "StopReason", "changed_knobs", "confirmation_pair", "stopping"]
+__all__ = ["Candidate", "Stop", "StopReason", "changed_knobs", "confirmation_pair", "stopping"]
 
 StopReason = Literal["target", "ceiling", "gate", "cap"]
+
+
+class _Ceiling(Protocol):
+    @property
+    def p(self) -> float: ...
+
+
+class Candidate(Protocol):
+    """What the choice and the stopping rule read of a claim: a claim of TPS (``Claim``) or of goodput
+    (``sweep.claims._serving.ServingClaim``)."""
+
+    @property
+    def trial_number(self) -> int: ...
+    @property
+    def claim(self) -> float: ...
+    @property
+    def p_verified(self) -> float | None: ...
+    @property
+    def meets(self) -> bool: ...
+    @property
+    def ppl_over_gate(self) -> bool: ...
+    @property
+    def ceiling(self) -> _Ceiling | None: ...
+
+
+C = TypeVar("C", bound=Candidate)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,23 +78,27 @@ class Stop:
     p: float | None  # the chosen point's P(VERIFIED) then
     ceiling: float | None  # and its ceiling
     target: float
+    odds: str = "P(VERIFIED)"  # what ``p`` is the odds of, as printed (a serving claim's: of meeting the SLO)
 
     def describe(self) -> str:
         where = f"the confirmation stopped after {self.rounds} boot(s) of each (at most {self.cap})"
         p = "-" if self.p is None else f"{self.p:.2f}"
         why = {
-            "target": f"P(VERIFIED) {p} reached the target {self.target:g}",
-            "ceiling": f"P(VERIFIED) {p}, and no number of boots lifts it above {self.ceiling:.2f}, under the target "
+            "target": f"{self.odds} {p} reached the target {self.target:g}",
+            "ceiling": f"{self.odds} {p}, and no number of boots lifts it above {self.ceiling:.2f}, under the target "
             f"{self.target:g}: more boots would buy nothing",
             "gate": "the chosen point's PPL is over the gate: no boot brings it under",
-            "cap": f"the cap was reached with P(VERIFIED) {p}, under the target {self.target:g}",
+            "cap": f"the cap was reached with {self.odds} {p}, under the target {self.target:g}",
         }[self.reason]
         return f"{where}: {why}"
 
 
-def stopping(plan: ConfirmationPlan, chosen: Claim | None, *, stored: int, target: float) -> Stop | None:
+def stopping(
+    plan: ConfirmationPlan, chosen: Candidate | None, *, stored: int, target: float, odds: str = "P(VERIFIED)"
+) -> Stop | None:
     """Whether the confirmation of ``plan`` stops with ``stored`` boots stored and the chosen point's claim from
-    them (None: none of its boots measured), held to ``target``; None: it goes on with another round."""
+    them (None: none of its boots measured), held to ``target``; None: it goes on with another round. ``odds``: what
+    the claim's P is the odds of, as its ``Stop`` prints it."""
     rounds = stored // len(plan.trials)
     if rounds < plan.boots:
         return None  # the stated minimum first: the noise needs it
@@ -86,11 +115,11 @@ def stopping(plan: ConfirmationPlan, chosen: Claim | None, *, stored: int, targe
         reason = "cap"
     if reason is None:
         return None
-    return Stop(reason=reason, rounds=rounds, cap=plan.cap, p=p, ceiling=ceiling, target=target)
+    return Stop(reason=reason, rounds=rounds, cap=plan.cap, p=p, ceiling=ceiling, target=target, odds=odds)
 
 
 def confirmation_pair(
-    screening: Sequence[Claim],
+    screening: Sequence[C],
     *,
     baseline: int | None,
     fitted: Fit | None = None,

@@ -12,7 +12,9 @@ so all of them see the same boots, the same noise floor and the same errors:
   recommend nothing);
 - each trial's verdict: its latest verification run, judged against the claim it was measured against,
   with the study's noise floor and target;
-- the noise one boot carries, for the front.
+- the noise one boot carries, for the front;
+- a serving study's claims of goodput (``sweep.claims._serving``), where its plan carries an SLO: they, not the
+  TPS claims beside them, choose the point to confirm, stop its confirmation and are recommended.
 
 The noise floor and the target are the promotion's, as its plan stored them (editing the study file later
 changes no claim made before); a study never promoted judges its verdicts by the ``noise_floor`` and
@@ -32,6 +34,7 @@ from sweep.claims._claim import Claim, best_claim, claim_for
 from sweep.claims._confirm import Stop, changed_knobs, confirmation_pair, stopping
 from sweep.claims._fit import Fit, fit
 from sweep.claims._noise import study_noise
+from sweep.claims._serving import ServingClaim, serving_claims
 from sweep.claims._verdict import Verdict, judge
 from sweep.judgement import DEFAULT_TARGET, NOISE_FLOOR, Noise
 from sweep.store import (
@@ -61,6 +64,7 @@ class Confirmation:
     machine: MachineTerm
     claims: dict[int, Claim]  # the chosen point's and its control's, from these boots alone
     stop: Stop | None  # where and why it stopped (sweep.claims._confirm.stopping); None: it goes on
+    serving: dict[int, ServingClaim] = field(default_factory=dict)  # a serving study's claims of goodput
 
     @property
     def complete(self) -> bool:
@@ -86,6 +90,9 @@ class StudyClaims:
     recommended: Claim | None  # the confirmed claim, where its odds reach the target; never while unfinished
     gate: float | None
     knobs: dict[int, dict[str, Any]]
+    # a serving study's: the promotion's claims of goodput (screening figures), and the confirmed one recommended
+    serving: dict[int, ServingClaim] = field(default_factory=dict)
+    serving_recommended: ServingClaim | None = None
 
     @property
     def run_id(self) -> str:
@@ -133,6 +140,12 @@ class StudyClaims:
         confirmed = self.confirmation.claims if self.confirmation else {}
         return {c.trial_number: confirmed.get(c.trial_number, c) for c in self.claims}
 
+    def best_serving(self) -> dict[int, ServingClaim]:
+        """A serving study's claims of goodput likewise: the confirmation's where it confirmed one, else the
+        promotion's; empty for a study of TPS."""
+        confirmed = self.confirmation.serving if self.confirmation else {}
+        return {n: confirmed.get(n, c) for n, c in self.serving.items()}
+
 
 def _same_measure(a: BootRecord, b: BootRecord) -> bool:
     """Whether two boots' TPS read at one level: the same profile's sizes over the same prompts. The PPL
@@ -176,14 +189,29 @@ def claims_of(
     complete = len(mine) >= plan.planned
     knobs = {b.trial_number: b.knobs for b in mine}
     changed = None if reference is None else {n: changed_knobs(k, reference) for n, k in knobs.items()}
-    choice = confirmation_pair(claims, baseline=baseline, fitted=fitted, changed=changed) if complete else None
+    # a serving study's claims of goodput, where its plan carries the SLO: they choose, stop and are recommended
+    serving = (
+        {}
+        if plan.slo is None
+        else serving_claims(mine, slo=plan.slo, gate=gate, target=plan.target, floor=plan.noise_floor)
+    )
+    choice = None
+    if complete and plan.slo is None:
+        choice = confirmation_pair(claims, baseline=baseline, fitted=fitted, changed=changed)
+    elif complete:
+        ranked = sorted(serving.values(), key=lambda c: (-c.claim, c.trial_number))
+        choice = confirmation_pair(ranked, baseline=baseline)
     confirmed = None
     if confirmation is not None and confirmation.promotion_run == plan.run_id and mine:
         runs = [*mine, *confirming, *later]
         confirmed = _confirmed(plan, confirmation, runs, gate=gate, offset=offset, measure=mine[0])
-    recommended = None
-    if confirmed is not None and confirmed.complete and confirmed.chosen is not None:
-        recommended = best_claim([confirmed.chosen])
+    recommended = serving_recommended = None
+    if confirmed is not None and confirmed.complete:
+        if plan.slo is None:
+            recommended = None if confirmed.chosen is None else best_claim([confirmed.chosen])
+        else:
+            served = confirmed.serving.get(confirmed.plan.chosen)
+            serving_recommended = served if served and served.meets and not served.ppl_over_gate else None
     return StudyClaims(
         plan=plan,
         boots=mine,
@@ -195,6 +223,8 @@ def claims_of(
         recommended=recommended,
         gate=gate,
         knobs=knobs,
+        serving=serving,
+        serving_recommended=serving_recommended,
     )
 
 
@@ -214,8 +244,25 @@ def _confirmed(
     machine = machine_term(measured, prior=plan.between_prior, prior_df=plan.between_prior_df, floor=plan.noise_floor)
     made = (claim_for(fitted, n, gate=gate, target=plan.target, machine=machine, offset=offset) for n in fitted.levels)
     claims = {c.trial_number: c for c in made}
-    stop = stopping(confirmation, claims.get(confirmation.chosen), stored=len(boots), target=plan.target)
-    return Confirmation(plan=confirmation, boots=boots, fit=fitted, machine=machine, claims=claims, stop=stop)
+    serving: dict[int, ServingClaim] = {}
+    if plan.slo is None:
+        stop = stopping(confirmation, claims.get(confirmation.chosen), stored=len(boots), target=plan.target)
+    else:  # a serving study's claims of goodput stop it: each figure's machine term over the same runs and prior
+        serving = serving_claims(
+            boots,
+            slo=plan.slo,
+            gate=gate,
+            target=plan.target,
+            floor=plan.noise_floor,
+            runs=measured,
+            prior=plan.between_prior,
+            prior_df=plan.between_prior_df,
+        )
+        chosen = serving.get(confirmation.chosen)
+        stop = stopping(confirmation, chosen, stored=len(boots), target=plan.target, odds="P(meets the SLO)")
+    return Confirmation(
+        plan=confirmation, boots=boots, fit=fitted, machine=machine, claims=claims, stop=stop, serving=serving
+    )
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -38,6 +38,13 @@ once, two boots of one configuration that ``gamma`` uses up) the noise is not me
     P(VERIFIED | claim C) = P(0.95 C <= H_new <= 1.05 C) * P(PPL_new <= gate)
 
 the PPL's part from the boots' PPLs alike (``sweep.judgement.chance_under_gate``).
+
+**Another figure, the same law.** The fit models whatever a boot reads (``Reading``): by default its TPS
+(``tps_reading``: the held-out run and the public one, in their order), or one reading a boot of another figure, as
+a serving claim reads a load level's goodput and its SLO percentile over the bound (``sweep.claims._serving``): one
+law per figure, a boot's noise on ``n - 1`` degrees of freedom a configuration, the re-run's Student t around the
+fitted level, the floor below it. The level's fields keep the TPS's names (``heldout``, ``heldout_tps``) whatever
+the figure.
 """
 
 from __future__ import annotations
@@ -52,7 +59,7 @@ from scipy import special, stats
 from sweep.judgement import pooled_log_sd, tps_band
 from sweep.store import BootRecord
 
-__all__ = ["HETEROGENEITY", "INTERVAL", "Fit", "Law", "Level", "Spread", "fit"]
+__all__ = ["HETEROGENEITY", "INTERVAL", "Fit", "Law", "Level", "Reading", "Spread", "fit", "tps_reading"]
 
 INTERVAL = 0.90  # the two-sided coverage of every interval reported
 HETEROGENEITY = 0.05  # Bartlett's test at this level: configurations whose noise differs are judged apart
@@ -61,6 +68,27 @@ _LOW, _HIGH = tps_band()
 
 def _trial(boot: BootRecord) -> Hashable:
     return boot.trial_number
+
+
+@dataclass(frozen=True, kw_only=True)
+class Reading:
+    """One boot's reading of the figure a fit models (positive: the fit takes its log): ``heldout``, what a private
+    re-run would read; ``public`` and ``first``, the boot's other run of it and which of the two ran first (None:
+    one reading a boot, fitted on it alone)."""
+
+    heldout: float
+    public: float | None = None
+    first: str | None = None
+
+
+def tps_reading(boot: BootRecord) -> Reading | None:
+    """A boot's TPS: its held-out run's and its public run's, in the order they ran (a boot stored before boots
+    timed both: its held-out run alone); None where the boot did not measure it (with its PPL)."""
+    if boot.measured:
+        return Reading(heldout=boot.tps or 1.0, public=boot.public_tps, first=boot.first)
+    if boot.status == "complete" and boot.tps is not None and boot.ppl is not None and boot.first is None:
+        return Reading(heldout=boot.tps)
+    return None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -232,11 +260,11 @@ def _bartlett(parts: Sequence[tuple[float, float]]) -> float:
     return float(stats.chi2.sf(statistic / correction, k - 1))
 
 
-def _orders(both: dict[Hashable, list[BootRecord]]) -> tuple[dict, dict, float, float]:
+def _orders(both: dict[Hashable, list[Reading]]) -> tuple[dict, dict, float, float]:
     """Each configuration's orders (o: +1 public first) and differences (d = log H - log P), and gamma, the
     pooled within-configuration slope of d on o, with the spread of the orders it is fitted from (Sxx)."""
-    o = {n: [1.0 if b.first == "public" else -1.0 for b in bs] for n, bs in both.items()}
-    d = {n: [math.log((b.tps or 1.0) / (b.public_tps or 1.0)) for b in bs] for n, bs in both.items()}
+    o = {n: [1.0 if r.first == "public" else -1.0 for r in rs] for n, rs in both.items()}
+    d = {n: [math.log(r.heldout / (r.public or 1.0)) for r in rs] for n, rs in both.items()}
     sxx = sum((x - statistics.fmean(xs)) ** 2 for xs in o.values() for x in xs)
     sxy = sum((x - statistics.fmean(o[n])) * (v - statistics.fmean(d[n])) for n in o for x, v in zip(o[n], d[n]))
     return o, d, (sxy / sxx if sxx > 0 else 0.0), sxx
@@ -248,34 +276,46 @@ def _pooled(ss: dict[Hashable, tuple[float, float]], *, less: float = 0.0) -> tu
     return (math.sqrt(sum(s for s, _ in ss.values()) / df) if df > 0 else 0.0), df
 
 
-def fit(boots: Iterable[BootRecord], *, floor: float, key: Callable[[BootRecord], Hashable] = _trial) -> Fit:
-    """Fit the model to the measured boots (failed boots are left out: the callers count and report
-    them). A configuration is the boots of one ``key``: the trial, by default; verification keys its
-    own boots apart from a promotion's of the same trial, so that the two pool their noise only. Boots
-    that timed the held-out set alone (stored before boots timed both) are fitted on it alone."""
-    by_key: dict[Hashable, list[BootRecord]] = {}
+def fit(
+    boots: Iterable[BootRecord],
+    *,
+    floor: float,
+    key: Callable[[BootRecord], Hashable] = _trial,
+    reading: Callable[[BootRecord], Reading | None] = tps_reading,
+) -> Fit:
+    """Fit the model to the boots ``reading`` reads (those it reads None of, failed boots among them, are left out:
+    the callers count and report them); every boot fitted has its PPL. A configuration is the boots of one ``key``:
+    the trial, by default; verification keys its own boots apart from a promotion's of the same trial, so that the
+    two pool their noise only. ``reading``: the figure, by default the TPS (``tps_reading``); configurations whose
+    boots read one figure a boot (stored before boots timed both sets, or another figure) are fitted on it alone."""
+    by_key: dict[Hashable, list[tuple[BootRecord, Reading]]] = {}
     for b in boots:
-        if b.measured or (b.status == "complete" and b.tps is not None and b.ppl is not None and b.first is None):
-            by_key.setdefault(key(b), []).append(b)
-    both = {n: bs for n, bs in by_key.items() if all(b.public_tps is not None and b.first for b in bs)}
+        read = reading(b)
+        if read is not None and b.ppl is not None:
+            by_key.setdefault(key(b), []).append((b, read))
+    both = {
+        n: [r for _, r in pairs]
+        for n, pairs in by_key.items()
+        if all(r.public is not None and r.first for _, r in pairs)
+    }
     o, d, gamma, sxx = _orders(both)
     gamma_df = 1 if sxx > 0 else 0
     levels: dict[Hashable, Level] = {}
     ss_y: dict[Hashable, tuple[float, float]] = {}
     ss_d: dict[Hashable, tuple[float, float]] = {}
-    for n, bs in by_key.items():
-        heldout = [math.log(b.tps or 1.0) for b in bs]  # fitted boots have their held-out TPS
+    for n, pairs in by_key.items():
+        heldout = [math.log(r.heldout) for _, r in pairs]
         if n in both:
-            y = [(h + math.log(b.public_tps or 1.0)) / 2 for h, b in zip(heldout, bs)]
+            y = [(h + math.log(r.public or 1.0)) / 2 for h, (_, r) in zip(heldout, pairs)]
             residual = [v - gamma * x for v, x in zip(d[n], o[n])]
             delta, middle = statistics.fmean(residual), statistics.fmean(y) - gamma / 2
-            ss_d[n] = (sum((r - delta) ** 2 for r in residual), len(bs) - 1)
+            ss_d[n] = (sum((r - delta) ** 2 for r in residual), len(pairs) - 1)
             public = middle - delta / 2
         else:
             y, middle, delta, public = heldout, statistics.fmean(heldout), 0.0, math.nan
-        ss_y[n] = (sum((v - statistics.fmean(y)) ** 2 for v in y), len(bs) - 1)
+        ss_y[n] = (sum((v - statistics.fmean(y)) ** 2 for v in y), len(pairs) - 1)
         levels[n] = _level(
-            bs, public=public, heldout=middle + delta / 2, order_mean=statistics.fmean(o[n]) if n in both else -1.0
+            pairs, public=public, heldout=middle + delta / 2, order_mean=statistics.fmean(o[n]) if n in both else -1.0
         )
     spreads, pooled, shared = _spreads(levels, ss_y, ss_d, gamma_df=gamma_df)
     ppl_sd, ppl_df = pooled_log_sd(level.ppls for level in levels.values())
@@ -292,16 +332,16 @@ def fit(boots: Iterable[BootRecord], *, floor: float, key: Callable[[BootRecord]
     )
 
 
-def _level(boots: list[BootRecord], *, public: float, heldout: float, order_mean: float) -> Level:
-    ppls = tuple(b.ppl for b in boots if b.ppl is not None)  # every one: fitted boots have their PPL
+def _level(pairs: list[tuple[BootRecord, Reading]], *, public: float, heldout: float, order_mean: float) -> Level:
+    ppls = tuple(b.ppl for b, _ in pairs if b.ppl is not None)  # every one: fitted boots have their PPL
     return Level(
-        trial_number=boots[0].trial_number,
-        boots=len(boots),
+        trial_number=pairs[0][0].trial_number,
+        boots=len(pairs),
         public=public,
         heldout=heldout,
         order_mean=order_mean,
-        public_tps=tuple(b.public_tps for b in boots if b.public_tps is not None),
-        heldout_tps=tuple(b.tps for b in boots if b.tps is not None),
+        public_tps=tuple(r.public for _, r in pairs if r.public is not None),
+        heldout_tps=tuple(r.heldout for _, r in pairs),
         ppl=statistics.median(ppls),
         ppls=ppls,
     )
@@ -330,6 +370,11 @@ def _spreads(
         )
         for n in ss_d
     }
+    if not ss_d:  # one reading a boot (another figure than TPS): each configuration's own noise is its boots' alone
+        own = {
+            n: Spread(s_y=math.sqrt(ss / df) if df > 0 else 0.0, df_y=df, s_d=0.0, df_d=math.inf)
+            for n, (ss, df) in ss_y.items()
+        }
     # judged apart only where their noise differs and each configuration's own boots measure its noise
     shared = (
         min(_bartlett(list(ss_y.values())), _bartlett(list(ss_d.values()))) >= HETEROGENEITY

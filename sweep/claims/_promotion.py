@@ -18,6 +18,10 @@ interrupted promotion goes on with the same command from the next boot, and a ne
 (other candidates, another profile) starts a new promotion run. The claims are then what
 ``sweep.claims.load_evidence`` reads; a summary of a finished promotion's is the record's ``claims``,
 which optuna-dashboard lists.
+
+A serving study (``[serving]``) promotes the configurations of the most goodput under its SLO, and every boot runs
+the study's load levels after the challenge's runs: the plan carries the SLO, and its claims are of goodput
+(``sweep.claims._serving``), which choose the point to confirm and stop the confirmation.
 """
 
 from __future__ import annotations
@@ -49,24 +53,31 @@ from sweep.store import (
 __all__ = ["confirm", "promote", "select"]
 
 
-def _screening(record: TrialRecord, spec: StudySpec) -> float:
+def _screening(record: TrialRecord, spec: StudySpec) -> float | None:
     """A trial's search figures by the claims' own law of a re-run (``screening_claim``): a noisy configuration's
-    fast runs are worth less than a steady one's."""
+    fast runs are worth less than a steady one's. A serving study's: the goodput of its best level (requests a
+    second that met the SLO; one boot, one run a level: no law to weigh it by, and whether that one run's percentile
+    held is for the promotion's boots to say); None where it ran no level."""
+    if spec.serving is not None:
+        served = record.served(spec.serving)
+        return None if served is None else served.goodput
     runs = record.metric("tps_runs") or [record.tps]
     return screening_claim(record.tps or 0.0, runs, floor=spec.promotion.noise_floor, target=spec.promotion.target)
 
 
 def select(spec: StudySpec, records: list[TrialRecord]) -> list[TrialRecord]:
     """The candidates: the best trial of each of the N distinct feasible configurations measured to the end
-    whose search figures could claim most (``screening_claim``), then the baseline if the gate must be re-resolved
-    from it. The promotion's boots then recommend by what verifies: the highest claim reaching the target."""
-    best: dict[str, TrialRecord] = {}
+    whose search figures could claim most (``screening_claim``; a serving study's, goodput under the SLO), then the
+    baseline if the gate must be re-resolved from it. The promotion's boots then recommend by what verifies: the
+    highest claim reaching the target."""
+    best: dict[str, tuple[TrialRecord, float]] = {}
     for r in records:
-        if r.full and r.feasible:
+        worth = _screening(r, spec) if r.full and r.feasible else None
+        if worth is not None:
             key = repr(sorted(r.knobs.items()))
-            if key not in best or _screening(r, spec) > _screening(best[key], spec):
-                best[key] = r
-    ranked = sorted(best.values(), key=lambda r: (-_screening(r, spec), r.trial_number))
+            if key not in best or worth > best[key][1]:
+                best[key] = (r, worth)
+    ranked = [r for r, _ in sorted(best.values(), key=lambda pair: (-pair[1], pair[0].trial_number))]
     chosen = ranked[: spec.promotion.candidates]
     resolver = _gate(spec, records).baseline_trial
     if resolver is not None:
@@ -92,6 +103,32 @@ def _gate(spec: StudySpec, records: list[TrialRecord]) -> Gate:
 
 def _rounded(value: float | None, digits: int) -> float | None:
     return None if value is None else round(value, digits)
+
+
+def _serving_summary(view: StudyClaims) -> tuple[dict[str, Any], ...]:
+    """A serving study's claims of goodput to act on (confirmed, else screening figures, labelled so)."""
+    return tuple(
+        {
+            "trial": c.trial_number,
+            "level": c.workload,
+            "goodput": round(c.goodput, 4),
+            "goodput_90": None if c.goodput_low is None else [_rounded(c.goodput_low, 4), _rounded(c.goodput_high, 4)],
+            "slo_ratio": round(c.ratio, 4),
+            "p_meets_slo": _rounded(c.p_verified, 4),
+            "odds_of": c.basis,
+            "boots": c.boots,
+            "ppl": c.ppl,
+            "recommended": view.serving_recommended is c,
+        }
+        for c in view.best_serving().values()
+    )
+
+
+def _record_of(view: StudyClaims) -> StudyRecord:
+    """What a finished promotion's claims store in the study's record: their summaries, for optuna-dashboard."""
+    if view.plan.slo is None:
+        return StudyRecord(claims=_summary(view))
+    return StudyRecord(claims=_summary(view), serving_claims=_serving_summary(view))
 
 
 def _summary(view: StudyClaims) -> tuple[dict[str, Any], ...]:
@@ -140,6 +177,7 @@ def promote(
         confirm_boots=promotion.confirm_boots,
         between_prior=promotion.between_prior,
         between_prior_df=promotion.between_prior_df,
+        slo=spec.serving,
     )
     plan = read_record(study).promotion
     if plan is None or not wanted.same_plan(plan):
@@ -163,7 +201,8 @@ def promote(
         out.print(
             f"promotion {plan.run_id} {began}: trials {list(plan.trials)} x {promotion.boots} fresh boots, interleaved, "
             f"profile {profile.name} ({profile.num_prompts} public + {profile.num_prompts} held-out prompts x "
-            f"{profile.output_len} tokens a boot, PPL over {profile.ppl_records} records)",
+            f"{profile.output_len} tokens a boot, PPL over {profile.ppl_records} records"
+            + (f", then the load levels at {list(profile.load_concurrency)} in flight)" if spec.serving else ")"),
             markup=False,
         )
         with run:
@@ -171,7 +210,7 @@ def promote(
     view = load_evidence(storage, spec.name).claims
     assert view is not None  # the plan was stored above
     if view.complete:
-        write_record(study, StudyRecord(claims=_summary(view)))
+        write_record(study, _record_of(view))
     return view
 
 
@@ -248,5 +287,5 @@ def confirm(
     view = load_evidence(storage, spec.name).claims
     assert view is not None  # promoted above
     if view.unfinished() is None:
-        write_record(study, StudyRecord(claims=_summary(view)))
+        write_record(study, _record_of(view))
     return view

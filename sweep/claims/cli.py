@@ -5,9 +5,12 @@ figures rest on and their spread, the claim, the 90% interval of one private re-
 PPL with its boot-to-boot tolerance, then the recommended point: the highest claim whose P(VERIFIED)
 reaches the study's target, under the gate; then where each candidate's noise is (``sweep.claims.decompose``:
 boot, run, prompt, request, streaks within a run, the stack's step time and acceptance, migrations, steal).
+A serving study's promotion prints its claims of goodput instead (``sweep.claims.print_serving_claims``): the
+goodput at each configuration's chosen level, its interval, the odds that a re-run on another machine meets the SLO
+at that load, the highest load each holds, and the confirmed claim, recommended or not.
 
-Exit status: 0 a point is recommended, 1 none is (none reaches the target, or the promotion is not
-finished), 2 bad input (no such database or study, or no promotion yet).
+Exit status: 0 a point is recommended (a serving study's: its claim of goodput), 1 none is (none reaches the
+target, or the promotion is not finished), 2 bad input (no such database or study, or no promotion yet).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ class ClaimsArgs:
 
 
 def _main(args: ClaimsArgs, out: Console) -> int:
-    from sweep.claims import load_evidence, print_claims, print_noise
+    from sweep.claims import load_evidence, print_claims, print_noise, print_serving_claims
     from sweep.store import open_existing
 
     storage = open_existing(args.storage)
@@ -50,6 +53,9 @@ def _main(args: ClaimsArgs, out: Console) -> int:
         for k in {k for kn in view.knobs.values() for k in kn}
         if len({repr(kn.get(k)) for kn in view.knobs.values()}) > 1
     )
+    if view.plan.slo is not None:  # a serving study's claims are of goodput under its SLO
+        print_serving_claims(out, view, knobs=varying, study=args.study)
+        return 0 if view.serving_recommended is not None else 1
     print_claims(out, view, knobs=varying, study=args.study)
     print_noise(out, view)
     return 0 if view.recommended is not None else 1

@@ -44,7 +44,8 @@ is a fixed set, lists the valid choices. The layout::
     floor = 0.03                  #   the least relative noise assumed
     min_trials = 2                #   full trials needed before the front rule prunes
 
-    [promotion]                   # after the search: the best re-measured over fresh boots (sweep.claims)
+    [promotion]                   # after the search: the best re-measured over fresh boots (sweep.claims);
+                                  #   a serving study's boots run its load levels too: claims of goodput
     candidates = 3                #   the N fastest feasible configurations (0: no promotion)
     boots = 3                     #   fresh boots each, interleaved A B C A B C ...
     profile = "challenge"         #   what a boot measures (default: the study's profile, one run a boot)
@@ -340,7 +341,7 @@ def _parse(
             raw.get("fidelity"), where, manifest=loaded, profile=bench, sampler=sampler, override=fidelity
         ),
         resources=_resources(raw.get("resources", {}), where),
-        promotion=_promotion(raw.get("promotion"), where, profile=bench),
+        promotion=_promotion(raw.get("promotion"), where, profile=bench, serving=serving is not None),
         serving=serving,
     )
 
@@ -643,7 +644,7 @@ _PROMOTION_FIELDS = (
 )
 
 
-def _promotion(value: Any, where: str, *, profile: BenchProfile) -> PromotionSpec:
+def _promotion(value: Any, where: str, *, profile: BenchProfile, serving: bool) -> PromotionSpec:
     table = _table(value if value is not None else {}, where, "promotion")
     unknown = sorted(set(table) - set(_PROMOTION_FIELDS))
     if unknown:
@@ -678,6 +679,11 @@ def _promotion(value: Any, where: str, *, profile: BenchProfile) -> PromotionSpe
     boot_profile = (
         _profile(table["profile"], f"{where} [promotion]", override=None) if "profile" in table else profile
     ).for_boots(verification=False)
+    if serving:  # a serving study's boots run its load levels too, as its trials ran them: its claims are of goodput
+        load = ("load_concurrency", "load_num_prompts", "load_output_len", "load_request_rate", "load_prompts")
+        boot_profile = boot_profile.with_overrides(
+            {name: getattr(profile, name) for name in load}, source=f"{where}: [promotion] of a serving study"
+        )
     with _restated(f"{where}: [promotion] profile {boot_profile.name!r}"):
         boot_profile.load_heldout()
     return PromotionSpec(

@@ -8,18 +8,20 @@
     _output    ``transfer.json``, the table, a line a point
     _chart     the chart, drawn by the dashboards' own command
     _resume    the points an earlier run into the same folder finished (``kept_points``)
-    _maxload   the highest load a configuration holds under an SLO, each level decided over repeated runs
-               (``max_load``, ``probe_levels``)
+    _maxload   the highest load a configuration holds under an SLO on a running stack: its levels' repeated runs
+               (``probe_levels``), decided and bisected by ``sweep.judgement``'s ``verdict`` and ``max_load``
     _command   the command: checks, ``--dry-run``, the boots in order, resume (``main``)
 
-The rules it judges by are ``sweep.judgement``'s: the SLO, goodput, and the serving front (``serving_front``,
-there rather than here so that the search's console, a floor below, shows the same one). A load level is
+The rules it judges by are ``sweep.judgement``'s: the SLO, goodput, the serving front (``serving_front``, there
+rather than here so that the search's console, a floor below, shows the same one) and the max-load decision (re-exported
+here; there so that the claims, a floor below, decide a claim's boots by it too). A load level is
 ``engine.loadlevel.LoadLevel``; which prompts it gets is ``engine.bench.level_prompts``.
 """
 
+from sweep.judgement import DEFAULT_CONFIDENCE, LevelVerdict, MaxLoad, max_load, verdict
 from sweep.serving._args import TransferArgs, parse_args
 from sweep.serving._command import main
-from sweep.serving._maxload import DEFAULT_CONFIDENCE, LevelVerdict, MaxLoad, max_load, probe_levels, verdict
+from sweep.serving._maxload import probe_levels
 
 __all__ = [
     "DEFAULT_CONFIDENCE",

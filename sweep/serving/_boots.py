@@ -22,9 +22,9 @@ from engine.loadlevel import LoadLevel
 from engine.process import EngineProcess
 from engine.stacks import adapter_for
 from errors import EngineError
-from sweep.judgement import Slo, level_goodput
+from sweep.judgement import MaxLoad, Slo, level_goodput, max_load
 from sweep.runs import RUN_DIR
-from sweep.serving._maxload import MaxLoad, max_load, probe_levels
+from sweep.serving._maxload import probe_levels
 from sweep.serving._points import Point
 
 if TYPE_CHECKING:

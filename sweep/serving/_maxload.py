@@ -1,5 +1,6 @@
-"""The highest load a configuration holds under an SLO: a bisection over concurrency levels, each level decided
-over repeated runs with the noise in the decision.
+"""The highest load a configuration holds under an SLO, on a running stack: ``probe_levels`` measures the levels that
+``sweep.judgement.max_load`` bisects, each level decided over repeated runs with the noise in the decision (the
+decision is a rule of judging, ``sweep.judgement``'s, so that a serving claim's boots are judged by it too).
 
 A level **holds** when the SLO's bounded figures at its percentile (``p99 TTFT`` and the rest) stay under their
 bounds with margin over the noise: each run gives the largest ratio of a figure to its bound; over the level's
@@ -18,11 +19,8 @@ of the public prompts, taken in order around the set (a prompt is timed again on
 
 from __future__ import annotations
 
-import math
-import statistics
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import httpx
 
@@ -30,90 +28,8 @@ from engine.bench import Workload, harness_warm_up, measure_load
 from engine.data import Prompt
 from engine.loadlevel import LoadLevel
 from engine.profiles import BenchProfile
-from sweep.judgement import Slo
 
-__all__ = ["DEFAULT_CONFIDENCE", "LevelVerdict", "MaxLoad", "max_load", "probe_levels", "verdict"]
-
-DEFAULT_CONFIDENCE = 0.9
-
-
-@dataclass(frozen=True, kw_only=True)
-class LevelVerdict:
-    """One level's decision: each run's largest figure-to-bound ratio, their mean's upper confidence bound, and
-    whether that bound is at most 1."""
-
-    concurrency: int
-    ratios: tuple[float, ...]
-    upper: float
-    holds: bool
-
-
-@dataclass(frozen=True, kw_only=True)
-class MaxLoad:
-    """The highest level that held (None: not even the lowest did), and every level's verdict in the order tested."""
-
-    concurrency: int | None
-    verdicts: tuple[LevelVerdict, ...]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"concurrency": self.concurrency, "verdicts": [asdict(v) for v in self.verdicts]}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> MaxLoad:
-        verdicts = tuple(
-            LevelVerdict(
-                concurrency=int(v["concurrency"]),
-                ratios=tuple(float(r) for r in v["ratios"]),
-                upper=float(v["upper"]),
-                holds=bool(v["holds"]),
-            )
-            for v in data["verdicts"]
-        )
-        return cls(concurrency=data["concurrency"], verdicts=verdicts)
-
-
-def verdict(
-    concurrency: int, runs: Sequence[LoadLevel], slo: Slo, *, confidence: float = DEFAULT_CONFIDENCE
-) -> LevelVerdict:
-    """The decision on one level from its repeated runs (see the module's docstring); raises ValueError for fewer
-    than two runs (one run has no spread to decide with)."""
-    if len(runs) < 2:
-        raise ValueError(f"a level is decided over at least 2 runs, got {len(runs)}")
-    ratios = tuple(max(lv.latency(k).at(slo.percentile) / b for k, b in slo.bounds().items()) for lv in runs)
-    from scipy import stats  # imported here: the rest of the package needs no scipy
-
-    n = len(ratios)
-    upper = statistics.fmean(ratios) + float(stats.t.ppf(confidence, n - 1)) * statistics.stdev(ratios) / math.sqrt(n)
-    return LevelVerdict(concurrency=concurrency, ratios=ratios, upper=upper, holds=upper <= 1.0)
-
-
-def max_load(
-    levels: Sequence[int],
-    measure: Callable[[int], Sequence[LoadLevel]],
-    slo: Slo,
-    *,
-    confidence: float = DEFAULT_CONFIDENCE,
-) -> MaxLoad:
-    """The bisection over ``levels`` (concurrencies, any order); ``measure(c)`` runs level ``c`` its repeats."""
-    ordered = sorted(set(levels))
-    if not ordered:
-        raise ValueError("the max-load search needs at least one level")
-    tested: list[LevelVerdict] = []
-
-    def holds(i: int) -> bool:
-        tested.append(verdict(ordered[i], measure(ordered[i]), slo, confidence=confidence))
-        return tested[-1].holds
-
-    if not holds(0):
-        return MaxLoad(concurrency=None, verdicts=tuple(tested))
-    held, failed = 0, len(ordered)  # the highest index known to hold; the lowest known to fail (none: past the end)
-    while failed - held > 1:
-        middle = (held + failed) // 2
-        if holds(middle):
-            held = middle
-        else:
-            failed = middle
-    return MaxLoad(concurrency=ordered[held], verdicts=tuple(tested))
+__all__ = ["probe_levels"]
 
 
 @dataclass(kw_only=True)
@@ -139,8 +55,9 @@ def probe_levels(
     num_prompts: int,
     output_len: int,
 ) -> Callable[[int], list[LoadLevel]]:
-    """``measure`` for ``max_load`` on the stack ``client`` reaches (see the module's docstring): each run sends
-    ``num_prompts`` requests, or the level's concurrency where that is more, of ``output_len`` tokens."""
+    """``measure`` for ``sweep.judgement.max_load`` on the stack ``client`` reaches (see the module's docstring):
+    each run sends ``num_prompts`` requests, or the level's concurrency where that is more, of ``output_len``
+    tokens."""
     if repeats < 2 or not public:
         raise ValueError(f"a level needs at least 2 runs and some public prompts, got {repeats} and {len(public)}")
     slices = _Slices(public=public)

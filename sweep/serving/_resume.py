@@ -17,8 +17,8 @@ from engine.files import load_json
 from engine.lengthppl import LengthBucket
 from engine.loadlevel import LoadLevel
 from errors import DataError, UsageError
+from sweep.judgement import MaxLoad
 from sweep.serving._boots import LevelRun, PointRun, Setup
-from sweep.serving._maxload import MaxLoad
 from sweep.serving._output import plan_entries
 from sweep.serving._points import Point
 

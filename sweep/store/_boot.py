@@ -8,6 +8,8 @@ that alternates from boot to boot, then scores PPL; it is one ``BootRecord``, on
 ``promotions`` or ``verifications`` table (``sweep.store``). Rows of one invocation share a
 ``run_id``; ``order`` is a boot's place in the run's interleave (A B C A B C ...: drift and
 machine state hit every configuration alike), ``repeat`` its place among its configuration's boots.
+A serving study's boot also runs the study's load levels after them (``load``: one run a level, each with its
+requests' timings), which its claims of goodput are made of.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from engine.loadlevel import LoadLevel
 from engine.measurement import TrialOutcome
 from engine.profiles import BenchProfile
 
@@ -49,6 +52,7 @@ class BootRecord:
     acceptance_rate: float | None = None
     host_steal: float | None = None  # the share of CPU time the host took during the boot's runs (engine.host)
     telemetry: dict[str, Any] = field(default_factory=dict)  # the boot's Measurement.telemetry (engine.telemetry)
+    load: tuple[LoadLevel, ...] = ()  # a serving study's load levels, one run each, in the order they ran
     reason: str | None = None  # why the boot failed (boot failure, bad answers, a lost worker)
     node: dict[str, Any] = field(default_factory=dict)
     provenance: dict[str, Any] = field(default_factory=dict)  # engine.provenance
@@ -100,6 +104,7 @@ def boot_record(
         acceptance_rate=m.acceptance_rate if m else None,
         host_steal=m.host_steal if m else None,
         telemetry=dict(m.telemetry) if m else {},
+        load=tuple(m.load) if m else (),
         reason=None if measured else (outcome.reason or "the boot returned no measurement"),
         node=dict(outcome.node),
         provenance=dict(outcome.provenance),

@@ -31,6 +31,7 @@ import optuna
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
+from engine.loadlevel import LoadLevel
 from engine.measurement import Measurement
 from errors import StorageError
 from sweep.runs import RUN_DIR
@@ -115,6 +116,7 @@ def _boot_columns() -> list[sa.Column]:
         sa.Column("acceptance_rate", sa.Float),
         sa.Column("host_steal", sa.Float),
         sa.Column("telemetry", sa.JSON),  # engine.telemetry's figures of the boot's runs
+        sa.Column("load", sa.JSON),  # a serving study's load levels (engine.loadlevel.LoadLevel.to_dict each)
         sa.Column("reason", sa.Text),
         sa.Column("prompts", sa.Text, nullable=False),  # the held-out set
         sa.Column("public_prompts", sa.Text),
@@ -229,7 +231,9 @@ class Storage:
         if not boots:
             return
         rows = [
-            {f: getattr(b, f) for f in _BOOT_FIELDS} | {"created_at": b.created_at or datetime.now(UTC)} for b in boots
+            {f: getattr(b, f) for f in _BOOT_FIELDS}
+            | {"created_at": b.created_at or datetime.now(UTC), "load": [level.to_dict() for level in b.load]}
+            for b in boots
         ]
         with self.engine.begin() as conn:
             conn.execute(BOOT_TABLES[kind].insert(), rows)
@@ -249,6 +253,7 @@ class Storage:
                     "provenance": row["provenance"] or {},
                     "timings": row["timings"] or {},
                     "telemetry": row["telemetry"] or {},
+                    "load": tuple(LoadLevel.from_dict(level) for level in row["load"] or ()),
                 }
             )
             for row in rows

@@ -9,7 +9,9 @@ with what resolves it on the promotion's PPL references: a number (absolute, or 
 scored those references) or the baseline trial promoted with the candidates, whose boots resolve it.
 The confirmation's plan is the record's ``confirmation``, stored before its first boot; it belongs to the
 promotion run it names, and a new promotion leaves it behind. Plans stored before the confirmation was sequential
-(no ``max_boots``) ran a fixed number of boots: they read so.
+(no ``max_boots``) ran a fixed number of boots: they read so. A serving study's plan carries its SLO (``slo``): its
+boots run the study's load levels and its claims are of goodput under that SLO, as the plan states it (editing the
+study file later changes no claim made before).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from engine.profiles import BenchProfile
-from sweep.judgement import BETWEEN_PRIOR, BETWEEN_PRIOR_DF, Gate
+from sweep.judgement import BETWEEN_PRIOR, BETWEEN_PRIOR_DF, Gate, Slo
 
 __all__ = ["ClientOffset", "ConfirmationPlan", "PromotionPlan"]
 
@@ -37,6 +39,7 @@ class PromotionPlan:
     confirm_boots: int = 0
     between_prior: float = BETWEEN_PRIOR  # the odds' machine term as the study states it (MachineTerm)
     between_prior_df: float = BETWEEN_PRIOR_DF  # the degrees of freedom that statement is worth
+    slo: Slo | None = None  # a serving study's: its claims are of goodput under it (sweep.claims._serving)
 
     @property
     def planned(self) -> int:
@@ -59,13 +62,15 @@ class PromotionPlan:
             "confirm_boots": self.confirm_boots,
             "between_prior": self.between_prior,
             "between_prior_df": self.between_prior_df,
+            "slo": None if self.slo is None else asdict(self.slo),
         }
 
     @classmethod
     def from_attr(cls, attr: dict[str, Any]) -> PromotionPlan:
         """Read a stored plan, including those written before the gate was typed (a tagged dict) and before the
-        confirmation (no ``confirm_boots``: none is run for it, and none of its claims is recommended) and before the
-        prior had its degrees of freedom (no ``between_prior_df``: the default's)."""
+        confirmation (no ``confirm_boots``: none is run for it, and none of its claims is recommended), before the
+        prior had its degrees of freedom (no ``between_prior_df``: the default's) and before serving claims (no
+        ``slo``: a claim of TPS)."""
         gate = attr["gate"]
         kind = gate.get("kind")
         if kind in ("absolute", "sweep"):  # a number already resolved on the promotion's references
@@ -85,6 +90,7 @@ class PromotionPlan:
             confirm_boots=attr.get("confirm_boots", 0),
             between_prior=attr.get("between_prior", BETWEEN_PRIOR),
             between_prior_df=attr.get("between_prior_df", BETWEEN_PRIOR_DF),
+            slo=None if attr.get("slo") is None else Slo(**attr["slo"]),
         )
 
 

@@ -4,13 +4,14 @@ Optuna keeps a study's trials; the project keeps, in the study's user attributes
 needs and has no study file for: the identity its trials were measured under (manifest, profile), the
 stack as it ran, the gate, target and noise floor its claims and verdicts are judged by, a serving study's
 SLO, the latest promotion's and confirmation's plans, the client offset its odds carry, and a summary of
-its claims (which optuna-dashboard lists). ``read_record(study)`` gives them typed, ``write_record(study,
-record)`` stores the fields that changed; no other module names an attribute.
+its claims, of TPS or (a serving study's) of goodput (which optuna-dashboard lists). ``read_record(study)`` gives
+them typed, ``write_record(study, record)`` stores the fields that changed; no other module names an attribute.
 
 Versioned: a study written since carries ``record_version``; one without it was written by an earlier
 version (a560d4a, 18a687f) under the same keys, some of them absent (a560d4a stored no ``target``: read as
 None, where the reader's default applies). A record of a newer version than this code knows is refused,
-not misread.
+not misread. Version 2 added a serving promotion's SLO to its plan and the summary of its claims of goodput
+(``serving_claims``): a version-1 reader would take such a promotion for one of TPS.
 
 A trial's own marks (``TrialMarks``: the baseline, the trial a retry re-runs) ride on its user attributes
 too, set when it is queued; its figures, which optuna-dashboard shows, are the ``TrialRecord``'s
@@ -38,7 +39,8 @@ __all__ = [
 ]
 
 # 1: the first typed record (the keys of 18a687f and before, and this version number)
-RECORD_VERSION = 1
+# 2: a serving promotion's plan carries its SLO; ``serving_claims``, the summary of its claims of goodput
+RECORD_VERSION = 2
 _VERSION_KEY = "record_version"
 
 
@@ -69,6 +71,8 @@ class StudyRecord:
     confirmation: ConfirmationPlan | None = None  # the latest confirmation's plan
     client_offset: ClientOffset | None = None  # the organisers' client beside ours, where it was measured
     claims: tuple[dict[str, Any], ...] | None = None  # a summary of the finished claims, for optuna-dashboard
+    # a serving study's: a summary of its finished claims of goodput, for optuna-dashboard
+    serving_claims: tuple[dict[str, Any], ...] | None = None
 
     def require_manifest(self, study: str, name: str) -> None:
         """Raise StudyMismatchError where the study was measured with another manifest than ``name``."""
@@ -84,7 +88,7 @@ def _encode(name: str, value: Any) -> Any:
         return value.to_attr()
     if isinstance(value, Slo):
         return asdict(value)
-    if name == "claims":
+    if name in ("claims", "serving_claims"):
         return list(value)
     return value
 
@@ -99,7 +103,7 @@ def _decode(name: str, value: Any) -> Any:
             return ClientOffset.from_attr(value)
         case "serving_slo":
             return Slo(**value)
-        case "claims":
+        case "claims" | "serving_claims":
             return tuple(value)
         case "noise_floor" | "target":
             return float(value)

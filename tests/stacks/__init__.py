@@ -48,8 +48,8 @@ Other env
     all, as a careless stack would: what the sweep keeps of its log must hold none of it),
     STUB_IPC_SOCKET=1 (bind a UNIX socket named by a uuid in
     TMPDIR at boot, as vLLM does, and exit 1 if its path is too long), STUB_BOOT_NOISE=sd (noise from
-    boot to boot: every request of a boot takes its time / exp(N(0, sd)), drawn at boot; STUB_BOOT_SEED
-    fixes the draw; STUB_BOOT_NOISE_IF="CENTROID_TOP_K=32:0.1[,VAR=VALUE:sd...]" gives a boot whose env has
+    boot to boot: every request of a boot, streamed or not, takes its time / exp(N(0, sd)), drawn at boot;
+    STUB_BOOT_SEED fixes the draw; STUB_BOOT_NOISE_IF="CENTROID_TOP_K=32:0.1[,VAR=VALUE:sd...]" gives a boot whose env has
     that value that sd instead: a configuration noisier than the rest), STUB_DRIFT=r (a server that warms up: the n-th chat request since boot runs
     (1 + r)^n times faster), STUB_HELDOUT_FACTOR=f (prompts whose text starts "Held-out" run f times
     faster: a held-out set that drafts better or worse than the public one), STUB_STALL_EVERY=n and

@@ -330,7 +330,7 @@ class Handler(BaseHTTPRequestHandler):
         state = self.state
         shift = 1 if "wrong_tokens" in state.faults else 0
         ids = generated_tokens(prompt, max_tokens, state.vocab, shift=shift)
-        per_token = token_time(state.knobs, state.base_s)
+        per_token = token_time(state.knobs, state.base_s) / state.boot_factor  # a boot's speed, streamed or not
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Connection", "close")
@@ -344,7 +344,7 @@ class Handler(BaseHTTPRequestHandler):
     def _stream_tokens(self, prompt: str, max_tokens: int, body: dict, ids: list[int], per_token: float) -> None:
         state = self.state
         start = time.time()
-        time.sleep(state.overhead_s)
+        time.sleep(state.overhead_s / state.boot_factor)
         for token in ids:
             time.sleep(per_token)
             chunk = {

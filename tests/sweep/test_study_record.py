@@ -36,6 +36,7 @@ def test_a_record_reads_back_typed_as_it_was_written_and_only_what_changed_is_st
             target=0.8,
             noise_floor=0.03,
             gate=Gate(ppl_max_ratio=1.05, baseline_trial=0),
+            slo=Slo(ttft_ms=200.0),  # a serving study's: its claims are of goodput under it
         )
         record = StudyRecord(
             manifest="stub",
@@ -46,6 +47,7 @@ def test_a_record_reads_back_typed_as_it_was_written_and_only_what_changed_is_st
             confirmation=ConfirmationPlan(run_id="r2", promotion_run="r1", chosen=3, control=0, boots=2),
             client_offset=ClientOffset(log_mean=-0.01, sd=0.005, rounds=4, basis="t"),
             claims=({"trial": 3, "claim": 100.0},),
+            serving_claims=({"trial": 3, "level": "c4", "goodput": 2.5},),
         )
         write_record(study, record)
         assert read_record(optuna.load_study(study_name="s", storage=storage.optuna)) == record

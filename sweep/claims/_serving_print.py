@@ -1,0 +1,166 @@
+"""A serving study's claims of goodput on the console: what ``python -m sweep.claims`` and ``sweep.run`` print for
+a promotion whose plan carries an SLO (``sweep.claims._serving``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from sweep.claims._evidence import StudyClaims
+from sweep.claims._serving import ServingClaim, held_load
+from sweep.judgement import Slo
+
+__all__ = ["print_serving_claims"]
+
+
+def _odds(p: float | None) -> str:
+    return "-" if p is None else f"{p:.2f}"
+
+
+def _mark(view: StudyClaims, c: ServingClaim, *, screening: bool) -> str:
+    if view.serving_recommended is c:
+        return "[green]recommended[/]"
+    if view.gate is None:
+        return "[yellow]no gate yet[/]"
+    if c.ppl_over_gate:
+        return "[red]over the gate[/]"
+    if c.p_verified is None:
+        return "[yellow]noise not measured[/]"
+    if screening and view.choice is not None and c.trial_number == view.choice[0]:
+        return "chosen to confirm"
+    return "" if c.meets else "[yellow]below target[/]"
+
+
+def _ceiling(c: ServingClaim) -> str:
+    if c.ceiling is None:
+        return "-"
+    return f"{c.ceiling.p:.2f}" + ("" if c.ceiling.reaches else " <")
+
+
+def _table(
+    view: StudyClaims,
+    claims: Sequence[tuple[str, ServingClaim]],
+    *,
+    slo: Slo,
+    knobs: Sequence[str],
+    title: str,
+    odds: str,
+    screening: bool,
+) -> Table:
+    table = Table(title=escape(title), title_justify="left")
+    head = ["trial", "role", *knobs, "level", "boots", "goodput req/s", "re-run 90%", "SLO figures (median)"]
+    for column in [*head, "SLO ratio (90%)", odds, "P, within its run", "P ceiling", "PPL", ""]:
+        table.add_column(column, justify="left" if column in ("role", "level", "", *knobs) else "right")
+    for role, c in claims:
+        ratio = "-" if c.ratio_low is None else f"{c.ratio:.2f} ({c.ratio_low:.2f}..{c.ratio_high:.2f})"
+        table.add_row(
+            str(c.trial_number),
+            role,
+            *(str(view.knobs[c.trial_number].get(k, "")) for k in knobs),
+            f"{c.workload} ({c.concurrency} in flight)",
+            str(c.boots),
+            f"{c.goodput:.3f}",
+            c.interval_text(),
+            c.figures_text(slo),
+            ratio,
+            _odds(c.p_verified),
+            _odds(c.p_within_run),
+            _ceiling(c),
+            f"{c.ppl:.4f}",
+            _mark(view, c, screening=screening) if role != "control" else "",
+        )
+    return table
+
+
+def _print_held(out: Console, view: StudyClaims, slo: Slo) -> None:
+    """The highest load each promoted configuration holds under the SLO, from its promotion's and confirmation's
+    boots (each level decided over them: ``held_load``)."""
+    boots = [*view.boots, *(view.confirmation.boots if view.confirmation else ())]
+    for trial in view.plan.trials:
+        found = held_load(boots, trial, slo)
+        if found is None:
+            out.print(f"  trial {trial}: fewer than two boots measured every level: no highest load", markup=False)
+            continue
+        tested = ", ".join(
+            f"c{v.concurrency} {'held' if v.holds else 'missed'} (upper {v.upper:.2f} over {len(v.ratios)} boots)"
+            for v in found.verdicts
+        )
+        held = "none of its levels" if found.concurrency is None else f"{found.concurrency} in flight"
+        out.print(f"  trial {trial} holds up to {held} under the SLO ({tested})", markup=False, soft_wrap=True)
+
+
+def _print_outcome(out: Console, view: StudyClaims, slo: Slo) -> None:
+    unfinished = view.unfinished()
+    chosen = view.confirmation.serving.get(view.confirmation.plan.chosen) if view.confirmation else None
+    if unfinished is not None:
+        out.print(f"{unfinished}: nothing is recommended until it is; the same sweep.run command goes on", markup=False)
+        return
+    if chosen is None:
+        out.print("no serving claim: nothing was confirmed (no confirmation is planned for this promotion)")
+        return
+    verdict = (
+        "recommended"
+        if view.serving_recommended is chosen
+        else f"not recommended (under the target {view.target:g}"
+        + (", over the gate)" if chosen.ppl_over_gate else ")")
+    )
+    out.print(
+        f"serving claim: trial {chosen.trial_number}, goodput {chosen.goodput:.3f} req/s at {chosen.workload} "
+        f"({chosen.concurrency} in flight; 90% interval of a re-run {chosen.interval_text()}), "
+        f"{chosen.figures_text(slo)}; P that a re-run on another machine meets {slo.text()} at that load "
+        f"{_odds(chosen.p_verified)} over {chosen.boots} confirming boots: {verdict}",
+        markup=False,
+        soft_wrap=True,
+    )
+
+
+def print_serving_claims(out: Console, view: StudyClaims, *, knobs: Sequence[str], study: str) -> None:
+    """A serving promotion's claims of goodput (screening), its choice's confirmation (the claim to act on), the
+    machine terms its odds carry, the highest load each configuration holds, and what is recommended."""
+    slo = view.plan.slo
+    assert slo is not None  # the caller prints claims of TPS otherwise
+    out.print(
+        _table(
+            view,
+            [("", c) for c in sorted(view.serving.values(), key=lambda c: (-c.goodput, c.trial_number))],
+            slo=slo,
+            knobs=knobs,
+            title=f"Screening: the serving promotion of {study} (run {view.run_id}: {len(view.boots)} of "
+            f"{view.planned} boots, {len(view.failed)} failed; SLO {slo.text()}). Its odds are of a re-run within its "
+            "own run and chose the point to confirm: no claim to act on",
+            odds="P meets SLO, within its run (screening)",
+            screening=True,
+        )
+    )
+    confirmed = view.confirmation
+    if confirmed is not None:
+        plan = confirmed.plan
+        roles = [("chosen" if n == plan.chosen else "control", confirmed.serving.get(n)) for n in plan.trials]
+        out.print(
+            _table(
+                view,
+                [(role, c) for role, c in roles if c is not None],
+                slo=slo,
+                knobs=knobs,
+                title=f"Confirmation (run {plan.run_id}: {len(confirmed.boots)} of at most {plan.planned} fresh "
+                "boots): the claim of goodput to act on, and the odds that a re-run on another machine meets the SLO "
+                f"at that load with its PPL under the gate; target >= {view.target:g}",
+                odds="P meets SLO, re-run on another machine",
+                screening=False,
+            )
+        )
+        chosen = confirmed.serving.get(plan.chosen)
+        if chosen is not None and chosen.machine is not None and chosen.goodput_machine is not None:
+            out.print(f"  the SLO ratio's {chosen.machine.describe()}", markup=False, soft_wrap=True)
+            out.print(f"  the goodput's {chosen.goodput_machine.describe()}", markup=False, soft_wrap=True)
+        if confirmed.stop is not None:
+            out.print(f"  {confirmed.stop.describe()}", markup=False, soft_wrap=True)
+    for c in view.best_serving().values():
+        if c.unmeasured:
+            out.print(f"  trial {c.trial_number}: {c.unmeasured}", markup=False)
+    out.print("the highest load each promoted configuration holds (the max-load search over its boots):")
+    _print_held(out, view, slo)
+    _print_outcome(out, view, slo)
