@@ -37,7 +37,7 @@ from scipy.stats import norm
 
 from benchmarks._draw import drawn_boots
 from benchmarks._report import emit, table
-from engine.profiles import get_profile
+from engine.config import get_profile
 from sweep.claims import ConfirmationPlan, PromotionPlan, best_claim, claims_of
 from sweep.judgement import BETWEEN_PRIOR, DEFAULT_TARGET, NOISE_FLOOR, Gate, tps_band
 from sweep.store import BootRecord

@@ -37,7 +37,7 @@ from dashboards.images import write_images
 from dashboards.importance import importance_figure, knob_importances, slice_figures
 from dashboards.serving import ServingLine, serving_figure, write_chart
 from dashboards.table import trials_frame
-from engine.loadlevel import LoadLevel
+from engine.measurement import LoadLevel
 from sweep.judgement import Served, Slo, level_goodput, serving_front
 from sweep.store import DEFAULT_STORAGE_URL, open_existing
 

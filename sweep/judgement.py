@@ -19,7 +19,7 @@ these rules and none keeps its own copy.
   meets it, one just over does not), ``goodput`` the requests a second that met every bound, over the run's
   wall time, as bench_serving computes it; ``Slo.holds`` judges a run's percentile against a bound
   (``p99 TTFT <= X``). ``judge_serving`` is a serving study's objective and constraint: the highest goodput
-  among a trial's load levels (``engine.loadlevel.LoadLevel``), and how far that level's percentiles stand over
+  among a trial's load levels (``engine.measurement.LoadLevel``), and how far that level's percentiles stand over
   the bounds; ``serving_front`` is the one choice of a serving study's front, whoever shows it.
 - **Stops** (``GATE_STOP``, ``FRONT_STOP``): how multi-fidelity may end a trial before its full
   measurement; such a trial is never a front point.
@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol, TypeVar
 
 if TYPE_CHECKING:
-    from engine.loadlevel import LoadLevel
+    from engine.measurement import LoadLevel
 
 __all__ = [
     "BETWEEN_PRIOR",

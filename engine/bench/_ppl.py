@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 
-from engine.data import PplRecord
+from engine.config import PplRecord
 from engine.http import post_json
 from engine.stacks import ORGANISERS, PplWire
 

@@ -5,6 +5,7 @@
     _vllm        stock vLLM and stacks built on it
     _reference   the embedded reference stack
     _openai      any other OpenAI-compatible server: the API alone
+    _phases      a boot's phases and the settings a stack says it resolved, read from its log by its adapter
 
 A manifest names its stack (``"stack": "vllm"``); one that names none is a generic OpenAI-compatible server.
 Adding a stack is one adapter module here, its entry in ``ADAPTERS``, and a manifest that names it.
@@ -12,9 +13,10 @@ Adding a stack is one adapter module here, its entry in ``ADAPTERS``, and a mani
 
 from __future__ import annotations
 
-from engine.manifest import Manifest
+from engine.config import Manifest
 from engine.stacks._adapter import STEP_BUCKETS, MetricNames, PplWire, Recipe, StackAdapter
 from engine.stacks._openai import OPENAI
+from engine.stacks._phases import boot_phases, resolved_settings
 from engine.stacks._reference import REFERENCE
 from engine.stacks._vllm import VLLM
 from engine.stacks._wire import ORGANISERS, ppl_payload, record_nll
@@ -30,8 +32,10 @@ __all__ = [
     "Recipe",
     "StackAdapter",
     "adapter_for",
+    "boot_phases",
     "ppl_payload",
     "record_nll",
+    "resolved_settings",
 ]
 
 ADAPTERS: dict[str, StackAdapter] = {a.name: a for a in (REFERENCE, VLLM, OPENAI)}

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from engine.data import PplRecord
+from engine.config import PplRecord
 from engine.http import first_choice
 from engine.stacks._adapter import PplWire
 from errors import BenchmarkError

@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from engine.knobs import KnobValues
+from engine.config import KnobValues
 from sweep.judgement import (
     Noise,
     Slo,

@@ -14,7 +14,7 @@
 
 The rules it judges by are ``sweep.judgement``'s: the SLO, goodput, and the serving front (``serving_front``,
 there rather than here so that the search's console, a floor below, shows the same one). A load level is
-``engine.loadlevel.LoadLevel``; which prompts it gets is ``engine.bench.level_prompts``.
+``engine.measurement.LoadLevel``; which prompts it gets is ``engine.bench.level_prompts``.
 """
 
 from sweep.serving._args import TransferArgs, parse_args

@@ -14,10 +14,9 @@ from typing import TYPE_CHECKING, Any
 from rich.status import Status
 
 from engine.bench import Workload, harness_warm_up, measure_load, open_client
-from engine.data import Prompt
-from engine.launch import build_launch, check_machine
-from engine.loadlevel import LoadLevel
-from engine.process import EngineProcess
+from engine.config import Prompt
+from engine.launch import EngineProcess, build_launch, check_machine
+from engine.measurement import LoadLevel
 from errors import EngineError
 from sweep.judgement import Slo, level_goodput
 from sweep.runs import RUN_DIR

@@ -27,9 +27,8 @@ from typing import Any
 import httpx
 
 from engine.bench import Workload, harness_warm_up, measure_load
-from engine.data import Prompt
-from engine.loadlevel import LoadLevel
-from engine.profiles import BenchProfile
+from engine.config import BenchProfile, Prompt
+from engine.measurement import LoadLevel
 from sweep.judgement import Slo
 
 __all__ = ["DEFAULT_CONFIDENCE", "LevelVerdict", "MaxLoad", "max_load", "probe_levels", "verdict"]

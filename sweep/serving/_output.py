@@ -13,8 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from engine.bench import Workload
-from engine.trial import node_info
+from engine.bench import Workload, node_info
 from sweep.serving._boots import PointRun, Setup
 from sweep.serving._rank import Ranks, rank
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.files import load_json
-from engine.loadlevel import LoadLevel
+from engine.measurement import LoadLevel
 from errors import DataError, UsageError
 from sweep.serving._boots import LevelRun, PointRun, Setup
 from sweep.serving._maxload import MaxLoad

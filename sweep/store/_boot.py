@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from engine.config import BenchProfile
 from engine.measurement import TrialOutcome
-from engine.profiles import BenchProfile
 
 __all__ = ["BootKind", "BootRecord", "BootStatus", "boot_record"]
 
@@ -48,10 +48,10 @@ class BootRecord:
     ppl: float | None = None
     acceptance_rate: float | None = None
     host_steal: float | None = None  # the share of CPU time the host took during the boot's runs (engine.host)
-    telemetry: dict[str, Any] = field(default_factory=dict)  # the boot's Measurement.telemetry (engine.telemetry)
+    telemetry: dict[str, Any] = field(default_factory=dict)  # the boot's Measurement.telemetry (engine.host)
     reason: str | None = None  # why the boot failed (boot failure, bad answers, a lost worker)
     node: dict[str, Any] = field(default_factory=dict)
-    provenance: dict[str, Any] = field(default_factory=dict)  # engine.provenance
+    provenance: dict[str, Any] = field(default_factory=dict)  # engine.host
     timings: dict[str, float] = field(default_factory=dict)
     log_tail: str = ""
     created_at: datetime | None = None

@@ -11,9 +11,8 @@ import sys
 import pytest
 
 from engine.bench import measure_tps, open_client
-from engine.launch import build_launch
-from engine.manifest import REPO_ROOT
-from engine.process import EngineProcess
+from engine.config import REPO_ROOT
+from engine.launch import EngineProcess, build_launch
 from engine.stacks._vllm import VLLM_METRICS
 from tests.stacks import measure_on_stub, stub_manifest, write_ppl_refs, write_prompt_set
 from tests.stacks.stub_server import StubKnobs, spec_counts
