@@ -172,7 +172,7 @@ def run(args: Args) -> str:
     with tempfile.TemporaryDirectory(prefix="boot-overlap-") as tmp:
         work = Path(tmp)
         launch, folder = _launch(args, work, "a")
-        a = EngineProcess(launch, log_path=folder / "engine.log", boot_timeout_s=profile.boot_timeout_s)
+        a = EngineProcess.for_profile(launch, profile, log_path=folder / "engine.log")
         a.start()
         try:
             boot_a = a.wait_ready()
@@ -202,9 +202,7 @@ def _rounds(args: Args, profile: BenchProfile, launch: LaunchConfig, prompts: li
             booting = None
             if i % 2:
                 launch_b, folder_b = _launch(args, work, f"b{i}")
-                booting = _Booting(
-                    EngineProcess(launch_b, log_path=folder_b / "engine.log", boot_timeout_s=profile.boot_timeout_s)
-                )
+                booting = _Booting(EngineProcess.for_profile(launch_b, profile, log_path=folder_b / "engine.log"))
             try:
                 result = measure_tps(client, model=model, prompts=prompts, output_len=profile.output_len)
             finally:

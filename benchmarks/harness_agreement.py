@@ -85,7 +85,7 @@ def run(args: Args) -> str:
     rows, theirs, ours = [], [], []
     with (
         tempfile.TemporaryDirectory(prefix="harness-") as tmp,
-        EngineProcess(launch, log_path=Path(tmp) / "engine.log", boot_timeout_s=profile.boot_timeout_s),
+        EngineProcess.for_profile(launch, profile, log_path=Path(tmp) / "engine.log"),
     ):
         for i in range(args.rounds):
             first, second = ("sglang", "ours") if i % 2 == 0 else ("ours", "sglang")

@@ -456,6 +456,17 @@ def test_only_the_core_creates_enqueues_constrains_and_tells_a_study():
     assert callers == {"sweep/search/_core.py": sorted(policy)}
 
 
+def test_every_boot_of_a_measurement_is_built_by_one_factory():
+    # EngineProcess.for_profile: a boot's timeout and log as a profile sizes them, in one place; the constructor's
+    # own timings are for the process's tests
+    building = {
+        path.relative_to(REPO).as_posix()
+        for path, tree in _sources("engine", "sweep", "benchmarks", "dashboards").items()
+        if _calls(tree, {"EngineProcess"})
+    }
+    assert building == set()
+
+
 def _names(node: ast.AST) -> str:
     """The identifiers an expression reads, lower-cased and joined: ``r.ppl``, ``plan.gate``, ..."""
     return " ".join(

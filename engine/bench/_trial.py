@@ -176,7 +176,7 @@ def run_trial(
                 about=about,
                 error=exc,
             )
-        engine = EngineProcess(launch, log_path=workdir / "engine.log", boot_timeout_s=profile.boot_timeout_s)
+        engine = EngineProcess.for_profile(launch, profile, log_path=workdir / "engine.log")
         measurement, error = _boot_and_measure(
             engine,
             launch,

@@ -1,6 +1,7 @@
 """A stack's process, from its manifest to its stop: the exact process to start (``build_launch`` ->
-``LaunchConfig``), that process in its own group (``EngineProcess``: start, ready, stop), its log scrubbed line
-by line (``LogPipe``), and the stop of process groups.
+``LaunchConfig``), that process in its own group (``EngineProcess``: start, ready, stop; booted for a measurement
+by ``EngineProcess.for_profile``, the one way every boot is built), its log scrubbed line by line (``LogPipe``), and
+the stop of process groups.
 
 The rule a stack is started by (placeholders, the port, the wrapper, the hooks) is ``engine.stackside``'s, which a
 submission folder's ``serve.py`` calls too; the watchdog that stops the stacks of a dead worker is

@@ -29,6 +29,7 @@ from typing import NoReturn
 
 import httpx
 
+from engine.config import BenchProfile
 from engine.host import group_members
 from engine.launch._config import LaunchConfig
 from engine.launch._logpipe import LogPipe
@@ -99,6 +100,9 @@ def _port_in_use(host: str, port: int) -> bool:
 
 
 class EngineProcess:
+    """One stack's process group (the call order: the module's docstring). A boot for a measurement is built by
+    ``for_profile``; the constructor's timings are the process's own (tests of the stop, a stub's grace)."""
+
     def __init__(
         self,
         launch: LaunchConfig,
@@ -117,6 +121,15 @@ class EngineProcess:
         self._log: LogPipe | None = None
         self._started_at = 0.0
         self._stopped = False
+
+    @classmethod
+    def for_profile(
+        cls, launch: LaunchConfig, profile: BenchProfile, *, log_path: Path, extra_boot_s: float = 0.0
+    ) -> EngineProcess:
+        """The stack ``launch`` starts, booted to be measured by ``profile``: ready within the profile's boot
+        timeout, plus ``extra_boot_s`` for what the stack does first that the profile cannot know of (a fresh
+        submission folder preparing its model); its output in ``log_path``."""
+        return cls(launch, log_path=log_path, boot_timeout_s=profile.boot_timeout_s + extra_boot_s)
 
     # --- state ------------------------------------------------------------------------
 

@@ -123,7 +123,7 @@ def run_point(run: PointRun, setup: Setup, status: Status, where: str) -> None:
             check_machine(launch)
             status.update(f"{where}: booting")
             began = time.monotonic()
-            with EngineProcess(launch, log_path=run.log, boot_timeout_s=profile.boot_timeout_s) as engine:
+            with EngineProcess.for_profile(launch, profile, log_path=run.log) as engine:
                 run.boot_s = time.monotonic() - began
                 _measure(run, engine, setup, status, where)
         except EngineError as exc:

@@ -206,8 +206,8 @@ def _run(
         f"manifest's env over a clean one, port {port}",
         markup=False,
     )
-    timeout = profile.boot_timeout_s + (_PREPARE_ALLOWANCE_S if options.fresh else 0.0)
-    engine = EngineProcess(launch, log_path=root / "serve.log", boot_timeout_s=timeout)
+    prepare_s = _PREPARE_ALLOWANCE_S if options.fresh else 0.0
+    engine = EngineProcess.for_profile(launch, profile, log_path=root / "serve.log", extra_boot_s=prepare_s)
     try:
         _boot_naming_missing_paths(engine, shown=interpreter.shown, out=out)
         tokenizer = Path(options.tokenizer or _tokenizer(launch.base_url, manifest.model_id))

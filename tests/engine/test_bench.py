@@ -152,7 +152,10 @@ def test_parse_counters_sums_label_sets_and_skips_comments():
 def test_bad_http_answers_are_benchmark_errors_naming_the_request(tmp_path, stub_profile, fault, message):
     launch = build_launch(stub_manifest(STUB_FAULT=fault))
     records = load_ppl_records(stub_profile.path(stub_profile.refs), limit=1)
-    with EngineProcess(launch, log_path=tmp_path / "engine.log"), open_client(launch.base_url, timeout_s=5) as client:
+    with (
+        EngineProcess.for_profile(launch, stub_profile, log_path=tmp_path / "engine.log"),
+        open_client(launch.base_url, timeout_s=5) as client,
+    ):
         with pytest.raises(BenchmarkError, match=message):
             measure_ppl(client, model="stub", records=records)
 

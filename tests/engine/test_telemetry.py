@@ -59,7 +59,7 @@ def test_a_stub_pinned_to_one_cpu_runs_only_there_and_its_telemetry_says_so(tmp_
     )
     launch = build_launch(manifest, parse_knobs(manifest, {}))
     prompts, records = profile.load_data()
-    with EngineProcess(launch, log_path=tmp_path / "engine.log") as engine:
+    with EngineProcess.for_profile(launch, profile, log_path=tmp_path / "engine.log") as engine:
         assert engine.pid is not None
         processes = group_members(engine.pid)
         with httpx.Client(base_url=launch.base_url) as client:  # an open connection: its serving threads live
@@ -111,7 +111,7 @@ def test_the_reference_stack_pinned_to_one_cpu_runs_only_there(tmp_path):
         source="test",
     )
     prompts, records = profile.load_data()
-    with EngineProcess(launch, log_path=tmp_path / "engine.log", boot_timeout_s=300) as engine:
+    with EngineProcess.for_profile(launch, profile, log_path=tmp_path / "engine.log") as engine:
         assert engine.pid is not None
         allowed = _tasks_allowed(engine.pid)
         with Telemetry(engine.pid) as probe:
@@ -280,7 +280,10 @@ def test_a_run_timed_in_stages_is_one_run_of_its_windows(tmp_path):
     launch = build_launch(stub_manifest())
     prompts, records = profile.load_data()
     stages = Stages(after=(1, 3), ppl_first=True, checkpoint=lambda partial: None)
-    with EngineProcess(launch, log_path=tmp_path / "engine.log") as engine, Telemetry(engine.pid) as probe:
+    with (
+        EngineProcess.for_profile(launch, profile, log_path=tmp_path / "engine.log") as engine,
+        Telemetry(engine.pid) as probe,
+    ):
         m = measure(
             launch.base_url,
             model="stub",

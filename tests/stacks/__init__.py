@@ -163,7 +163,7 @@ def measure_on_stub(tmp_path: Path, profile: BenchProfile, *, stages: Any = None
 
     launch = build_launch(stub_manifest(STUB_REQUEST_LOG=str(tmp_path / "requests.jsonl"), **env))
     prompts, records = profile.load_data()
-    with EngineProcess(launch, log_path=tmp_path / "engine.log"):
+    with EngineProcess.for_profile(launch, profile, log_path=tmp_path / "engine.log"):
         result: Measurement = measure(
             launch.base_url, model="stub", stack=VLLM, profile=profile, prompts=prompts, records=records, stages=stages
         )
