@@ -1,6 +1,6 @@
 """Engines never outlive the worker that started them.
 
-A trial's engine runs as a child of its Ray worker, in its own session (``engine.launch``),
+A trial's engine runs as a child of its Ray worker, in its own session (``engine.launch.EngineProcess``),
 so a worker killed by Ray (``ray.kill``, a lost node, a driver that died) would leave the stack
 running, holding memory, a port and maybe a GPU. Each worker starts one watchdog process
 (``python -m engine.reaper PID``) in a session of its own, detached from the worker's process
@@ -11,7 +11,7 @@ session-leader children (the engines) and, once the worker is gone, stops their 
 It polls every half second, so it may not have seen an engine started just before its worker
 was killed: once the worker is gone it also stops the group of every process whose env names
 the worker as its owner (``engine.launch.OWNER_ENV``). The engine's own stop
-(``engine.launch``) covers every orderly exit.
+(``EngineProcess.stop``) covers every orderly exit.
 """
 
 from __future__ import annotations

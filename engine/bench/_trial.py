@@ -219,7 +219,7 @@ def _outcome(
 ) -> TrialOutcome:
     """The outcome with no secret in it: the stack's whole env counts (an inherited token is as secret)."""
     timings["total"] = time.monotonic() - began
-    scrub = Scrubber.for_stack(ran.env, ran.argv)  # the log itself went to disk scrubbed (engine.launch)
+    scrub = Scrubber.for_stack(ran.env, ran.argv)  # the log itself went to disk scrubbed (engine.launch.LogPipe)
     return TrialOutcome(
         status="complete" if error is None else "failed",
         knobs=ran.knobs,

@@ -25,7 +25,7 @@ and every promotion or verification boot records ``provenance(...)`` next to its
                    submission sets it as its claim was measured
     resolved       what the stack's own log says it settled on (``engine.stacks.resolved_settings``: vLLM's
                    CUDA-graph mode as configured and as captured), {setting: [values]}; {} where it says nothing
-                   (``engine.bench`` adds it once the stack answers)
+                   (``engine.bench.run_trial`` adds it once the stack answers)
 
 Every key is always present; a value that could not be read is None, with the reason in ``notes``.
 """

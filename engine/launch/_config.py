@@ -15,7 +15,7 @@ through ``engine/stackside/_stackwrap.py``, which pins itself and then execs the
 bridge, the stack gets a port of its own on 127.0.0.1 (its ``{port}``, ``{host}`` and ``PORT``) and the
 wrapper listens on the launch's host and port once the warm-up is done. A manifest with
 ``WARMUP_BRIDGE=1`` (the winning entry's convention) runs a bridge of its own: the launcher adds none.
-``check_machine`` says, on the machine that boots, whether it can honour the CPU list (``engine.bench``
+``check_machine`` says, on the machine that boots, whether it can honour the CPU list (``engine.bench.run_trial``
 calls it before anything starts; a dry run plans without it).
 """
 

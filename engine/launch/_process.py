@@ -7,7 +7,7 @@ context manager, entering starts and waits (stopping again if boot fails) and le
 - The stack runs in its own session (``start_new_session``), so its process group holds every
   child it spawns; stop signals the whole group: TERM, then KILL after a grace period, and only
   returns once no live member is left, which also frees its port.
-- stdout and stderr go to one log file through a scrubbing pipe (``engine.launch``): a secret
+- stdout and stderr go to one log file through a scrubbing pipe (``LogPipe``): a secret
   the stack echoes never lands on disk. Errors carry the log's last lines.
 - Readiness is ``GET /v1/models`` answering 200 and listing the served model name. The poll
   notices at once when the process has exited, and stops the group at the boot timeout.

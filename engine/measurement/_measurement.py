@@ -120,7 +120,7 @@ class TrialOutcome:
     log_tail: str = ""
     timings_s: dict[str, float] = field(default_factory=dict)  # boot, warmup, ppl, tps, stop, total
     node: dict[str, Any] = field(default_factory=dict)  # node_id, hostname, accelerator, gpu ids
-    provenance: dict[str, Any] = field(default_factory=dict)  # engine.host: stack, versions, GPU, driver
+    provenance: dict[str, Any] = field(default_factory=dict)  # engine.host.provenance: stack, versions, GPU, driver
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self) | {"measurement": None if self.measurement is None else self.measurement.to_dict()}

@@ -2,7 +2,7 @@
 
 Standard library only: a submission folder carries a copy of this file (``python stackwrap.py``) and
 runs it with whatever Python the organisers use; the launcher runs it as ``python -I
-engine/stackside/_stackwrap.py`` (``engine.launch``)::
+engine/stackside/_stackwrap.py`` (``engine.launch.build_launch``)::
 
     python -I engine/stackside/_stackwrap.py --listen HOST:PORT [--upstream-port Q] [--cpus SPEC]
         [--warmup-prompts N] [--warmup-max-tokens M] [--warmup-seed S] [--warmup-kind plain|ngram]

@@ -48,10 +48,10 @@ class BootRecord:
     ppl: float | None = None
     acceptance_rate: float | None = None
     host_steal: float | None = None  # the share of CPU time the host took during the boot's runs (engine.host)
-    telemetry: dict[str, Any] = field(default_factory=dict)  # the boot's Measurement.telemetry (engine.host)
+    telemetry: dict[str, Any] = field(default_factory=dict)  # the boot's Measurement.telemetry (engine.host.Telemetry)
     reason: str | None = None  # why the boot failed (boot failure, bad answers, a lost worker)
     node: dict[str, Any] = field(default_factory=dict)
-    provenance: dict[str, Any] = field(default_factory=dict)  # engine.host
+    provenance: dict[str, Any] = field(default_factory=dict)  # engine.host.provenance
     timings: dict[str, float] = field(default_factory=dict)
     log_tail: str = ""
     created_at: datetime | None = None

@@ -86,7 +86,7 @@ measurements = sa.Table(
     sa.Column("gate", sa.Float),
     sa.Column("feasible", sa.Boolean),
     sa.Column("identity_diff_prompts", sa.Integer),
-    sa.Column("provenance", sa.JSON),  # engine.host: stack, versions, GPU, driver
+    sa.Column("provenance", sa.JSON),  # engine.host.provenance: stack, versions, GPU, driver
     sa.Column("reuse", sa.String(16)),  # sweep.store.Reuse: a copy or PPL-memo hit (no boot), or a repeat
     sa.Column("source", sa.Integer),  # the trial it copies or repeats
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
@@ -113,7 +113,7 @@ def _boot_columns() -> list[sa.Column]:
         sa.Column("ppl", sa.Float),
         sa.Column("acceptance_rate", sa.Float),
         sa.Column("host_steal", sa.Float),
-        sa.Column("telemetry", sa.JSON),  # engine.host's figures of the boot's runs
+        sa.Column("telemetry", sa.JSON),  # engine.host.Telemetry's figures of the boot's runs
         sa.Column("reason", sa.Text),
         sa.Column("prompts", sa.Text, nullable=False),  # the held-out set
         sa.Column("public_prompts", sa.Text),

@@ -77,7 +77,7 @@ class TrialRecord:
     gate: float | None = None  # the PPL gate the trial was judged against
     feasible: bool | None = None  # Judge's verdict; None until judged (failed trials: False)
     identity_diff_prompts: int | None = None
-    provenance: dict[str, Any] = field(default_factory=dict)  # engine.host; {} on rows stored before it
+    provenance: dict[str, Any] = field(default_factory=dict)  # engine.host.provenance; {} on rows stored before it
     reuse: Reuse | None = None
     source: int | None = None  # the earlier trial it copies or repeats
     id: int | None = None  # the row's id, once stored
