@@ -9,7 +9,7 @@ Standard library only because a submission folder carries copies of them (``star
 (``python -I .../_stackwrap.py --listen HOST:PORT ... -- STACK_ARGV``), here as in a folder.
 """
 
-from engine.stackside._files import FOLDER_FILES, HOOKS, STACKWRAP
+from engine.stackside._paths import FOLDER_FILES, HOOKS, STACKWRAP
 from engine.stackside._stackwrap import (
     SPEC_RULE,
     WARMUP_KINDS,
