@@ -21,10 +21,8 @@ import random
 from dataclasses import dataclass, fields, replace
 
 from benchmarks._surface import RunNoise, Surface, Trace
-from engine.knobs import KnobValue, parse_knobs
-from engine.measurement import Measurement, TrialOutcome
-from engine.profiles import BenchProfile
-from engine.stages import Partial, Stop
+from engine.config import BenchProfile, KnobValue, parse_knobs
+from engine.measurement import Measurement, Partial, Stop, TrialOutcome
 from sweep.judgement import over_gate
 from sweep.search import (
     FidelityPlan,

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from engine.knobs import KNOBS, KnobValue
+from engine.config import KNOBS, KnobValue
 from errors import DataError
 from sweep.judgement import pooled_log_sd
 
@@ -44,7 +44,7 @@ class Trace:
     tps: float
     latencies_s: tuple[float, ...]
     tokens: tuple[int, ...]
-    timings_s: dict[str, float]  # boot, warmup, tps, ppl, stop (engine.trial's names)
+    timings_s: dict[str, float]  # boot, warmup, tps, ppl, stop (engine.bench's names)
 
     def rate(self, start: int, end: int) -> float:
         """Tokens per second of request time over prompts ``start`` to ``end`` (exclusive)."""

@@ -3,7 +3,7 @@
 Two clocks are stored per trial. Optuna's ``datetime_start`` / ``datetime_complete`` are the
 driver's own: the ``ask`` that created the trial and the ``tell`` after its row was written,
 so their difference is the trial as the driver saw it (Ray dispatch, the worker's run, the
-result's way back, the row write). The ``measurements`` row holds ``engine.trial.run_trial``'s
+result's way back, the row write). The ``measurements`` row holds ``engine.bench.run_trial``'s
 phases (boot, warmup, tps, ppl, stop, total) timed inside the worker. What the driver saw
 beyond ``total`` is orchestration: Ray, the driver and the database.
 """

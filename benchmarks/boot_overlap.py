@@ -7,7 +7,7 @@ warmed once, its prompts run once untimed (so that every timed run meets the sam
 then the same timed run is repeated in rounds alternating ABAB: alone, then with a second stack
 of the same manifest (B, its own port, work folder and log) booting from the moment the run
 starts; B stays up, idle, until the run ends, as the next trial's stack would wait, and is stopped
-before the next round, which starts only once B's GPU memory is released (``engine.gpu``). Both
+before the next round, which starts only once B's GPU memory is released (``engine.host``). Both
 stacks get ``OMP_NUM_THREADS=--threads``, as Ray exports a trial's ``num_cpus`` to its engine.
 
 Prints every round, the medians, their difference (the median of the rounds' paired ratios, each
@@ -47,12 +47,9 @@ from benchmarks._report import emit, table
 from benchmarks._sweeps import load_note
 from cli import command
 from engine.bench import measure_tps, open_client, warm_up
-from engine.data import Prompt
-from engine.gpu import FREE_FLOOR_MIB, gpu_states, visible_gpus
-from engine.launch import LaunchConfig, build_launch
-from engine.manifest import load_manifest
-from engine.process import EngineProcess
-from engine.profiles import BenchProfile, get_profile
+from engine.config import BenchProfile, Prompt, get_profile, load_manifest
+from engine.host import FREE_FLOOR_MIB, gpu_states, visible_gpus
+from engine.launch import EngineProcess, LaunchConfig, build_launch
 from errors import EngineError
 from sweep.judgement import Z, pooled_log_sd
 
@@ -175,7 +172,7 @@ def run(args: Args) -> str:
     with tempfile.TemporaryDirectory(prefix="boot-overlap-") as tmp:
         work = Path(tmp)
         launch, folder = _launch(args, work, "a")
-        a = EngineProcess(launch, log_path=folder / "engine.log", boot_timeout_s=profile.boot_timeout_s)
+        a = EngineProcess.for_profile(launch, profile, log_path=folder / "engine.log")
         a.start()
         try:
             boot_a = a.wait_ready()
@@ -205,9 +202,7 @@ def _rounds(args: Args, profile: BenchProfile, launch: LaunchConfig, prompts: li
             booting = None
             if i % 2:
                 launch_b, folder_b = _launch(args, work, f"b{i}")
-                booting = _Booting(
-                    EngineProcess(launch_b, log_path=folder_b / "engine.log", boot_timeout_s=profile.boot_timeout_s)
-                )
+                booting = _Booting(EngineProcess.for_profile(launch_b, profile, log_path=folder_b / "engine.log"))
             try:
                 result = measure_tps(client, model=model, prompts=prompts, output_len=profile.output_len)
             finally:

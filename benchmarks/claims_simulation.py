@@ -58,7 +58,7 @@ from scipy.stats import norm
 
 from benchmarks._draw import confirmed, drawn_boots
 from benchmarks._report import emit, table
-from engine.profiles import get_profile
+from engine.config import get_profile
 from sweep.claims import MACHINE_TERMS, Claim, ConfirmationPlan, PromotionPlan, best_claim, claims_of
 from sweep.judgement import (
     BETWEEN_PRIOR,

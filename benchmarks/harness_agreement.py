@@ -28,14 +28,10 @@ from pathlib import Path
 from benchmarks._report import emit, table
 from benchmarks._sweeps import load_note
 from cli import command
-from engine.bench import harness_warm_up, measure_tps, open_client
+from engine.bench import bench_serving, harness_warm_up, measure_tps, open_client
+from engine.config import BenchProfile, get_profile, load_manifest, parse_knobs
 from engine.install import install_stack
-from engine.knobs import parse_knobs
-from engine.launch import build_launch
-from engine.manifest import load_manifest
-from engine.organisers import bench_serving
-from engine.process import EngineProcess
-from engine.profiles import BenchProfile, get_profile
+from engine.launch import EngineProcess, build_launch
 
 __all__ = ["main"]
 
@@ -89,7 +85,7 @@ def run(args: Args) -> str:
     rows, theirs, ours = [], [], []
     with (
         tempfile.TemporaryDirectory(prefix="harness-") as tmp,
-        EngineProcess(launch, log_path=Path(tmp) / "engine.log", boot_timeout_s=profile.boot_timeout_s),
+        EngineProcess.for_profile(launch, profile, log_path=Path(tmp) / "engine.log"),
     ):
         for i in range(args.rounds):
             first, second = ("sglang", "ours") if i % 2 == 0 else ("ours", "sglang")

@@ -7,7 +7,7 @@ arm is booted ``--boots`` times afresh (default 4), the arms interleaved round b
 whose noise is known) is booted first: a round that reads slow for every arm and the anchor alike is
 the machine's, not an arm's. Every boot warms up as the organisers' harness does and then times the
 same ``--runs`` disjoint slices of the profile's prompts (default 4: its first N, its next N, ..., in the
-harness's order), each a run of its own, with ``engine.telemetry`` recording the machine and the stack
+harness's order), each a run of its own, with ``engine.host`` recording the machine and the stack
 over each.
 
 It prints each round's TPS per arm beside the anchor's, then each arm's noise taken apart
@@ -46,10 +46,8 @@ from pathlib import Path
 from benchmarks._report import table
 from benchmarks._sweeps import load_note
 from cli import command
-from engine.knobs import KnobValues, parse_assignments, parse_knobs
-from engine.manifest import Manifest, load_manifest
-from engine.profiles import BenchProfile, get_profile
-from engine.trial import run_trial
+from engine.bench import run_trial
+from engine.config import BenchProfile, KnobValues, Manifest, get_profile, load_manifest, parse_assignments, parse_knobs
 from errors import UsageError
 from sweep.claims import NoiseParts, decompose
 from sweep.store import BootRecord
@@ -199,7 +197,7 @@ def _anchored(records: list[BootRecord], anchor: int) -> list[BootRecord]:
 
 
 def _per_run(boots: list[BootRecord], key: str) -> float | None:
-    """The mean over the boots' runs of a host figure (``engine.telemetry``'s run figures)."""
+    """The mean over the boots' runs of a host figure (``engine.host``'s run figures)."""
     values = [h[key] for b in boots for run in b.telemetry.get("runs", []) if (h := run.get("host")) and key in h]
     return statistics.fmean(values) if values else None
 

@@ -50,7 +50,7 @@ from benchmarks._report import RESULTS_DIR, emit, table
 from benchmarks._surface import Surface, load_surface
 from benchmarks._sweeps import load_note
 from cli import command
-from engine.knobs import KnobValue
+from engine.config import KnobValue
 from errors import ConfigError, DataError
 from sweep.claims import select
 from sweep.judgement import over_gate

@@ -40,7 +40,7 @@ from dashboards.importance import importance_figure, knob_importances, slice_fig
 from dashboards.lengths import lengths_figure
 from dashboards.serving import ServingLine, serving_figure, write_chart
 from dashboards.table import trials_frame
-from engine.loadlevel import LoadLevel
+from engine.measurement import LoadLevel
 from sweep.judgement import Served, Slo, level_goodput, serving_front
 from sweep.store import DEFAULT_STORAGE_URL, open_existing
 

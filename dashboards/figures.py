@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from dashboards.data import StudyData, TrialRow
-from engine.knobs import KNOBS
+from engine.config import KNOBS
 
 __all__ = ["THEMES", "history_figure", "hover_text", "knob_figure", "pareto_figure"]
 

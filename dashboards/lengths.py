@@ -1,4 +1,4 @@
-"""PPL against context length: one line per front point through its length buckets (``engine.lengthppl``).
+"""PPL against context length: one line per front point through its length buckets (``engine.measurement``).
 
 A trial whose profile scored long texts (``length_refs``) stores its PPL in buckets of context length; the chart
 draws each front point's buckets in order, x the context length where a bucket ends (tokens, log scale), y its
@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 
 from dashboards.data import StudyData, TrialRow
 from dashboards.figures import THEMES, Theme
-from engine.lengthppl import LengthBucket
+from engine.measurement import LengthBucket
 
 __all__ = ["lengths_figure"]
 

@@ -1,6 +1,6 @@
 """Serving curves: p99 TTFT against output throughput, one line per configuration across its load levels.
 
-``serving_figure(lines)`` draws a list of ``ServingLine`` (a label and its ``engine.loadlevel.LoadLevel`` levels): x
+``serving_figure(lines)`` draws a list of ``ServingLine`` (a label and its ``engine.measurement.LoadLevel`` levels): x
 the output tok/s, y the p99 TTFT in ms (a log scale: a stack that serves one request at a time waits seconds at 16 in
 flight where it answered in tens of milliseconds alone), one line per configuration through its concurrency levels in
 order, each point labelled with its concurrency, as vLLM's and AIPerf's concurrency sweeps are drawn. A level on
@@ -31,7 +31,7 @@ from cli import command
 from dashboards.figures import THEMES, Theme
 from dashboards.images import write_images
 from engine.files import load_json
-from engine.loadlevel import LoadLevel
+from engine.measurement import LoadLevel
 from errors import DataError
 
 __all__ = ["ServingLine", "main", "serving_figure", "write_chart", "write_serving"]

@@ -13,8 +13,8 @@ from typing import Any
 import pandas as pd
 
 from dashboards.data import StudyData, TrialRow
+from engine.host import KEYS as PROVENANCE_KEYS
 from engine.measurement import Measurement
-from engine.provenance import KEYS as PROVENANCE_KEYS
 from sweep.claims import MACHINE_TERMS
 
 __all__ = ["trials_frame"]

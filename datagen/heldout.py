@@ -43,7 +43,7 @@ from cli import command
 from datagen._promptbank import competition, facts, knowledge, science
 from datagen._promptbank.numbers import fmt
 from datagen.promptset import DATA_DIR, FILES, SPREAD
-from engine.profiles import CHALLENGE_DATA_ENV
+from engine.config import CHALLENGE_DATA_ENV
 from errors import DataError, GemmaSweepError
 
 __all__ = ["OUTPUT", "SEED", "build_set", "load_tokenizer", "main", "prompt_tokens", "target_lengths"]

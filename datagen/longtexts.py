@@ -14,10 +14,10 @@ They were chosen for being on every machine this project runs on, offline, long 
 bucket (the shortest, GPL-2, is 3,950 tokens), and of a register (legal prose that names its defined terms
 again and again) where context a few hundred tokens back pays: what a sliding window forgets.
 
-A record is the reference format (``engine.data.PplRecord``): ``context_token_ids`` is ``<bos>`` alone,
+A record is the reference format (``engine.config.PplRecord``): ``context_token_ids`` is ``<bos>`` alone,
 ``target_token_ids`` the text as the reference model's tokenizer (Gemma 3's, from the prepared model:
 ``engine.reference.prepare``) splits it, without special tokens. So the token at index p of the prompt
-was predicted from p tokens of context: what ``engine.lengthppl`` buckets by. A profile's
+was predicted from p tokens of context: what ``engine.measurement`` buckets by. A profile's
 ``length_buckets`` cut each text where its last bucket ends (``BenchProfile.load_lengths``).
 """
 

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from cli import command
-from engine.data import load_ppl_records, load_prompts
+from engine.config import load_ppl_records, load_prompts
 from errors import DataError, GemmaSweepError
 from studies import STUDIES_DIR
 

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.manifest import REPO_ROOT
+from engine.config import REPO_ROOT
 from engine.stacks import RECIPES as STACK_RECIPES
 from engine.stacks import Recipe
 from errors import InstallError

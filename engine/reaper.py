@@ -1,6 +1,6 @@
 """Engines never outlive the worker that started them.
 
-A trial's engine runs as a child of its Ray worker, in its own session (``engine.process``),
+A trial's engine runs as a child of its Ray worker, in its own session (``engine.launch.EngineProcess``),
 so a worker killed by Ray (``ray.kill``, a lost node, a driver that died) would leave the stack
 running, holding memory, a port and maybe a GPU. Each worker starts one watchdog process
 (``python -m engine.reaper PID``) in a session of its own, detached from the worker's process
@@ -10,8 +10,8 @@ session-leader children (the engines) and, once the worker is gone, stops their 
 
 It polls every half second, so it may not have seen an engine started just before its worker
 was killed: once the worker is gone it also stops the group of every process whose env names
-the worker as its owner (``engine.process.OWNER_ENV``). The engine's own stop
-(``engine.process``) covers every orderly exit.
+the worker as its owner (``engine.launch.OWNER_ENV``). The engine's own stop
+(``EngineProcess.stop``) covers every orderly exit.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ import time
 
 import psutil
 
-from engine.process import OWNER_ENV, group_members, stop_groups
+from engine.host import group_members
+from engine.launch import OWNER_ENV, stop_groups
 
 __all__ = ["engine_groups", "owned_groups", "stop_engine_groups"]
 
@@ -66,7 +67,7 @@ def _pgid(pid: int) -> int | None:
 
 
 def stop_engine_groups(pgids: list[int], *, grace_s: float = _GRACE_S) -> None:
-    """TERM each group, KILL what is left after the grace period (``engine.process.stop_groups``)."""
+    """TERM each group, KILL what is left after the grace period (``engine.launch.stop_groups``)."""
     stop_groups(pgids, grace_s=grace_s, kill_wait_s=5.0)
 
 

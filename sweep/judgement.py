@@ -9,7 +9,7 @@ these rules and none keeps its own copy.
   (``baseline_ppl``) or the median of those it is given (which apply: ``sweep.store.ppl_limit``).
   ``over_gate`` is the one comparison of a PPL with a gate in the project: a PPL equal to the gate
   passes, as the challenge's ``<=`` does. A gate may also hold one bucket of PPL by context length
-  (``length_bucket``, ``engine.lengthppl``) to a ratio of the baseline trial's PPL in that bucket
+  (``length_bucket``, ``engine.measurement``) to a ratio of the baseline trial's PPL in that bucket
   (``length_ratio``): a window that keeps the challenge's short records under the gate can still lose the
   long context. It is a search-time condition (the promotion and verification boots score the gate's own
   references, not the long texts).
@@ -23,7 +23,7 @@ these rules and none keeps its own copy.
   meets it, one just over does not), ``goodput`` the requests a second that met every bound, over the run's
   wall time, as bench_serving computes it; ``Slo.holds`` judges a run's percentile against a bound
   (``p99 TTFT <= X``). ``judge_serving`` is a serving study's objective and constraint: the highest goodput
-  among a trial's load levels (``engine.loadlevel.LoadLevel``), and how far that level's percentiles stand over
+  among a trial's load levels (``engine.measurement.LoadLevel``), and how far that level's percentiles stand over
   the bounds; ``serving_front`` is the one choice of a serving study's front, whoever shows it.
 - **The highest load** (``max_load``): a bisection over concurrency levels, each decided over repeated runs
   (``verdict``: the one-sided Student-t upper bound of their mean ratio to the SLO's bounds at most 1), whoever ran
@@ -49,7 +49,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 if TYPE_CHECKING:
-    from engine.loadlevel import LoadLevel
+    from engine.measurement import LoadLevel
 
 __all__ = [
     "BETWEEN_PRIOR",

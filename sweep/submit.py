@@ -192,7 +192,7 @@ def _write(args: WriteArgs, out: Console) -> int:
 def _commands(args: WriteArgs, *, study: str, trial: int, verified: bool) -> list[str]:
     """The commands that reproduce the folder's figures, as another machine would type them: the study by its
     name where it is one of this project's, a file of this machine by its name only."""
-    from engine.manifest import is_plain_name
+    from engine.config import is_plain_name
     from studies import STUDIES_DIR
     from sweep.store import shown_url
 

@@ -13,8 +13,8 @@ if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
 
 import pytest  # noqa: E402 - after the thread count, which torch reads when it is imported
 
+from engine.config import CHALLENGE_DATA_ENV, BenchProfile  # noqa: E402
 from engine.install import RECIPES, default_venv, install_stack, is_installed  # noqa: E402
-from engine.profiles import CHALLENGE_DATA_ENV, BenchProfile  # noqa: E402
 from tests.stacks import stub_profile as _stub_profile  # noqa: E402
 
 # The organisers' files are not the project's: the user names their folder (README, "The organisers'

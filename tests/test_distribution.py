@@ -60,8 +60,8 @@ def test_an_installed_copy_dry_runs_ctk_from_outside_the_checkout(tmp_path):
     # files they read) must come from the installed copy, or this test would prove nothing.
     where = run(
         "-c",
-        "import engine.knobs, engine.profiles, studies, sweep.run; "
-        "print(engine.knobs.KNOBS_FILE, engine.profiles.STUDIES_DIR, studies.__file__, sweep.run.__file__)",
+        "import engine.config, studies, sweep.run; "
+        "print(engine.config.KNOBS_FILE, engine.config.STUDIES_DIR, studies.__file__, sweep.run.__file__)",
     )
     assert where.returncode == 0, where.stderr
     assert all(Path(p).is_relative_to(target) for p in where.stdout.split()), where.stdout

@@ -24,13 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cli import command
-from engine.knobs import parse_assignments, parse_knobs
+from engine.bench._trial import run_trial
+from engine.config import REPO_ROOT, get_profile, load_manifest, parse_assignments, parse_knobs
 from engine.launch import LaunchConfig, build_launch
-from engine.manifest import REPO_ROOT, load_manifest
 from engine.measurement import TrialOutcome
-from engine.profiles import get_profile
 from engine.secrets import redact_argv, redact_env
-from engine.trial import run_trial
 from errors import UsageError
 
 

@@ -8,7 +8,7 @@ them all at once), and times each: TTFT, the gaps between content chunks, the la
 its output tokens. A request waiting for a free slot is not yet sent: its clock starts when it is, as
 bench_serving's does.
 
-The run is one ``engine.loadlevel.LoadLevel``: its figures are what bench_serving prints for a run (output tok/s
+The run is one ``engine.measurement.LoadLevel``: its figures are what bench_serving prints for a run (output tok/s
 and requests/s over the run's wall time, first request sent to last one done; TTFT, TPOT, inter-token latency and
 end-to-end latency at their mean and p50/p90/p99 in milliseconds), computed as it computes them
 (``numpy.percentile``, linear interpolation, over every request's TTFT, every gap, every latency), beside every
@@ -32,8 +32,8 @@ import httpx
 import numpy as np
 
 from engine.bench._tps import StreamTiming, stream_one
-from engine.data import Prompt
-from engine.loadlevel import LoadLevel, LoadRequest, Percentiles
+from engine.config import Prompt
+from engine.measurement import LoadLevel, LoadRequest, Percentiles
 from errors import BenchmarkError, DataError
 
 __all__ = ["Workload", "level_prompts", "long_prompts", "measure_load", "percentiles"]
@@ -51,7 +51,7 @@ class Workload:
     request_rate: float = math.inf  # requests a second, Poisson arrivals; inf: all at once
     num_prompts: int = 16
     output_len: int = 64
-    prompts: str = "public"  # "public": the profile's prompts; "long": long-context ones (engine.data)
+    prompts: str = "public"  # "public": the profile's prompts; "long": long-context ones (engine.config)
     seed: int = 1
 
     def __post_init__(self) -> None:

@@ -3,7 +3,7 @@
 One request per record, as the stack's PPL wire says (``engine.stacks``: the organisers' own request
 on every stack that speaks vLLM's API); PPL = exp(total NLL / target tokens), token-weighted; the mean
 of per-record PPLs is reported beside it. ``measure_lengths`` asks the same request of long texts and
-places each target token's NLL in the bucket of its context length (``engine.lengthppl``): what stock vLLM
+places each target token's NLL in the bucket of its context length (``engine.measurement``): what stock vLLM
 answers it is scored the same way.
 """
 
@@ -16,9 +16,9 @@ from typing import Any
 
 import httpx
 
-from engine.data import PplRecord
+from engine.config import PplRecord
 from engine.http import post_json
-from engine.lengthppl import LengthBucket, by_length
+from engine.measurement import LengthBucket, by_length
 from engine.stacks import ORGANISERS, PplWire
 
 

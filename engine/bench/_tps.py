@@ -23,7 +23,7 @@ import httpx
 
 from engine.bench._metrics import counter_deltas, read_counters
 from engine.bench._stats import coefficient_of_variation
-from engine.data import Prompt
+from engine.config import Prompt
 from engine.http import first_choice, post_json
 from engine.stacks import MetricNames
 from errors import BenchmarkError

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from engine.knobs import KNOBS
+from engine.config import KNOBS
 from errors import ConfigError
 
 # What the reference manifests' `stack` field says: the knobs' limits for this server are the

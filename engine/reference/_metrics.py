@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from engine.reference._decode import SpecStats
-from engine.stepbuckets import STEP_BUCKETS  # not engine.stacks: a folder's stack has no httpx
+from engine.stackside import STEP_BUCKETS  # not engine.stacks: a folder's stack has no httpx
 
 
 @dataclass

@@ -23,8 +23,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from engine.data import PplRecord
-from engine.stepbuckets import STEP_BUCKETS
+from engine.config import PplRecord
+from engine.stackside import STEP_BUCKETS
 
 __all__ = ["STEP_BUCKETS", "MetricNames", "PplWire", "Recipe", "StackAdapter"]
 

@@ -6,7 +6,7 @@ token ids, ``prompt_logprobs=1``, ``max_tokens=1``, ``temperature=0``, ``add_spe
 ``return_token_ids=true``. The answer's ``choices[0].prompt_logprobs`` (vLLM's shape: ``None`` for the first
 prompt token, then per position a dict keyed by token id, each ``{"logprob", "rank", "decoded_token"}``) gives
 log P(token | prefix) of every target token (``target_nlls``: their NLLs in order, which the PPL sums and the
-length buckets place by position: ``engine.lengthppl``).
+length buckets place by position: ``engine.measurement``).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from engine.data import PplRecord
+from engine.config import PplRecord
 from engine.http import first_choice
 from engine.stacks._adapter import PplWire
 from errors import BenchmarkError

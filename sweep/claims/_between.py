@@ -41,7 +41,7 @@ class Between:
     measured_df: int  # the runs less one (a run's shift is shared by its configurations)
     configurations: int  # measured in more than one run
     runs: int  # the runs those configurations were measured in
-    machines: int | None  # the machines those runs ran on (engine.provenance's boot id); None: a boot did not say
+    machines: int | None  # the machines those runs ran on (engine.host's boot id); None: a boot did not say
     within: Fit  # every run's boots fitted on their own levels: the boot's and run's noise pooled over all of them
 
     def describe(self) -> str:

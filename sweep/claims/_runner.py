@@ -42,9 +42,8 @@ import ray
 from rich.console import Console
 from rich.markup import escape
 
-from engine.knobs import parse_knobs
+from engine.config import BenchProfile, parse_knobs
 from engine.measurement import TrialOutcome
-from engine.profiles import BenchProfile
 from engine.secrets import Scrubber
 from errors import UsageError
 from sweep.interrupts import raise_interrupt

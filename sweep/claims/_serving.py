@@ -33,7 +33,7 @@ import statistics
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
-from engine.loadlevel import LoadLevel
+from engine.measurement import LoadLevel
 from sweep.claims._between import MachineTerm, machine_term
 from sweep.claims._fit import INTERVAL, Fit, Law, Reading, fit
 from sweep.judgement import BETWEEN_PRIOR, BETWEEN_PRIOR_DF, MaxLoad, Slo, chance_under_gate, max_load, over_gate

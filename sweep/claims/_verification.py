@@ -17,9 +17,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from engine.knobs import parse_knobs
+from engine.config import BenchProfile, get_profile, parse_knobs
 from engine.launch import build_launch
-from engine.profiles import BenchProfile, get_profile
 from engine.secrets import redact_argv, redact_env
 from errors import NoCompletedTrialsError, UsageError
 from sweep.claims._evidence import StudyEvidence

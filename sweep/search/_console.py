@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from engine.knobs import KnobValues
+from engine.config import KnobValues
 from sweep.judgement import (
     Noise,
     Slo,
@@ -141,7 +141,7 @@ class SweepConsole:
             self.out.print(f"    [yellow]its stack left GPU memory held after it stopped ({where})[/]")
 
     def _lengths(self, record: TrialRecord) -> None:
-        """Its PPL by context length over the profile's long texts (engine.lengthppl), where it scored them."""
+        """Its PPL by context length over the profile's long texts (engine.measurement), where it scored them."""
         buckets = record.figures.ppl_lengths
         if not buckets:
             return

@@ -55,7 +55,7 @@ from typing import Any, Literal, Protocol
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from engine.knobs import KNOBS, KnobValues
+from engine.config import KNOBS, KnobValues
 from engine.measurement import TrialOutcome
 from engine.secrets import redact_manifest
 from errors import BaselineFailed, StudyMismatchError

@@ -43,9 +43,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from engine.manifest import Manifest
-from engine.profiles import BenchProfile
-from engine.stages import Partial, Stages, Stop
+from engine.config import BenchProfile, Manifest
+from engine.measurement import Partial, Stages, Stop
 from sweep.judgement import FRONT_STOP, GATE_STOP, front_point, over_gate, pareto_front
 
 if TYPE_CHECKING:

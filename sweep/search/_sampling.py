@@ -13,7 +13,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from engine.knobs import KnobValues, parse_knobs
+from engine.config import KnobValues, parse_knobs
 from sweep.search._spec import KnobSpace, StudySpec
 from sweep.store import trial_marks
 

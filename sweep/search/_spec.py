@@ -1,7 +1,7 @@
 """Study definitions: ``studies/<name>.toml`` -> a validated, frozen ``StudySpec``.
 
 Everything is checked before anything boots: unknown fields, the sampler, the search space of
-each knob (known to ``engine.knobs``, consumed by the study's manifest, values in range), the
+each knob (known to ``engine.config``, consumed by the study's manifest, values in range), the
 gate, the profile and the resources. Each error names the file and the field and, where there
 is a fixed set, lists the valid choices. The layout::
 
@@ -27,7 +27,7 @@ is a fixed set, lists the valid choices. The layout::
 
     [profile]                     # or: profile = "quick"
     name = "quick"
-    num_prompts = 4               # any field of engine.profiles.BenchProfile overrides it
+    num_prompts = 4               # any field of engine.config.BenchProfile overrides it
     tps_repeats = 3               #   e.g. 3 timed runs per boot on disjoint prompts, CV stored
 
     [space.centroid_top_k]        # one table per swept knob:
@@ -81,10 +81,22 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from engine.config import (
+    KNOBS,
+    NAME_RULE,
+    STUDIES_DIR,
+    BenchProfile,
+    KnobValue,
+    KnobValues,
+    Manifest,
+    baseline_knobs,
+    consumed_knobs,
+    get_profile,
+    is_plain_name,
+    load_manifest,
+    parse_knobs,
+)
 from engine.files import load_toml
-from engine.knobs import KNOBS, KnobValue, KnobValues, baseline_knobs, consumed_knobs, parse_knobs
-from engine.manifest import NAME_RULE, Manifest, is_plain_name, load_manifest
-from engine.profiles import STUDIES_DIR, BenchProfile, get_profile
 from engine.stacks import adapter_for
 from errors import ConfigError, StudySpecError
 from sweep.judgement import (

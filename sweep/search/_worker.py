@@ -4,7 +4,7 @@ An actor asks Ray for ``num_cpus``, ``num_gpus`` and, when the study names one, 
 the node resource ``accelerator_type:<X>`` that Ray advertises on nodes with that accelerator
 (and that test clusters declare by hand): trials land only on matching nodes, and the engine
 inherits ``CUDA_VISIBLE_DEVICES`` from the GPUs Ray assigned. Workers run one trial at a time
-through ``engine.trial.run_trial`` and return the outcome as a dict; they never open the
+through ``engine.bench.run_trial`` and return the outcome as a dict; they never open the
 database (one writer: docs/ARCHITECTURE.md).
 """
 
@@ -21,10 +21,8 @@ from typing import Any
 import psutil
 import ray
 
-from engine.knobs import KnobValues
-from engine.manifest import Manifest
+from engine.config import BenchProfile, KnobValues, Manifest
 from engine.measurement import TrialOutcome
-from engine.profiles import BenchProfile
 from engine.reaper import engine_groups, stop_engine_groups
 from engine.secrets import Scrubber
 from sweep.search._fidelity import FidelityPlan, stages_for
@@ -97,7 +95,7 @@ class TrialWorker:
         # run, so not at module level, which the driver imports. Importing it here, while the
         # baseline trial runs alone, keeps its second or so (more on a busy CPU) off each
         # worker's first trial: 2-3% of 4-worker efficiency in benchmarks.scaling.
-        from engine.trial import run_trial
+        from engine.bench import run_trial
 
         self._run_trial = run_trial
 

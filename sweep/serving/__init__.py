@@ -15,7 +15,7 @@
 The rules it judges by are ``sweep.judgement``'s: the SLO, goodput, the serving front (``serving_front``, there
 rather than here so that the search's console, a floor below, shows the same one) and the max-load decision (re-exported
 here; there so that the claims, a floor below, decide a claim's boots by it too). A load level is
-``engine.loadlevel.LoadLevel``; which prompts it gets is ``engine.bench.level_prompts``.
+``engine.measurement.LoadLevel``; which prompts it gets is ``engine.bench.level_prompts``.
 """
 
 from sweep.judgement import DEFAULT_CONFIDENCE, LevelVerdict, MaxLoad, max_load, verdict

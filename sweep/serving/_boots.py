@@ -1,6 +1,6 @@
 """One point's boot: booted fresh with its trial's knobs, warmed once as the organisers' harness warms, timed under
 each workload in order, its long texts scored by context length where the study's profile names them
-(``engine.lengthppl``), stopped; what it measured kept level by level, and a stack that misbehaves named, never
+(``engine.measurement``), stopped; what it measured kept level by level, and a stack that misbehaves named, never
 raised."""
 
 from __future__ import annotations
@@ -15,11 +15,9 @@ from typing import TYPE_CHECKING, Any
 from rich.status import Status
 
 from engine.bench import Workload, harness_warm_up, measure_lengths, measure_load, open_client
-from engine.data import Prompt
-from engine.launch import build_launch, check_machine
-from engine.lengthppl import LengthBucket
-from engine.loadlevel import LoadLevel
-from engine.process import EngineProcess
+from engine.config import Prompt
+from engine.launch import EngineProcess, build_launch, check_machine
+from engine.measurement import LengthBucket, LoadLevel
 from engine.stacks import adapter_for
 from errors import EngineError
 from sweep.judgement import MaxLoad, Slo, level_goodput, max_load
@@ -137,7 +135,7 @@ def run_point(run: PointRun, setup: Setup, status: Status, where: str) -> None:
             check_machine(launch)
             status.update(f"{where}: booting")
             began = time.monotonic()
-            with EngineProcess(launch, log_path=run.log, boot_timeout_s=profile.boot_timeout_s) as engine:
+            with EngineProcess.for_profile(launch, profile, log_path=run.log) as engine:
                 run.boot_s = time.monotonic() - began
                 _measure(run, engine, setup, status, where)
         except EngineError as exc:

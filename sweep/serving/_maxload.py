@@ -25,9 +25,8 @@ from dataclasses import dataclass
 import httpx
 
 from engine.bench import Workload, harness_warm_up, measure_load
-from engine.data import Prompt
-from engine.loadlevel import LoadLevel
-from engine.profiles import BenchProfile
+from engine.config import BenchProfile, Prompt
+from engine.measurement import LoadLevel
 
 __all__ = ["probe_levels"]
 

@@ -13,9 +13,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from engine.bench import Workload
-from engine.lengthppl import bucket_bounds, bucket_label
-from engine.trial import node_info
+from engine.bench import Workload, node_info
+from engine.measurement import bucket_bounds, bucket_label
 from sweep.serving._boots import PointRun, Setup
 from sweep.serving._rank import Ranks, rank
 
@@ -107,7 +106,7 @@ def _columns(table: Table, setup: Setup) -> None:
 
 
 def _length_labels(setup: Setup) -> list[str]:
-    """The profile's length buckets, where it scores long texts (``engine.lengthppl``)."""
+    """The profile's length buckets, where it scores long texts (``engine.measurement``)."""
     profile = setup.spec.profile
     return [bucket_label(*b) for b in bucket_bounds(profile.length_buckets)] if profile.length_refs else []
 

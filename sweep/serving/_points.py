@@ -8,8 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from engine.bench import Workload
-from engine.knobs import KnobValues, parse_knobs
-from engine.profiles import BenchProfile
+from engine.config import BenchProfile, KnobValues, parse_knobs
 from sweep.serving._args import TransferArgs
 
 if TYPE_CHECKING:  # imported where used: Optuna takes seconds to import, and bad input should fail fast

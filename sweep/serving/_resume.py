@@ -14,8 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.files import load_json
-from engine.lengthppl import LengthBucket
-from engine.loadlevel import LoadLevel
+from engine.measurement import LengthBucket, LoadLevel
 from errors import DataError, UsageError
 from sweep.judgement import MaxLoad
 from sweep.serving._boots import LevelRun, PointRun, Setup

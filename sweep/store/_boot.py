@@ -18,9 +18,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from engine.loadlevel import LoadLevel
-from engine.measurement import TrialOutcome
-from engine.profiles import BenchProfile
+from engine.config import BenchProfile
+from engine.measurement import LoadLevel, TrialOutcome
 
 __all__ = ["BootKind", "BootRecord", "BootStatus", "boot_record"]
 
@@ -51,11 +50,11 @@ class BootRecord:
     ppl: float | None = None
     acceptance_rate: float | None = None
     host_steal: float | None = None  # the share of CPU time the host took during the boot's runs (engine.host)
-    telemetry: dict[str, Any] = field(default_factory=dict)  # the boot's Measurement.telemetry (engine.telemetry)
+    telemetry: dict[str, Any] = field(default_factory=dict)  # the boot's Measurement.telemetry (engine.host.Telemetry)
     load: tuple[LoadLevel, ...] = ()  # a serving study's load levels, one run each, in the order they ran
     reason: str | None = None  # why the boot failed (boot failure, bad answers, a lost worker)
     node: dict[str, Any] = field(default_factory=dict)
-    provenance: dict[str, Any] = field(default_factory=dict)  # engine.provenance
+    provenance: dict[str, Any] = field(default_factory=dict)  # engine.host.provenance
     timings: dict[str, float] = field(default_factory=dict)
     log_tail: str = ""
     created_at: datetime | None = None

@@ -31,7 +31,7 @@ import optuna
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
-from engine.loadlevel import LoadLevel
+from engine.measurement import LoadLevel
 from engine.measurement import Measurement
 from errors import StorageError
 from sweep.runs import RUN_DIR
@@ -88,7 +88,7 @@ measurements = sa.Table(
     sa.Column("length_gate", sa.Float),  # sweep.store.TrialRecord.length_gate
     sa.Column("feasible", sa.Boolean),
     sa.Column("identity_diff_prompts", sa.Integer),
-    sa.Column("provenance", sa.JSON),  # engine.provenance: stack, versions, GPU, driver
+    sa.Column("provenance", sa.JSON),  # engine.host.provenance: stack, versions, GPU, driver
     sa.Column("reuse", sa.String(16)),  # sweep.store.Reuse: a copy or PPL-memo hit (no boot), or a repeat
     sa.Column("source", sa.Integer),  # the trial it copies or repeats
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
@@ -115,8 +115,8 @@ def _boot_columns() -> list[sa.Column]:
         sa.Column("ppl", sa.Float),
         sa.Column("acceptance_rate", sa.Float),
         sa.Column("host_steal", sa.Float),
-        sa.Column("telemetry", sa.JSON),  # engine.telemetry's figures of the boot's runs
-        sa.Column("load", sa.JSON),  # a serving study's load levels (engine.loadlevel.LoadLevel.to_dict each)
+        sa.Column("telemetry", sa.JSON),  # engine.host.Telemetry's figures of the boot's runs
+        sa.Column("load", sa.JSON),  # a serving study's load levels (engine.measurement.LoadLevel.to_dict each)
         sa.Column("reason", sa.Text),
         sa.Column("prompts", sa.Text, nullable=False),  # the held-out set
         sa.Column("public_prompts", sa.Text),

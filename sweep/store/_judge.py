@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from engine.profiles import BenchProfile
+from engine.config import BenchProfile
 from sweep.judgement import Gate, is_feasible
 from sweep.store._boot import BootRecord
 from sweep.store._identity import differing_prompts

@@ -20,7 +20,7 @@ import math
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from engine.profiles import BenchProfile
+from engine.config import BenchProfile
 from sweep.judgement import BETWEEN_PRIOR, BETWEEN_PRIOR_DF, Gate, Slo
 
 __all__ = ["ClientOffset", "ConfirmationPlan", "PromotionPlan"]

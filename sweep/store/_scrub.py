@@ -1,6 +1,6 @@
 """The boot logs an earlier run did not see finish, scrubbed before a study goes on.
 
-A stack's log goes to disk scrubbed (``engine.logpipe``), but a log written by an older version,
+A stack's log goes to disk scrubbed (``engine.launch.LogPipe``), but a log written by an older version,
 or by a worker killed while a line was half written, may not be: a driver SIGKILLed, a node lost,
 Ctrl-C. So a starting driver, and a starting run of boots (a promotion, a verification, a
 calibration), first scrubs every boot log of the study whose result is missing or failed, with the

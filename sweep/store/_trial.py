@@ -14,9 +14,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
-from engine.knobs import KNOBS, KnobValues
+from engine.config import KNOBS, BenchProfile, KnobValues
 from engine.measurement import Measurement, TrialOutcome
-from engine.profiles import BenchProfile
 from sweep.judgement import FRONT_STOP, Served, Slo, judge_serving
 
 __all__ = [
@@ -81,7 +80,7 @@ class TrialRecord:
     length_gate: float | None = None  # the gated length bucket's PPL limit (sweep.judgement.Gate.length_bucket)
     feasible: bool | None = None  # Judge's verdict; None until judged (failed trials: False)
     identity_diff_prompts: int | None = None
-    provenance: dict[str, Any] = field(default_factory=dict)  # engine.provenance; {} on rows stored before it
+    provenance: dict[str, Any] = field(default_factory=dict)  # engine.host.provenance; {} on rows stored before it
     reuse: Reuse | None = None
     source: int | None = None  # the earlier trial it copies or repeats
     id: int | None = None  # the row's id, once stored

@@ -15,7 +15,7 @@ no ``PYTHONPATH``, nothing that names this checkout), on its port, until ``GET /
   the system's programs and libraries read-only, an empty HOME and ``/tmp``, nothing else. A path it needs
   outside that view is missing there, and the check names it.
 
-Then it times the stack with the organisers' client (``bench_serving``, ``engine.organisers``) on the held-out
+Then it times the stack with the organisers' client (``bench_serving``, ``engine.bench``) on the held-out
 prompts (a fresh boot's first run: a private re-run's stand-in) and the public ones, at the claim's sizes,
 scores PPL on the claim's references as their ``ppl_endpoint.py`` does, sends the audit request, and stops
 the stack. Every temporary folder goes whatever happens (a failure, Ctrl-C, SIGTERM).
@@ -43,14 +43,10 @@ from typing import Any
 import httpx
 from rich.console import Console
 
-from engine.bench import PplResult, measure_ppl, open_client
-from engine.data import PplRecord
+from engine.bench import PplResult, audit, bench_serving, measure_ppl, open_client
+from engine.config import BenchProfile, Manifest, PplRecord, parse_manifest
 from engine.install import install_stack
-from engine.launch import LaunchConfig
-from engine.manifest import Manifest, parse_manifest
-from engine.organisers import audit, bench_serving
-from engine.process import OWNER_ENV, EngineProcess
-from engine.profiles import BenchProfile
+from engine.launch import OWNER_ENV, EngineProcess, LaunchConfig
 from errors import EngineError, UsageError
 from sweep.interrupts import raise_interrupt
 from sweep.judgement import TPS_TOLERANCE, over_gate, within_tolerance
@@ -210,8 +206,8 @@ def _run(
         f"manifest's env over a clean one, port {port}",
         markup=False,
     )
-    timeout = profile.boot_timeout_s + (_PREPARE_ALLOWANCE_S if options.fresh else 0.0)
-    engine = EngineProcess(launch, log_path=root / "serve.log", boot_timeout_s=timeout)
+    prepare_s = _PREPARE_ALLOWANCE_S if options.fresh else 0.0
+    engine = EngineProcess.for_profile(launch, profile, log_path=root / "serve.log", extra_boot_s=prepare_s)
     try:
         _boot_naming_missing_paths(engine, shown=interpreter.shown, out=out)
         tokenizer = Path(options.tokenizer or _tokenizer(launch.base_url, manifest.model_id))

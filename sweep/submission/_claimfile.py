@@ -75,7 +75,7 @@ class ClaimFile(BaseModel):
     ppl: float = Field(gt=0)
     ppl_tol: float | None = None
     gate: float | None = None
-    profile: dict[str, Any]  # what the claim was measured at: the check measures the same (engine.profiles)
+    profile: dict[str, Any]  # what the claim was measured at: the check measures the same (engine.config)
     verdict: VerdictSummary | None = None
     provenance: dict[str, Any] = Field(default_factory=dict)  # what the claim's measurements ran on
 
@@ -192,7 +192,7 @@ class ClaimFile(BaseModel):
 
 
 def measured_on(choice: Choice, view: StudyClaims | None) -> dict[str, Any]:
-    """What the claim's measurements ran on (``engine.provenance``): its promotion's boots, or its trial's own."""
+    """What the claim's measurements ran on (``engine.host``): its promotion's boots, or its trial's own."""
     boots = [b.provenance for b in (view.boots if view else ()) if b.trial_number == choice.record.trial_number]
     return next((p for p in boots if p), choice.record.provenance)
 

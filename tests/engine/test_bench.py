@@ -5,11 +5,10 @@ import math
 import pytest
 
 from engine.bench import measure, measure_ppl, open_client, parse_counters
-from engine.data import PplRecord, load_ppl_records
-from engine.launch import build_launch
-from engine.process import EngineProcess
+from engine.config import PplRecord, load_ppl_records
+from engine.launch import EngineProcess, build_launch
+from engine.measurement import Stages, Stop
 from engine.stacks import ADAPTERS, target_nlls
-from engine.stages import Stages, Stop
 from errors import BenchmarkError
 from tests.stacks import measure_on_stub, stub_manifest
 from tests.stacks.stub_server import StubKnobs, request_time, spec_counts, token_logprob, token_time
@@ -153,7 +152,10 @@ def test_parse_counters_sums_label_sets_and_skips_comments():
 def test_bad_http_answers_are_benchmark_errors_naming_the_request(tmp_path, stub_profile, fault, message):
     launch = build_launch(stub_manifest(STUB_FAULT=fault))
     records = load_ppl_records(stub_profile.path(stub_profile.refs), limit=1)
-    with EngineProcess(launch, log_path=tmp_path / "engine.log"), open_client(launch.base_url, timeout_s=5) as client:
+    with (
+        EngineProcess.for_profile(launch, stub_profile, log_path=tmp_path / "engine.log"),
+        open_client(launch.base_url, timeout_s=5) as client,
+    ):
         with pytest.raises(BenchmarkError, match=message):
             measure_ppl(client, model="stub", records=records)
 
@@ -178,7 +180,7 @@ def test_the_identity_evidence_is_the_first_runs_answers_whichever_run_gives_the
     # Runs of one boot time disjoint prompts; the TPS may come from the median run, but only the first
     # run's prompts are the same in every trial. (The timed runs are stand-ins here: the rule is what
     # is tested, with a first run faster than the median, so the median run gives the TPS.)
-    import engine.bench as bench
+    import engine.bench._measure as bench  # where measure() looks up the parts it calls
 
     runs = iter([(30.0, "a"), (10.0, "b"), (20.0, "c")])
 

@@ -9,9 +9,7 @@ import sys
 
 import pytest
 
-from engine.knobs import consumed_knobs
-from engine.manifest import REPO_ROOT, load_manifest
-from engine.profiles import CHALLENGE_DATA_ENV, get_profile
+from engine.config import CHALLENGE_DATA_ENV, REPO_ROOT, consumed_knobs, get_profile, load_manifest
 from errors import DataError
 
 # The first prompts sglang 0.5.2's bench_serving sends for their file with --seed 1, read off its

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from engine.manifest import REPO_ROOT
+from engine.config import REPO_ROOT
 from tests.stacks import STUB_MANIFEST
 
 

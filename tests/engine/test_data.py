@@ -3,8 +3,7 @@ import re
 
 import pytest
 
-from engine.data import load_ppl_records, load_prompts
-from engine.profiles import STUDIES_DIR
+from engine.config import STUDIES_DIR, load_ppl_records, load_prompts
 from errors import DataError
 
 DATA = STUDIES_DIR / "data"

@@ -17,12 +17,11 @@ from datetime import datetime
 
 import pytest
 
-from engine.boot_phases import boot_phases
-from engine.gpu import FREE_FLOOR_MIB, gpu_uuids, held_after_stop, visible_gpus, wait_until_free
-from engine.knobs import parse_knobs
-from engine.process import OWNER_ENV
-from engine.stacks import ADAPTERS
-from engine.trial import run_trial
+from engine.bench import run_trial
+from engine.config import parse_knobs
+from engine.host import FREE_FLOOR_MIB, gpu_uuids, held_after_stop, visible_gpus, wait_until_free
+from engine.launch import OWNER_ENV
+from engine.stacks import ADAPTERS, boot_phases
 from errors import EngineBootError
 from tests.stacks import stub_manifest
 

@@ -2,19 +2,20 @@ import json
 
 import pytest
 
-from engine.knobs import (
+from engine.config import (
     KNOBS,
     Knob,
     Target,
     apply_knobs,
     baseline_knobs,
     consumed_knobs,
+    load_manifest,
     load_registry,
     parse_assignments,
     parse_knobs,
+    parse_manifest,
 )
-from engine.manifest import load_manifest, parse_manifest
-from engine.stackwrap import SPEC_RULE
+from engine.stackside import SPEC_RULE
 from errors import KnobError, ManifestError
 
 VIDRAFT = "vidraft-w188-ctk49"

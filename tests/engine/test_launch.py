@@ -4,9 +4,9 @@ import sys
 
 import pytest
 
-from engine.knobs import parse_knobs
+from engine.config import REPO_ROOT, load_manifest, parse_knobs, parse_manifest
 from engine.launch import build_launch, check_machine
-from engine.manifest import REPO_ROOT, load_manifest, parse_manifest
+from engine.stackside import STACKWRAP
 from errors import EngineBootError, ManifestError
 from tests.stacks import STUB_MANIFEST, stub_manifest
 
@@ -52,9 +52,9 @@ def test_two_launches_get_different_ports():
     assert len(ports) == 20
 
 
-# --- the stability knobs: CPU affinity and the warm-up bridge through engine/stackwrap.py ---
+# --- the stability knobs: CPU affinity and the warm-up bridge through engine/stackside/_stackwrap.py ---
 
-WRAPPER = str(REPO_ROOT / "engine" / "stackwrap.py")
+WRAPPER = str(STACKWRAP)
 STUB_ARGV = [sys.executable, f"{REPO_ROOT}/tests/stacks/stub_server.py"]
 
 

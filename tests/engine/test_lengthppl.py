@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from engine.lengthppl import LengthBucket, by_length
+from engine.measurement import LengthBucket, by_length
 from engine.measurement import Measurement
 from errors import StudySpecError
 from tests.stacks import measure_on_stub, write_ppl_refs

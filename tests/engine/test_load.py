@@ -11,12 +11,11 @@ import httpx
 import pytest
 
 from engine.bench import StreamTiming, Workload, level_prompts, measure_load, percentiles
+from engine.config import parse_knobs
 from engine.install import install_stack
-from engine.knobs import parse_knobs
-from engine.launch import build_launch
-from engine.loadlevel import LoadLevel, LoadRequest, Percentiles
-from engine.process import EngineProcess
-from engine.startup import free_port
+from engine.launch import EngineProcess, build_launch
+from engine.measurement import LoadLevel, LoadRequest, Percentiles
+from engine.stackside import free_port
 from errors import DataError
 from sweep.judgement import Slo, goodput
 from tests.stacks import stub_manifest, stub_profile

@@ -4,9 +4,7 @@ import os
 import secrets
 import time
 
-from engine.launch import build_launch
-from engine.logpipe import MAX_LINE, LogPipe
-from engine.process import EngineProcess
+from engine.launch import MAX_LINE, EngineProcess, LogPipe, build_launch
 from engine.secrets import Scrubber
 from tests.stacks import stub_manifest
 

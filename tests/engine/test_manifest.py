@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from engine.manifest import MANIFESTS_DIR, load_manifest, parse_manifest
+from engine.config import MANIFESTS_DIR, load_manifest, parse_manifest
 from errors import ManifestError
 
 VALID = {

@@ -10,9 +10,9 @@ import time
 import httpx
 import pytest
 
-from engine.launch import build_launch
-from engine.manifest import parse_manifest
-from engine.process import EngineProcess, group_members, stop_groups
+from engine.config import parse_manifest
+from engine.host import group_members
+from engine.launch import EngineProcess, build_launch, stop_groups
 from errors import EngineBootError
 from tests.stacks import stub_manifest
 

@@ -9,8 +9,8 @@ import os
 import sys
 from pathlib import Path
 
-from engine.provenance import KEYS, pins, provenance
-from engine.startup import free_port
+from engine.host import KEYS, pins, provenance
+from engine.stackside import free_port
 
 
 def _distribution(site: Path, name: str, version: str, *, requires: list[str] = (), direct: dict | None = None) -> None:

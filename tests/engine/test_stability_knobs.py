@@ -9,12 +9,9 @@ import re
 
 import pytest
 
-from engine.knobs import parse_knobs
-from engine.manifest import load_manifest
-from engine.profiles import get_profile
-from engine.stackwrap import synthetic_prompts
-from engine.startup import StartError, gc_policy
-from engine.trial import run_trial
+from engine.bench import run_trial
+from engine.config import get_profile, load_manifest, parse_knobs
+from engine.stackside import StartError, gc_policy, synthetic_prompts
 from tests.stacks import stub_manifest, stub_profile
 
 

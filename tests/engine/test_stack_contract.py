@@ -14,13 +14,9 @@ import httpx
 import pytest
 
 from engine.bench import measure_ppl, read_counters
-from engine.boot_phases import boot_phases
-from engine.data import PplRecord
-from engine.knobs import baseline_knobs
-from engine.launch import build_launch
-from engine.manifest import Manifest, load_manifest
-from engine.process import EngineProcess
-from engine.stacks import ADAPTERS, adapter_for
+from engine.config import Manifest, PplRecord, baseline_knobs, load_manifest
+from engine.launch import EngineProcess, build_launch
+from engine.stacks import ADAPTERS, adapter_for, boot_phases
 from errors import ManifestError
 from tests.stacks import STUB_MANIFEST
 

@@ -1,4 +1,4 @@
-"""engine.stackwrap on real processes: CPU affinity set before the stack starts, and the warm-up bridge in
+"""engine.stackside on real processes: CPU affinity set before the stack starts, and the warm-up bridge in
 front of the stub stack (which logs every request it serves)."""
 
 from __future__ import annotations
@@ -16,18 +16,13 @@ import httpx
 import pytest
 
 from engine.bench import parse_counters
-from engine.data import load_prompts
-from engine.knobs import parse_knobs
-from engine.launch import build_launch
-from engine.manifest import REPO_ROOT, load_manifest
-from engine.process import EngineProcess
-from engine.profiles import CHALLENGE_DATA_ENV
-from engine.stackwrap import SpecError, format_cpus, parse_cpus, resolve_cpus, synthetic_prompts
-from engine.startup import free_port
+from engine.config import CHALLENGE_DATA_ENV, load_manifest, load_prompts, parse_knobs
+from engine.launch import EngineProcess, build_launch
+from engine.stackside import STACKWRAP, SpecError, format_cpus, free_port, parse_cpus, resolve_cpus, synthetic_prompts
 from studies import STUDIES_DIR
 from tests.stacks import STACKS_DIR
 
-WRAPPER = REPO_ROOT / "engine" / "stackwrap.py"
+WRAPPER = STACKWRAP
 STUB = [sys.executable, str(STACKS_DIR / "stub_server.py")]
 ALLOWED = os.sched_getaffinity(0)
 needs_two_cpus = pytest.mark.skipif(len(ALLOWED) < 2, reason="pinning to one CPU of several needs two")

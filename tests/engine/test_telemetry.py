@@ -1,4 +1,4 @@
-"""engine.telemetry and engine.affinity on real stacks: a stack pinned to one CPU runs only there (its
+"""engine.host's telemetry and client placement on real stacks: a stack pinned to one CPU runs only there (its
 /proc says so, and so does the telemetry its measurement records), the timing client keeps off the
 stack's CPUs, and the GPU's readings come from nvidia-smi where one is present (a FAKE one here:
 this machine has no GPU)."""
@@ -16,18 +16,13 @@ import httpx
 import psutil
 import pytest
 
-from engine.affinity import client_cpus, is_client_rule, pinned
-from engine.bench import measure
-from engine.host import per_cpu_times
-from engine.knobs import parse_knobs
-from engine.launch import build_launch
-from engine.manifest import load_manifest
-from engine.process import EngineProcess, group_members
+from engine.bench import measure, run_trial
+from engine.config import is_client_rule, load_manifest, parse_knobs
+from engine.host import Telemetry, client_cpus, group_members, per_cpu_times, pinned, thread_cpus_allowed
+from engine.launch import EngineProcess, build_launch
+from engine.measurement import Stages
 from engine.stacks import ADAPTERS
-from engine.stackwrap import format_cpus, parse_cpus
-from engine.stages import Stages
-from engine.telemetry import Telemetry, thread_cpus_allowed
-from engine.trial import run_trial
+from engine.stackside import format_cpus, parse_cpus
 from errors import StudySpecError
 from tests.stacks import stub_manifest, stub_profile
 
@@ -64,7 +59,7 @@ def test_a_stub_pinned_to_one_cpu_runs_only_there_and_its_telemetry_says_so(tmp_
     )
     launch = build_launch(manifest, parse_knobs(manifest, {}))
     prompts, records = profile.load_data()
-    with EngineProcess(launch, log_path=tmp_path / "engine.log") as engine:
+    with EngineProcess.for_profile(launch, profile, log_path=tmp_path / "engine.log") as engine:
         assert engine.pid is not None
         processes = group_members(engine.pid)
         with httpx.Client(base_url=launch.base_url) as client:  # an open connection: its serving threads live
@@ -116,7 +111,7 @@ def test_the_reference_stack_pinned_to_one_cpu_runs_only_there(tmp_path):
         source="test",
     )
     prompts, records = profile.load_data()
-    with EngineProcess(launch, log_path=tmp_path / "engine.log", boot_timeout_s=300) as engine:
+    with EngineProcess.for_profile(launch, profile, log_path=tmp_path / "engine.log") as engine:
         assert engine.pid is not None
         allowed = _tasks_allowed(engine.pid)
         with Telemetry(engine.pid) as probe:
@@ -285,7 +280,10 @@ def test_a_run_timed_in_stages_is_one_run_of_its_windows(tmp_path):
     launch = build_launch(stub_manifest())
     prompts, records = profile.load_data()
     stages = Stages(after=(1, 3), ppl_first=True, checkpoint=lambda partial: None)
-    with EngineProcess(launch, log_path=tmp_path / "engine.log") as engine, Telemetry(engine.pid) as probe:
+    with (
+        EngineProcess.for_profile(launch, profile, log_path=tmp_path / "engine.log") as engine,
+        Telemetry(engine.pid) as probe,
+    ):
         m = measure(
             launch.base_url,
             model="stub",

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.knobs import parse_knobs
+from engine.bench import run_trial
+from engine.config import parse_knobs
 from engine.measurement import TrialOutcome
-from engine.trial import run_trial
 from errors import DataError, KnobError
 from tests.stacks import stub_manifest
 from tests.stacks.stub_server import expected_ppl

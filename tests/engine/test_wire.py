@@ -11,9 +11,8 @@ import sys
 import pytest
 
 from engine.bench import measure_tps, open_client
-from engine.launch import build_launch
-from engine.manifest import REPO_ROOT
-from engine.process import EngineProcess
+from engine.config import REPO_ROOT
+from engine.launch import EngineProcess, build_launch
 from engine.stacks._vllm import VLLM_METRICS
 from tests.stacks import measure_on_stub, stub_manifest, write_ppl_refs, write_prompt_set
 from tests.stacks.stub_server import StubKnobs, spec_counts
@@ -108,7 +107,10 @@ def test_the_caching_stack_really_serves_a_repeated_prompt_faster(tmp_path, stub
     # The premise of the next test: timing the same prompts twice in a boot would inflate TPS.
     launch = build_launch(stub_manifest(**CACHING))
     prompts, _ = stub_profile.load_data()
-    with EngineProcess(launch, log_path=tmp_path / "engine.log"), open_client(launch.base_url, timeout_s=20) as client:
+    with (
+        EngineProcess.for_profile(launch, stub_profile, log_path=tmp_path / "engine.log"),
+        open_client(launch.base_url, timeout_s=20) as client,
+    ):
         first = measure_tps(client, model="stub", prompts=prompts, output_len=64, metrics=VLLM_METRICS)
         again = measure_tps(client, model="stub", prompts=prompts, output_len=64, metrics=VLLM_METRICS)
     assert again.tps > 2 * first.tps

@@ -20,7 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from engine.bench import measure_ppl, measure_tps, open_client, stream_pass
-from engine.data import PplRecord, Prompt
+from engine.config import PplRecord, Prompt
 from engine.stacks._vllm import VLLM_METRICS
 from errors import BenchmarkError
 from tests.fuzz.tally import record

@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.data import load_ppl_records, load_prompts
+from engine.config import load_ppl_records, load_prompts
 from errors import DataError
 from tests.fuzz.tally import record
 from tests.fuzz.values import damaged, fuzz_settings, json_values, nasty_text, numbers

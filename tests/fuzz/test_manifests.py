@@ -12,9 +12,8 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.knobs import KNOBS, baseline_knobs, consumed_knobs, parse_assignments, parse_knobs
+from engine.config import KNOBS, baseline_knobs, consumed_knobs, load_manifest, parse_assignments, parse_knobs
 from engine.launch import LaunchConfig, build_launch
-from engine.manifest import load_manifest
 from errors import ConfigError
 from tests.fuzz.tally import record
 from tests.fuzz.values import (

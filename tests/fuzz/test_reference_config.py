@@ -9,7 +9,7 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.knobs import KNOBS
+from engine.config import KNOBS
 from engine.reference._config import MAX_POSITIONS, NUM_LAYERS, STACK, parse_config
 from errors import ConfigError
 from tests.fuzz.tally import record

@@ -20,9 +20,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.launch import build_launch
-from engine.manifest import load_manifest
-from engine.process import EngineProcess
+from engine.config import load_manifest
+from engine.launch import EngineProcess, build_launch
 from tests.fuzz.tally import record
 from tests.fuzz.values import damaged, deep_json, fuzz_settings, json_values, nasty_text, numbers
 from tests.security.kit import Listener, listeners, off_loopback

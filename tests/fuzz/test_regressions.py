@@ -10,11 +10,16 @@ import sys
 
 import pytest
 
-from engine.data import load_ppl_records, load_prompts
-from engine.knobs import parse_knobs
+from engine.config import (
+    REPO_ROOT,
+    get_profile,
+    load_manifest,
+    load_ppl_records,
+    load_prompts,
+    parse_knobs,
+    parse_manifest,
+)
 from engine.launch import build_launch
-from engine.manifest import REPO_ROOT, load_manifest, parse_manifest
-from engine.profiles import get_profile
 from engine.reference._config import parse_config
 from errors import ConfigError, DataError, KnobError, ManifestError, StudySpecError
 from sweep.search import load_study

@@ -14,8 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.knobs import KNOBS
-from engine.profiles import BenchProfile
+from engine.config import KNOBS, BenchProfile
 from errors import ConfigError
 from sweep.search import SAMPLERS, load_study
 from tests.fuzz.tally import record

@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.launch import LaunchConfig
-from engine.manifest import REPO_ROOT
-from engine.process import EngineProcess
-from engine.startup import free_port
+from engine.config import REPO_ROOT
+from engine.launch import EngineProcess, LaunchConfig
+from engine.stackside import free_port
 
 DATA = Path(__file__).parent / "data"
 GEN_TOKENS = 64

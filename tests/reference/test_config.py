@@ -6,8 +6,7 @@ import json
 
 import pytest
 
-from engine.knobs import KNOBS
-from engine.manifest import load_manifest
+from engine.config import KNOBS, load_manifest
 from engine.reference._config import parse_config
 from engine.reference.runtime import SpecConfig
 from errors import ConfigError

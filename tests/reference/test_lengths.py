@@ -3,7 +3,7 @@
 Two boots of the embedded reference server (CPU), at a small sliding window and at the model's own, score the
 project's long texts (``studies/data/ppl_refs_long.jsonl``) as every trial's length pass does: one teacher-forced
 ``/v1/completions`` a text with ``prompt_logprobs``, its tokens placed in buckets of context length
-(``engine.lengthppl``). The small window's PPL over the large one's grows from the short bucket to the long one.
+(``engine.measurement``). The small window's PPL over the large one's grows from the short bucket to the long one.
 
 The tolerance is the measurement's own: a bucket's log PPL ratio is the mean of its tokens' NLL differences, and
 its standard error is taken over blocks of ``BLOCK`` consecutive tokens (a phrase is easy or hard as a whole, so
@@ -21,8 +21,8 @@ import pytest
 
 from engine.bench import open_client
 from engine.http import post_json
-from engine.lengthppl import LengthBucket, by_length
-from engine.profiles import get_profile
+from engine.measurement import LengthBucket, by_length
+from engine.config import get_profile
 from engine.stacks import ppl_payload, target_nlls
 from sweep.judgement import Z
 from tests.reference.conftest import reference_server

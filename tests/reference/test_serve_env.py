@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from engine.manifest import REPO_ROOT
+from engine.config import REPO_ROOT
 
 
 @pytest.mark.parametrize(

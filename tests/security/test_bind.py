@@ -18,9 +18,8 @@ from pathlib import Path
 
 import psutil
 
-from engine.launch import build_launch
-from engine.manifest import REPO_ROOT
-from engine.process import EngineProcess
+from engine.config import REPO_ROOT
+from engine.launch import EngineProcess, build_launch
 from sweep.store import open_storage
 from tests.security.kit import LOOPBACK, listeners, off_loopback
 from tests.stacks import stub_manifest

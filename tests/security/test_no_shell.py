@@ -15,9 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.launch import build_launch
-from engine.manifest import REPO_ROOT, parse_manifest
-from engine.process import EngineProcess
+from engine.config import REPO_ROOT, parse_manifest
+from engine.launch import EngineProcess, build_launch
 from errors import EngineBootError
 
 SOURCE_DIRS = ("engine", "sweep", "dashboards", "benchmarks", "tests")

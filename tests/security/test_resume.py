@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.manifest import REPO_ROOT
+from engine.config import REPO_ROOT
 from sweep.store._url import PASSWORD_ENV
 from tests.stacks import stub_manifest, stub_profile
 from tests.sweep.kit import stub_processes, write_study

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.manifest import REPO_ROOT
+from engine.config import REPO_ROOT
 from engine.secrets import REDACTED
 from sweep.store import open_storage
 from tests.security.kit import Listener, audit_env, listeners, off_loopback, shell_spawns

@@ -15,9 +15,8 @@ import optuna
 import psutil
 from optuna.trial import TrialState
 
-from engine.data import load_ppl_records
-from engine.process import group_members
-from engine.profiles import BenchProfile
+from engine.config import BenchProfile, load_ppl_records
+from engine.host import group_members
 from sweep.store import TrialRecord, open_storage
 from tests.soak.chaos import MARKER_ENV, cmdline, marked_processes
 from tests.soak.faults import FAULTS_BY_NAME, Fault

@@ -24,8 +24,7 @@ from pathlib import Path
 
 import psutil
 
-from engine.manifest import REPO_ROOT
-from engine.profiles import BenchProfile
+from engine.config import REPO_ROOT, BenchProfile
 from sweep.store import TrialRecord
 from tests.soak.chaos import MARKER_ENV, Driver, SoakCluster, marked_processes
 from tests.soak.checks import LOST_TO_DRIVER, LOST_TO_NODE, TrialView, check_leftovers, check_study

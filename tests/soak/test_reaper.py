@@ -21,15 +21,15 @@ from pathlib import Path
 
 import pytest
 
-from engine.manifest import REPO_ROOT
-from engine.process import group_members
+from engine.config import REPO_ROOT
+from engine.host import group_members
 
 # Runs in a fresh interpreter with a private local Ray: the test process may have joined another.
 _KILL_MID_TRIAL = """
 import json, sys, time
 from pathlib import Path
 import ray
-from engine.knobs import parse_knobs
+from engine.config import parse_knobs
 from sweep.search import ray_session
 from sweep.search import TrialWorker
 from tests.stacks import stub_manifest, stub_profile

@@ -82,9 +82,8 @@ import random
 from pathlib import Path
 from typing import Any
 
-from engine.manifest import Manifest, load_manifest
+from engine.config import BenchProfile, Manifest, get_profile, load_manifest
 from engine.measurement import Measurement
-from engine.profiles import BenchProfile, get_profile
 from engine.stacks._vllm import VLLM
 
 STACKS_DIR = Path(__file__).resolve().parent
@@ -160,12 +159,11 @@ def measure_on_stub(tmp_path: Path, profile: BenchProfile, *, stages: Any = None
     """Boot the stub, measure it as a trial does, stop it: (measurement, request log, launch, prompts,
     records); the stub logs every request it served to ``tmp_path/requests.jsonl``."""
     from engine.bench import measure
-    from engine.launch import build_launch
-    from engine.process import EngineProcess
+    from engine.launch import EngineProcess, build_launch
 
     launch = build_launch(stub_manifest(STUB_REQUEST_LOG=str(tmp_path / "requests.jsonl"), **env))
     prompts, records = profile.load_data()
-    with EngineProcess(launch, log_path=tmp_path / "engine.log"):
+    with EngineProcess.for_profile(launch, profile, log_path=tmp_path / "engine.log"):
         result: Measurement = measure(
             launch.base_url, model="stub", stack=VLLM, profile=profile, prompts=prompts, records=records, stages=stages
         )

@@ -13,8 +13,8 @@ from typing import Any
 import psutil
 from rich.console import Console
 
+from engine.config import BenchProfile
 from engine.measurement import Measurement
-from engine.profiles import BenchProfile
 from sweep.claims import StudyClaims, confirm, promote
 from sweep.claims._runner import PlannedBoot, _Worker
 from sweep.search import SweepConsole, load_study

@@ -12,7 +12,7 @@ import pytest
 from scipy import stats
 
 from benchmarks._draw import drawn_boots
-from engine.profiles import get_profile
+from engine.config import get_profile
 from sweep.claims import (
     MACHINE_TERMS,
     Claim,

@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.measurement import Measurement
-from engine.stages import Partial
+from engine.measurement import Measurement, Partial
 from errors import StudySpecError
 from sweep.run import parse_args
 from sweep.search import load_study

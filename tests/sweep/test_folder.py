@@ -24,15 +24,12 @@ import psutil
 import pytest
 from rich.console import Console
 
-from engine.data import load_prompts
-from engine.knobs import parse_knobs
+from engine.config import CHALLENGE_DATA_ENV, MANIFESTS_DIR, REPO_ROOT, load_manifest, load_prompts, parse_knobs
+from engine.host import pins
 from engine.launch import build_launch
-from engine.manifest import MANIFESTS_DIR, REPO_ROOT, load_manifest
-from engine.profiles import CHALLENGE_DATA_ENV
-from engine.provenance import pins
 from engine.reference.prepare import default_cache_dir, prepare_model
 from engine.secrets import redact_manifest
-from engine.startup import free_port
+from engine.stackside import STACKWRAP, free_port
 from errors import ConfigError
 from studies import STUDIES_DIR
 from sweep.submission import ClaimFile, collect_wheels, read_dependencies
@@ -122,11 +119,11 @@ def test_a_reference_folder_carries_its_code_pins_what_the_trials_ran_and_names_
         assert (folder / STACK / rel).read_bytes() == (REPO_ROOT / rel).read_bytes(), rel
     # what starts the stack is the launcher's own code, copied: no program text written into a string
     for name, source in (
-        ("serve.py", "folder/serve.py"),
-        ("startup.py", "startup.py"),
-        ("stackwrap.py", "stackwrap.py"),
+        ("serve.py", "_serve.py"),
+        ("startup.py", "_startup.py"),
+        ("stackwrap.py", "_stackwrap.py"),
     ):
-        assert (folder / name).read_bytes() == (REPO_ROOT / "engine" / source).read_bytes(), name
+        assert (folder / name).read_bytes() == (REPO_ROOT / "engine" / "stackside" / source).read_bytes(), name
     assert _stdlib_only(folder / "serve.py") == {"startup"}  # the copy beside it
     assert _stdlib_only(folder / "startup.py") == set() and _stdlib_only(folder / "stackwrap.py") == set()
     assert not any(p.suffix == ".pyc" for p in folder.rglob("*"))
@@ -274,7 +271,7 @@ def _public_prompts(tmp_path: Path) -> list[str]:
     ],
 )
 def test_a_written_folder_launches_exactly_what_the_launcher_launches(tmp_path, settings):
-    """serve.py and engine/launch.py start a stack by one rule (engine/startup.py): for the same manifest and knobs,
+    """serve.py and engine/launch/_config.py start a stack by one rule (engine/stackside/_startup.py): for the same manifest and knobs,
     the same stack argv and wrapper flags, and the same env, up to what the machine fills in (the interpreter, the
     folders, the ports)."""
     manifest = stub_manifest(**settings)
@@ -306,7 +303,7 @@ def test_a_written_folder_launches_exactly_what_the_launcher_launches(tmp_path, 
     mine = {
         "python": sys.executable,
         "stack": str(REPO_ROOT),
-        "stackwrap.py": str(REPO_ROOT / "engine" / "stackwrap.py"),
+        "stackwrap.py": str(STACKWRAP),
         "port": launched.env["PORT"],
     }
     theirs = {

@@ -1,7 +1,7 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.knobs import KNOBS
+from engine.config import KNOBS
 from sweep.store._identity import differing_prompts, pack_token_ids, unpack_token_ids
 from sweep.store._trial import identity_comparable
 

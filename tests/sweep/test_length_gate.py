@@ -8,7 +8,7 @@ import re
 import pytest
 from rich.console import Console
 
-from engine.lengthppl import LengthBucket
+from engine.measurement import LengthBucket
 from errors import StudySpecError
 from sweep.judgement import Gate
 from sweep.search import SweepConsole, load_study

@@ -12,11 +12,10 @@ from dataclasses import replace
 import httpx
 import pytest
 
-from engine.knobs import parse_knobs
-from engine.launch import build_launch
-from engine.loadlevel import LoadLevel
-from engine.process import EngineProcess
-from engine.startup import free_port
+from engine.config import parse_knobs
+from engine.launch import EngineProcess, build_launch
+from engine.measurement import LoadLevel
+from engine.stackside import free_port
 from sweep.judgement import Slo
 from sweep.serving import max_load, probe_levels, verdict
 from tests.stacks import stub_manifest, stub_profile

@@ -13,7 +13,7 @@ import pytest
 from rich.console import Console
 from scipy import stats
 
-from engine.provenance import KEYS
+from engine.host import KEYS
 from sweep.claims import (
     claims_of,
     confirm,

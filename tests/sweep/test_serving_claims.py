@@ -17,7 +17,7 @@ from rich.console import Console
 
 from benchmarks._draw import drawn_boots
 from engine.bench import percentiles
-from engine.loadlevel import LoadLevel, LoadRequest
+from engine.measurement import LoadLevel, LoadRequest
 from sweep.claims import (
     confirm,
     goodput_reading,

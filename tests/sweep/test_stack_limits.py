@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.knobs import KNOBS, baseline_knobs, consumed_knobs
-from engine.manifest import MANIFESTS_DIR, load_manifest
+from engine.config import KNOBS, MANIFESTS_DIR, baseline_knobs, consumed_knobs, load_manifest
 from sweep.run import main
 from tests.stacks import STUB_MANIFEST
 

@@ -3,7 +3,7 @@
 import optuna
 import pytest
 
-from engine.profiles import get_profile
+from engine.config import get_profile
 from errors import StudyMismatchError
 from sweep.judgement import Gate, Slo
 from sweep.store import (

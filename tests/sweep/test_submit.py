@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.manifest import REPO_ROOT
+from engine.config import REPO_ROOT
 from engine.reference.prepare import default_cache_dir, prepare_model
 from sweep.claims import load_evidence
 from sweep.store import open_storage

@@ -36,7 +36,7 @@ def swept(ray_connected, tmp_path, monkeypatch):
     study = write_study(
         tmp_path,
         manifest=manifest,
-        # each trial and each point also scores two long texts by context length (engine.lengthppl)
+        # each trial and each point also scores two long texts by context length (engine.measurement)
         profile=stub_profile(
             tmp_path,
             output_len=OUTPUT_LEN,

@@ -12,9 +12,8 @@ import sqlalchemy as sa
 from dashboards.data import load_study_data
 from dashboards.export import export_study
 from dashboards.figures import pareto_figure
-from engine.knobs import parse_knobs
-from engine.manifest import load_manifest
-from engine.trial import run_trial
+from engine.bench import run_trial
+from engine.config import load_manifest, parse_knobs
 from sweep.claims import load_evidence
 from sweep.store._database import measurements, open_storage
 from sweep.verify import main, parse_args

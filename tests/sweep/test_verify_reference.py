@@ -8,7 +8,7 @@ import json
 import pytest
 from rich.console import Console
 
-from engine.profiles import STUDIES_DIR, get_profile
+from engine.config import STUDIES_DIR, get_profile
 from engine.reference.prepare import prepare_model
 from sweep.claims import confirm, load_evidence, promote
 from sweep.search import load_study

@@ -6,7 +6,7 @@ import shlex
 import subprocess
 import sys
 
-from engine.manifest import REPO_ROOT
+from engine.config import REPO_ROOT
 
 DOC = REPO_ROOT / "docs" / "cluster.md"
 README = REPO_ROOT / "README.md"

@@ -10,8 +10,7 @@ import sys
 
 import pytest
 
-from engine.knobs import KNOBS, baseline_knobs, consumed_knobs
-from engine.manifest import REPO_ROOT, load_manifest
+from engine.config import KNOBS, REPO_ROOT, baseline_knobs, consumed_knobs, load_manifest
 from sweep.search import load_study
 
 FLAGS = {  # each swept knob, and where it must show in a trial's argv

@@ -5,8 +5,8 @@ import sys
 
 import pytest
 
+from engine.config import REPO_ROOT
 from engine.install import RECIPES, Recipe, install_stack, is_installed
-from engine.manifest import REPO_ROOT
 from errors import InstallError
 
 

@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.knobs import baseline_knobs, consumed_knobs, parse_knobs
+from engine.config import REPO_ROOT, baseline_knobs, consumed_knobs, load_manifest, parse_knobs
 from engine.launch import build_launch
-from engine.manifest import REPO_ROOT, load_manifest
 from errors import KnobError
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.manifest import REPO_ROOT
+from engine.config import REPO_ROOT
 from sweep.store import open_storage
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]

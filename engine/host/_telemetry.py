@@ -4,7 +4,7 @@ A boot's TPS follows the host side of each engine step as much as the GPU (issue
 took the same number of steps in four H200 boots at 2.84-4.32 ms a step), so every boot records, over
 its timed runs only (``window``: engine.bench opens one around each timed run):
 
-- each CPU's busy and stolen share of its time (``/proc/stat``'s ``cpuN`` lines, ``engine.host``);
+- each CPU's busy and stolen share of its time (``/proc/stat``'s ``cpuN`` lines, ``per_cpu_times``);
 - every thread of the stack's process group: the CPU time it used, how often the kernel moved it to
   another CPU (``se.nr_migrations`` of ``/proc/<pid>/task/<tid>/sched``, where the kernel has it) and
   which CPUs it ran on (field 39 of its ``stat``, counted at the samples it had run since the last);
@@ -13,7 +13,7 @@ its timed runs only (``window``: engine.bench opens one around each timed run):
 - the resident memory of the stack's processes (``statm``), its peak over the timed runs;
 - the GPU's SM clock, power, utilisation and memory in use, from one ``nvidia-smi --loop-ms`` process that only reads
   (never a setting changed); where there is no nvidia-smi or no visible GPU, recorded as not available;
-- with ``gc_log`` (``engine.gclog``): the garbage collections of the stack's Python processes that began in a
+- with ``gc_log`` (``GcLog``): the garbage collections of the stack's Python processes that began in a
   run, and each process's collector as it was set (policy, enabled, frozen objects); and the stack's
   processes by name (its layout: an engine core of its own, or none).
 
@@ -39,13 +39,13 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from engine.gclog import GcLog
-from engine.gpu import visible_gpus
-from engine.host import CpuTimes, per_cpu_times
-from engine.process import group_members
-from engine.stackwrap import format_cpus, parse_cpus
+from engine.host._cpu import CpuTimes, per_cpu_times
+from engine.host._gclog import GcLog
+from engine.host._gpu import visible_gpus
+from engine.host._proc import group_members, read_proc, thread_cpus_allowed, thread_folders
+from engine.stackside import format_cpus
 
-__all__ = ["INTERVAL_S", "Telemetry", "thread_cpus_allowed"]
+__all__ = ["INTERVAL_S", "Telemetry"]
 
 INTERVAL_S = 0.5
 _TICK_NS = 1_000_000_000 // os.sysconf("SC_CLK_TCK")
@@ -80,68 +80,31 @@ class _Window:
     end: float | None = None
 
 
-def _read(path: str) -> str | None:
-    # os.open/os.read: half the cost of Path.read_text() on a /proc file, which a sample reads per thread
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return None
-    try:
-        return os.read(fd, 65536).decode(errors="replace")
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-
-
 def _resident(proc: Path, pid: int) -> int:
     """A process's resident memory in bytes (``statm``'s second field); 0 for one gone."""
-    fields = (_read(f"{proc}/{pid}/statm") or "").split()
+    fields = (read_proc(f"{proc}/{pid}/statm") or "").split()
     return int(fields[1]) * _PAGE if len(fields) > 1 and fields[1].isdigit() else 0
 
 
 def _thread(task: str, pid: int, *, migrations: bool) -> _Thread | None:
     """One thread now: its stat (name, last CPU), its CPU time (``schedstat``, to the nanosecond; else the
     stat's ticks) and, where asked (a window's first and last sample), ``se.nr_migrations`` from ``sched``."""
-    stat = _read(f"{task}/stat")
+    stat = read_proc(f"{task}/stat")
     if stat is None:
         return None
     name = stat[stat.find("(") + 1 : stat.rfind(")")]
     fields = stat[stat.rfind(")") + 2 :].split()  # from field 3 (state) on
     if len(fields) < 37:
         return None
-    schedstat = (_read(f"{task}/schedstat") or "").split()
+    schedstat = (read_proc(f"{task}/schedstat") or "").split()
     run_ns = int(schedstat[0]) if schedstat else (int(fields[11]) + int(fields[12])) * _TICK_NS
     moved = None
     if migrations:
-        for line in (_read(f"{task}/sched") or "").splitlines():
+        for line in (read_proc(f"{task}/sched") or "").splitlines():
             if line.startswith("se.nr_migrations"):
                 moved = int(line.partition(":")[2])
                 break
     return _Thread(pid=pid, name=name, cpu=int(fields[36]), run_ns=run_ns, migrations=moved)
-
-
-def _tasks(proc: Path, pids: list[int]) -> Iterator[tuple[int, int, str]]:
-    """(pid, tid, the thread's /proc folder) for every thread of these processes; plain strings, as a sample
-    builds a path per thread."""
-    for pid in pids:
-        folder = f"{proc}/{pid}/task"
-        try:
-            tids = os.listdir(folder)
-        except OSError:
-            continue  # gone since the last scan
-        for tid in tids:
-            yield pid, int(tid), f"{folder}/{tid}"
-
-
-def thread_cpus_allowed(pids: list[int], *, proc: Path = Path("/proc")) -> dict[int, set[int]]:
-    """Each thread's ``Cpus_allowed_list`` (the CPUs it may run on), by thread id, for these processes."""
-    allowed = {}
-    for _pid, tid, task in _tasks(proc, pids):
-        for line in (_read(f"{task}/status") or "").splitlines():
-            if line.startswith("Cpus_allowed_list:"):
-                allowed[tid] = parse_cpus(line.split(":", 1)[1])
-    return allowed
 
 
 def _entry(threads: dict[int, dict[str, Any]], tid: int, seen: _Thread) -> dict[str, Any]:
@@ -306,7 +269,7 @@ class Telemetry:
         self._since_refresh += 1
         threads = {
             tid: t
-            for pid, tid, task in _tasks(self.proc, self._members)
+            for pid, tid, task in thread_folders(self.proc, self._members)
             if (t := _thread(task, pid, migrations=boundary))
         }
         rss = sum(_resident(self.proc, pid) for pid in self._members)
@@ -428,7 +391,7 @@ class Telemetry:
                 "pgid": self.pgid,
                 "processes": len(self._members),
                 "process_names": sorted(
-                    n for pid in self._members if (n := (_read(f"{self.proc}/{pid}/comm") or "").strip())
+                    n for pid in self._members if (n := (read_proc(f"{self.proc}/{pid}/comm") or "").strip())
                 ),
                 "threads": len(threads),
                 "threads_ran": len(ran),

@@ -4,12 +4,12 @@ On a virtual machine the hypervisor can take a share of the vCPUs' time for othe
 the eighth figure of ``/proc/stat``'s ``cpu`` line). A reference stack decoding on the CPU of a shared
 2-core machine slowed by a third while its host took 10-30% of the time (``benchmarks/results/ctk-claims``):
 the share taken during a measurement is part of what its TPS means, so ``engine.bench`` records it.
-``per_cpu_times`` reads each CPU's own line, for ``engine.telemetry``'s per-CPU busy and stolen shares.
+``per_cpu_times`` reads each CPU's own line, for the telemetry's per-CPU busy and stolen shares.
 
 ``host_probe`` times one fixed single-thread Python workload: vLLM at batch 1 on a small model spends most of
 a step in its host-side Python (scheduling, n-gram drafting, detokenising), so two leases of one GPU kind ran
 its fastest configuration 30% apart while a GPU-bound stack moved 3%. The probe is the cheap reading of that
-host speed that every boot records beside the lease's CPU model (``engine.provenance``'s ``host``).
+host speed that every boot records beside the lease's CPU model (the provenance's ``host``).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ __all__ = ["CpuTimes", "cpu_model", "cpu_times", "host_probe", "per_cpu_times", 
 
 _STAT = Path("/proc/stat")
 _CPUINFO = Path("/proc/cpuinfo")
-_PROBE_REPEATS = 7  # the median of these: one repeat caught by a context switch moves it little
+PROBE_REPEATS = 7  # the median of these: one repeat caught by a context switch moves it little
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,7 @@ def _probe_work() -> int:
     return sum(len(v) for v in sorted(table.values(), key=len))
 
 
-def host_probe(repeats: int = _PROBE_REPEATS) -> float:
+def host_probe(repeats: int = PROBE_REPEATS) -> float:
     """Milliseconds one fixed single-thread Python workload takes here, the median of ``repeats`` (a faster host
     reads lower)."""
     times = []
@@ -100,7 +100,3 @@ def host_probe(repeats: int = _PROBE_REPEATS) -> float:
         _probe_work()
         times.append((time.perf_counter() - began) * 1000.0)
     return statistics.median(times)
-
-
-if __name__ == "__main__":  # the lease's reading, first thing on a lent machine (benchmarks/gpu/run_sweep.sh)
-    print(f"host: {cpu_model()}; probe {host_probe():.2f} ms (median of {_PROBE_REPEATS}; lower is faster)")

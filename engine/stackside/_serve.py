@@ -7,7 +7,7 @@ model name; written by ``python -m sweep.submit``), fills in what depends on the
 ``PORT``, default the manifest's, on ``HOST``, default 127.0.0.1, and the folder's own paths), prepares the
 reference model at first boot where the stack serves it, and execs the stack from the folder, through
 ``stackwrap.py`` where the env asks for the warm-up bridge or CPU affinity: what it starts is what the sweep's
-launcher started, by the one rule both call (``startup.py``, a copy of ``engine/startup.py``).
+launcher started, by the one rule both call (``startup.py``, a copy of ``engine/stackside/_startup.py``).
 ``python serve.py --dry-run`` prints what it would start (argv, env, folder) as JSON and starts nothing.
 Standard library only.
 """

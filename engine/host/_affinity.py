@@ -19,23 +19,14 @@ them runs on the stack's cores either) and puts each back afterwards.
 from __future__ import annotations
 
 import os
-import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from engine.process import group_members
-from engine.stackwrap import SPEC_RULE, format_cpus, parse_cpus
-from engine.telemetry import thread_cpus_allowed
+from engine.host._proc import group_members, thread_cpus_allowed
+from engine.stackside import format_cpus, parse_cpus
 
-__all__ = ["CLIENT_RULES", "client_cpus", "is_client_rule", "pinned"]
-
-CLIENT_RULES = ("none", "rest")
-
-
-def is_client_rule(text: str) -> bool:
-    """A valid ``client_cpus`` value: ``none``, ``rest`` or a CPU list."""
-    return text in CLIENT_RULES or re.fullmatch(SPEC_RULE, text) is not None
+__all__ = ["client_cpus", "pinned"]
 
 
 def client_cpus(rule: str, *, stack_pgid: int | None) -> tuple[set[int] | None, str]:

@@ -49,7 +49,7 @@ from studies import STUDIES_DIR
 
 __all__ = ["MANIFESTS_DIR", "NAME_RULE", "PLACEHOLDERS", "Manifest", "is_plain_name", "load_manifest", "parse_manifest"]
 
-REPO_ROOT = Path(__file__).resolve().parent.parent  # the checkout, or the folder an install put the packages in
+REPO_ROOT = Path(__file__).resolve().parents[2]  # the checkout, or the folder an install put the packages in
 MANIFESTS_DIR = STUDIES_DIR / "manifests"
 PLACEHOLDERS = ("port", "host", "python", "repo", "reference_checkpoint", "workdir", "tmpdir", "cache")
 # Study and manifest names become folder names (runs/<study>/, runs/bench/<manifest>-...): one
@@ -80,7 +80,7 @@ class Manifest(BaseModel):
     # Whether the stack may serve a request's prompt prefix from an earlier request's KV (vLLM's
     # prefix caching, on by default there): then a request made before a timed one may speed it up.
     prefix_caching: bool = True
-    # The stack whose knob limits apply (engine.knobs: a study may not ask a stack for more than it accepts).
+    # The stack whose knob limits apply (engine.config: a study may not ask a stack for more than it accepts).
     stack: str | None = Field(default=None, min_length=1)
     # Absolute paths the stack makes itself at boot (a cache it fills, a socket): the only ones outside the system's
     # that a submission folder may name (sweep.submission's write-time rule)

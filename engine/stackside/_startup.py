@@ -1,8 +1,8 @@
 """How a stack is started once its launch is known: placeholders filled, its port, the wrapper. Standard library only.
 
 Two starters use it, so that a submission boots exactly as the sweep's trials booted: the launcher
-(``engine.launch.build_launch``), and the ``serve.py`` of a submission folder (``engine/folder/serve.py``),
-beside which the folder carries a copy of this file and of ``engine/stackwrap.py``. ``start`` does the part
+(``engine.launch.build_launch``), and the ``serve.py`` of a submission folder (``engine/stackside/_serve.py``),
+beside which the folder carries a copy of this file and of ``engine/stackside/_stackwrap.py``. ``start`` does the part
 they share:
 
 - the warm-up bridge is on when ``WARMUP_NUM_PROMPTS`` is above 0, unless the stack bridges itself

@@ -22,9 +22,8 @@ from pathlib import Path
 
 import httpx
 
-from engine.data import PplRecord
+from engine.config import BenchProfile, PplRecord
 from engine.http import first_choice, post_json
-from engine.profiles import BenchProfile
 from errors import BenchmarkError, EngineError
 
 __all__ = ["audit", "bench_serving"]

@@ -5,11 +5,11 @@ boots. A stack that misbehaves (``EngineError``: fails to boot, crashes, hangs, 
 becomes ``TrialOutcome(status="failed")`` with its reason and log tail; the process group is
 stopped in every case.
 
-On a GPU the trial first waits, bounded, for the GPU to be free (``engine.gpu``), and after the
+On a GPU the trial first waits, bounded, for the GPU to be free (``engine.host.wait_until_free``), and after the
 stop records any memory the stack left held (``node["gpu_held_after_stop_mib"]``). The boot's
-phases, where the stack's log names them, become ``boot_<phase>`` timings (``engine.boot_phases``).
-While it measures, the client runs where the profile's ``client_cpus`` says (``engine.affinity``) and
-``engine.telemetry`` samples the machine and the stack's process group over every timed run
+phases, where the stack's log names them, become ``boot_<phase>`` timings (``engine.stacks``).
+While it measures, the client runs where the profile's ``client_cpus`` says (``engine.host.client_cpus``) and
+``engine.host.Telemetry`` samples the machine and the stack's process group over every timed run
 (``Measurement.telemetry``).
 """
 
@@ -25,22 +25,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from engine.affinity import client_cpus, pinned
-from engine.bench import Stages, measure
-from engine.boot_phases import boot_phases, resolved_settings
-from engine.data import PplRecord, Prompt
-from engine.gpu import held_after_stop, visible_gpus, wait_until_free
-from engine.knobs import KnobValues
-from engine.launch import LaunchConfig, build_launch, check_machine
-from engine.manifest import Manifest
-from engine.measurement import Measurement, TrialOutcome
-from engine.process import OWNER_ENV, EngineProcess
-from engine.profiles import BenchProfile
-from engine.provenance import KEYS as PROVENANCE_KEYS
-from engine.provenance import provenance
+from engine.bench._measure import measure
+from engine.config import BenchProfile, KnobValues, Manifest, PplRecord, Prompt
+from engine.host import KEYS as PROVENANCE_KEYS
+from engine.host import Telemetry, client_cpus, held_after_stop, pinned, provenance, visible_gpus, wait_until_free
+from engine.launch import OWNER_ENV, EngineProcess, LaunchConfig, build_launch, check_machine
+from engine.measurement import Measurement, Stages, TrialOutcome
 from engine.secrets import Scrubber, redact_argv, redact_env
-from engine.stacks import StackAdapter, adapter_for
-from engine.telemetry import Telemetry
+from engine.stacks import StackAdapter, adapter_for, boot_phases, resolved_settings
 from errors import BenchmarkError, EngineError
 
 __all__ = ["node_info", "run_trial"]
@@ -184,7 +176,7 @@ def run_trial(
                 about=about,
                 error=exc,
             )
-        engine = EngineProcess(launch, log_path=workdir / "engine.log", boot_timeout_s=profile.boot_timeout_s)
+        engine = EngineProcess.for_profile(launch, profile, log_path=workdir / "engine.log")
         measurement, error = _boot_and_measure(
             engine,
             launch,
@@ -227,7 +219,7 @@ def _outcome(
 ) -> TrialOutcome:
     """The outcome with no secret in it: the stack's whole env counts (an inherited token is as secret)."""
     timings["total"] = time.monotonic() - began
-    scrub = Scrubber.for_stack(ran.env, ran.argv)  # the log itself went to disk scrubbed (engine.logpipe)
+    scrub = Scrubber.for_stack(ran.env, ran.argv)  # the log itself went to disk scrubbed (engine.launch.LogPipe)
     return TrialOutcome(
         status="complete" if error is None else "failed",
         knobs=ran.knobs,

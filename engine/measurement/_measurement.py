@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
-from engine.lengthppl import LengthBucket
-from engine.loadlevel import LoadLevel
+from engine.measurement._lengths import LengthBucket
+from engine.measurement._loadlevel import LoadLevel
 
 __all__ = ["SUMMARY", "Measurement", "TrialOutcome", "TrialStatus"]
 
@@ -64,12 +64,12 @@ class Measurement:
     # (engine.host): a TPS measured while it was high reads slower than the same stack on a quiet host
     host_steal: float | None = field(default=None, metadata=SUMMARY)
     # Every timed run's requests and step figures, and what the machine did meanwhile (engine.bench,
-    # engine.telemetry; the shape is in docs/ARCHITECTURE.md, "Telemetry")
+    # engine.host; the shape is in docs/ARCHITECTURE.md, "Telemetry")
     telemetry: dict[str, Any] = field(default_factory=dict)
     # The serving load's runs (profile load_concurrency), one per level, each with its requests' timings, from
     # which an SLO's goodput is judged (sweep.judgement); stored in LoadLevel's one shape
     load: list[LoadLevel] = field(default_factory=list)
-    # PPL by context length over the profile's long texts (length_refs; engine.lengthppl), shortest bucket first;
+    # PPL by context length over the profile's long texts (length_refs; engine.measurement), shortest bucket first;
     # empty without them
     ppl_lengths: list[LengthBucket] = field(default_factory=list)
 
@@ -139,7 +139,7 @@ class TrialOutcome:
     log_tail: str = ""
     timings_s: dict[str, float] = field(default_factory=dict)  # boot, warmup, ppl, tps, stop, total
     node: dict[str, Any] = field(default_factory=dict)  # node_id, hostname, accelerator, gpu ids
-    provenance: dict[str, Any] = field(default_factory=dict)  # engine.provenance: stack, versions, GPU, driver
+    provenance: dict[str, Any] = field(default_factory=dict)  # engine.host.provenance: stack, versions, GPU, driver
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self) | {"measurement": None if self.measurement is None else self.measurement.to_dict()}

@@ -1,9 +1,9 @@
-"""What the stack's garbage collectors did, from the records ``engine/stackhooks/sitecustomize.py`` writes.
+"""What the stack's garbage collectors did, from the records ``engine/stackside/stackhooks/sitecustomize.py`` writes.
 
 Each Python process of a stack started with ``STACK_GC_LOG`` appends to ``gc-<pid>.jsonl`` in that folder a
 line of its collector's state (at start-up, and after a freeze) and one for every collection that took
 ``LOGGED_S`` (1 ms) or more, stamped by ``time.perf_counter()``: the system's monotonic clock, which
-``engine.telemetry``'s windows are stamped by too. So a timed run's collections are those that began inside
+the telemetry's windows are stamped by too. So a timed run's collections are those that began inside
 its window; their time is a lower bound of what collecting took (shorter ones are not written).
 """
 

@@ -2,9 +2,9 @@
 
 Standard library only: a submission folder carries a copy of this file (``python stackwrap.py``) and
 runs it with whatever Python the organisers use; the launcher runs it as ``python -I
-engine/stackwrap.py`` (``engine.launch``)::
+engine/stackside/_stackwrap.py`` (``engine.launch.build_launch``)::
 
-    python -m engine.stackwrap --listen HOST:PORT [--upstream-port Q] [--cpus SPEC]
+    python -I engine/stackside/_stackwrap.py --listen HOST:PORT [--upstream-port Q] [--cpus SPEC]
         [--warmup-prompts N] [--warmup-max-tokens M] [--warmup-seed S] [--warmup-kind plain|ngram]
         [--model NAME] [--mark PATH] -- STACK_ARGV...
 
@@ -20,7 +20,7 @@ itself: no proxy, no extra process.
 ``--mark PATH``: the wrapper makes the file PATH once the stack is warm (after the bridge's warm-up, else once
 ``GET /v1/models`` answers on PORT, which Q then names; the wrapper stays the stack's parent instead of
 exec'ing it), and waits a moment before serving: the stack's processes freeze their garbage collector's heap
-then (``engine/stackhooks/sitecustomize.py``, ``STACK_GC=freeze``).
+then (``engine/stackside/stackhooks/sitecustomize.py``, ``STACK_GC=freeze``).
 
 ``--warmup-prompts N`` (the warm-up bridge of the challenge's winning entry): the stack starts as a
 child listening on 127.0.0.1:Q; once its ``GET /v1/models`` answers, the wrapper sends N synthetic chat

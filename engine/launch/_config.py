@@ -11,11 +11,11 @@ and placeholders, ``PORT``, and ``HF_HUB_OFFLINE=1`` so that no stack downloads 
 
 The stability knobs (``studies/knobs.toml``): a manifest whose env asks for CPU affinity
 (``CPU_AFFINITY`` other than ``none``) or the warm-up bridge (``WARMUP_NUM_PROMPTS`` above 0) is started
-through ``engine/stackwrap.py``, which pins itself and then execs the stack, or runs the bridge. With the
+through ``engine/stackside/_stackwrap.py``, which pins itself and then execs the stack, or runs the bridge. With the
 bridge, the stack gets a port of its own on 127.0.0.1 (its ``{port}``, ``{host}`` and ``PORT``) and the
 wrapper listens on the launch's host and port once the warm-up is done. A manifest with
 ``WARMUP_BRIDGE=1`` (the winning entry's convention) runs a bridge of its own: the launcher adds none.
-``check_machine`` says, on the machine that boots, whether it can honour the CPU list (``engine.trial``
+``check_machine`` says, on the machine that boots, whether it can honour the CPU list (``engine.bench.run_trial``
 calls it before anything starts; a dry run plans without it).
 """
 
@@ -26,15 +26,11 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine import stackwrap
-from engine.knobs import KnobValue, KnobValues, apply_knobs, baseline_knobs
-from engine.manifest import REPO_ROOT, Manifest
-from engine.startup import StartError, bridged, fill, free_port, start
+from engine.config import REPO_ROOT, KnobValue, KnobValues, Manifest, apply_knobs, baseline_knobs
+from engine.stackside import HOOKS, STACKWRAP, SpecError, StartError, bridged, fill, free_port, resolve_cpus, start
 from errors import EngineBootError, ManifestError
 
-__all__ = ["HOOKS", "LaunchConfig", "build_launch", "check_machine"]
-
-HOOKS = Path(__file__).resolve().parent / "stackhooks"  # what engine.startup puts first on a stack's PYTHONPATH
+__all__ = ["LaunchConfig", "build_launch", "check_machine"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,7 +46,7 @@ class LaunchConfig:
     # what ``env`` is laid over: None, this process's own environment; a dict, that alone (the clean
     # environment the organisers' harness starts a submission in)
     base_env: dict[str, str] | None = None
-    # the stack's own argv: ``argv`` itself, or what follows ``--`` where engine/stackwrap.py starts it
+    # the stack's own argv: ``argv`` itself, or what follows ``--`` where engine/stackside/_stackwrap.py starts it
     stack_argv: list[str] = field(default_factory=list)
 
     @property
@@ -87,8 +83,8 @@ def check_machine(launch: LaunchConfig) -> None:
     can honour the launch's ``CPU_AFFINITY``. Raises EngineBootError naming the CPUs it lacks."""
     affinity = launch.env.get("CPU_AFFINITY", "none").strip()
     try:
-        stackwrap.resolve_cpus(affinity)
-    except stackwrap.SpecError as exc:
+        resolve_cpus(affinity)
+    except SpecError as exc:
         raise EngineBootError(f"manifest {launch.manifest_name!r}: CPU_AFFINITY={affinity!r}: {exc}") from None
 
 
@@ -104,9 +100,9 @@ def build_launch(
     gc_log: Path | None = None,
 ) -> LaunchConfig:
     """Apply knobs, choose the port, fill placeholders; wrap the stack where the manifest asks for CPU
-    affinity, the warm-up bridge or a frozen collector (``engine.startup``, the rule a submission's serve.py
+    affinity, the warm-up bridge or a frozen collector (``engine.stackside``, the rule a submission's serve.py
     starts it by too). ``gc_log``: a folder where the stack's Python processes record their garbage
-    collections (``STACK_GC_LOG``, ``engine.gclog``; never part of a submission)."""
+    collections (``STACK_GC_LOG``, ``engine.host.GcLog``; never part of a submission)."""
     baseline = baseline_knobs(manifest)
     knobs = baseline if knobs is None else knobs
     patched = apply_knobs(manifest, knobs)
@@ -133,7 +129,7 @@ def build_launch(
             model=patched.served_model_name,
             values=values,
             python=sys.executable,
-            stackwrap=str(Path(stackwrap.__file__).resolve()),
+            stackwrap=str(STACKWRAP),
             hooks=str(HOOKS),
             pythonpath=os.environ.get("PYTHONPATH"),
         )

@@ -14,21 +14,37 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from engine.affinity import is_client_rule
-from engine.data import PplRecord, Prompt, load_ppl_records, load_prompts
+from engine.config._data import PplRecord, Prompt, load_ppl_records, load_prompts
 from engine.files import load_toml
+from engine.stackside import SPEC_RULE
 from errors import DataError, StudySpecError
 from studies import STUDIES_DIR
 
-__all__ = ["CHALLENGE_DATA_ENV", "PROFILES_FILE", "STUDIES_DIR", "BenchProfile", "get_profile", "load_profiles"]
+__all__ = [
+    "CHALLENGE_DATA_ENV",
+    "CLIENT_RULES",
+    "PROFILES_FILE",
+    "STUDIES_DIR",
+    "BenchProfile",
+    "get_profile",
+    "is_client_rule",
+    "load_profiles",
+]
 
 PROFILES_FILE = STUDIES_DIR / "profiles.toml"
 CHALLENGE_DATA_ENV = "GEMMA_SWEEP_CHALLENGE_DATA"
 _CHALLENGE = "{challenge}"
+CLIENT_RULES = ("none", "rest")  # or a CPU list: where the timing client runs (engine.host's client_cpus)
+
+
+def is_client_rule(text: str) -> bool:
+    """A valid ``client_cpus`` value: ``none``, ``rest`` or a CPU list."""
+    return text in CLIENT_RULES or re.fullmatch(SPEC_RULE, text) is not None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,7 +74,7 @@ class BenchProfile:
     request_timeout_s: float = 600.0
     gpu_free_timeout_s: float = 120.0  # a GPU still held by the last stack after this long: a FAILED trial
     # Where the timing client runs while a boot is measured: "none", "rest" (the CPUs the stack's may not
-    # use) or a CPU list (engine.affinity; recorded in Measurement.telemetry["affinity"])
+    # use) or a CPU list (engine.host; recorded in Measurement.telemetry["affinity"])
     client_cpus: str = "none"
     # Serving load after the challenge's measurement (engine.bench's measure_load): one run at each concurrency
     # (none: no load pass), load_num_prompts streamed requests of load_output_len tokens, arriving at
@@ -68,7 +84,7 @@ class BenchProfile:
     load_output_len: int = 64
     load_request_rate: float = 0.0
     load_prompts: str = "public"
-    # PPL by context length after the challenge's PPL (engine.lengthppl): a set of long texts (PPL reference JSONL;
+    # PPL by context length after the challenge's PPL (engine.measurement): a set of long texts (PPL reference JSONL;
     # "" none), its first length_records texts (0: all), each cut after the last bucket's end, scored in the buckets
     # of context length ending at length_buckets (tokens)
     length_refs: str = ""

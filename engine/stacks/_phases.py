@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from engine.stacks import StackAdapter
+from engine.stacks._adapter import StackAdapter
 
 __all__ = ["boot_phases", "resolved_settings"]
 

@@ -1,7 +1,7 @@
 """The garbage collector of every Python process of a stack, as the manifest asks, and what it did. Standard library.
 
 Python imports ``sitecustomize`` at start-up from its path, so a stack started with this folder first on its
-``PYTHONPATH`` (``engine.startup.start`` puts it there) runs this in every Python process it starts: the API
+``PYTHONPATH`` (``engine.stackside.start`` puts it there) runs this in every Python process it starts: the API
 server, and the engine core and workers it forks or spawns, which inherit the env. A submission folder
 carries a copy (``stackhooks/``). Then it hands over to the ``sitecustomize`` the interpreter would have run
 without it (a distribution's own), so that nothing else changes.
@@ -10,7 +10,7 @@ without it (a distribution's own), so that nothing else changes.
 
 - ``default`` or unset: the collector as the stack leaves it;
 - ``off``: ``gc.disable()`` at start-up (vLLM re-enables nothing it did not disable);
-- ``freeze``: once the file ``STACK_GC_MARK`` exists (the wrapper, ``engine/stackwrap.py``, makes it when the
+- ``freeze``: once the file ``STACK_GC_MARK`` exists (the wrapper, ``engine/stackside/_stackwrap.py``, makes it when the
   stack is warm: after the warm-up bridge, or once ``/v1/models`` answers), one full collection and
   ``gc.freeze()``: what the process holds after its warm-up is never scanned again, so a later full collection
   walks only what serving allocated (vLLM's engine core freezes its own heap after start-up; this adds what

@@ -37,8 +37,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from engine.config._manifest import Manifest
 from engine.files import load_toml
-from engine.manifest import Manifest
 from errors import KnobError, ManifestError
 from studies import STUDIES_DIR
 

@@ -15,7 +15,7 @@ and every promotion or verification boot records ``provenance(...)`` next to its
                    restart of one, reads another, so a later run can tell whether it ran on the machine of an
                    earlier one (a shift between machines is not the noise of one: ``sweep.claims``)
     host           the lease as a person reads it: {"cpu_model", "gpu_uuid" (the cards, [] on a CPU), "probe_ms"
-                   (``engine.host.host_probe``, read while the stack waits for its first request: the host's
+                   (``host_probe``, read while the stack waits for its first request: the host's
                    single-thread speed, which sets a host-bound stack's)}
     packages       the manifest's ``dependencies`` and everything they require, as the stack's own interpreter
                    has them installed: {name: pip requirement} (``pins``), what a submission pins; {} for a
@@ -23,9 +23,9 @@ and every promotion or verification boot records ``provenance(...)`` next to its
     threads        ``OMP_NUM_THREADS`` as the stack got it (under Ray, a trial's ``num_cpus``), an int; None where
                    it was unset (torch then computes on every core): a CPU stack's speed hangs on it, so a
                    submission sets it as its claim was measured
-    resolved       what the stack's own log says it settled on (``engine.boot_phases.resolved_settings``: vLLM's
+    resolved       what the stack's own log says it settled on (``engine.stacks.resolved_settings``: vLLM's
                    CUDA-graph mode as configured and as captured), {setting: [values]}; {} where it says nothing
-                   (``engine.trial`` adds it once the stack answers)
+                   (``engine.bench.run_trial`` adds it once the stack answers)
 
 Every key is always present; a value that could not be read is None, with the reason in ``notes``.
 """
@@ -43,8 +43,8 @@ from typing import Any
 
 import httpx
 
-from engine.gpu import gpu_identity, gpu_uuids, visible_gpus
-from engine.host import cpu_model, host_probe
+from engine.host._cpu import cpu_model, host_probe
+from engine.host._gpu import gpu_identity, gpu_uuids, visible_gpus
 from engine.secrets import redact_text
 
 __all__ = ["KEYS", "pins", "provenance"]
@@ -187,7 +187,7 @@ def pins(
 
 
 def _interpreter(argv: list[str]) -> str | None:
-    """The stack's own interpreter: its argv's first item, or, where ``engine.stackwrap`` starts it, the first
+    """The stack's own interpreter: its argv's first item, or, where ``engine.stackside``'s wrapper starts it, the first
     item after the wrapper's ``--``; None where that is not a Python interpreter."""
     if any(item.endswith("stackwrap") or item.endswith("stackwrap.py") for item in argv) and "--" in argv:
         argv = argv[argv.index("--") + 1 :]
@@ -244,6 +244,6 @@ def provenance(
         "host": {"cpu_model": cpu_model(), "gpu_uuid": gpu_uuids(indices), "probe_ms": round(host_probe(), 3)},
         "packages": packages,
         "threads": _threads(env, notes),
-        "resolved": {},  # engine.trial fills it from the stack's log once the stack answers
+        "resolved": {},  # engine.bench fills it from the stack's log once the stack answers
         "notes": notes,
     }

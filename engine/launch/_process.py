@@ -7,7 +7,7 @@ context manager, entering starts and waits (stopping again if boot fails) and le
 - The stack runs in its own session (``start_new_session``), so its process group holds every
   child it spawns; stop signals the whole group: TERM, then KILL after a grace period, and only
   returns once no live member is left, which also frees its port.
-- stdout and stderr go to one log file through a scrubbing pipe (``engine.logpipe``): a secret
+- stdout and stderr go to one log file through a scrubbing pipe (``LogPipe``): a secret
   the stack echoes never lands on disk. Errors carry the log's last lines.
 - Readiness is ``GET /v1/models`` answering 200 and listing the served model name. The poll
   notices at once when the process has exited, and stops the group at the boot timeout.
@@ -29,12 +29,14 @@ from typing import NoReturn
 
 import httpx
 
-from engine.launch import LaunchConfig
-from engine.logpipe import LogPipe
+from engine.config import BenchProfile
+from engine.host import group_members
+from engine.launch._config import LaunchConfig
+from engine.launch._logpipe import LogPipe
 from engine.secrets import Scrubber, redact_argv
 from errors import EngineBootError, EngineStopError
 
-__all__ = ["OWNER_ENV", "EngineProcess", "group_members", "read_log_tail", "stop_groups"]
+__all__ = ["OWNER_ENV", "EngineProcess", "read_log_tail", "stop_groups"]
 
 # Every process of a stack carries the pid of the process that started it (children inherit
 # the env), so a watchdog can find the stack of a dead owner without having seen it start.
@@ -52,26 +54,6 @@ def read_log_tail(path: Path, *, lines: int = 40) -> str:
     except OSError:
         return ""
     return "\n".join(text.splitlines()[-lines:])
-
-
-def group_members(pgid: int) -> list[int]:
-    """Live (non-zombie) processes of a process group, read from /proc.
-
-    A zombie cannot hold a port or memory, and where PID 1 does not reap orphans a killed
-    group leaves zombies behind, so ``killpg(pgid, 0)`` alone would call the group alive.
-    """
-    members = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
-            members.append(int(entry))
-    return members
 
 
 def stop_groups(
@@ -118,6 +100,9 @@ def _port_in_use(host: str, port: int) -> bool:
 
 
 class EngineProcess:
+    """One stack's process group (the call order: the module's docstring). A boot for a measurement is built by
+    ``for_profile``; the constructor's timings are the process's own (tests of the stop, a stub's grace)."""
+
     def __init__(
         self,
         launch: LaunchConfig,
@@ -136,6 +121,15 @@ class EngineProcess:
         self._log: LogPipe | None = None
         self._started_at = 0.0
         self._stopped = False
+
+    @classmethod
+    def for_profile(
+        cls, launch: LaunchConfig, profile: BenchProfile, *, log_path: Path, extra_boot_s: float = 0.0
+    ) -> EngineProcess:
+        """The stack ``launch`` starts, booted to be measured by ``profile``: ready within the profile's boot
+        timeout, plus ``extra_boot_s`` for what the stack does first that the profile cannot know of (a fresh
+        submission folder preparing its model); its output in ``log_path``."""
+        return cls(launch, log_path=log_path, boot_timeout_s=profile.boot_timeout_s + extra_boot_s)
 
     # --- state ------------------------------------------------------------------------
 
