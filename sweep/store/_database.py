@@ -31,8 +31,7 @@ import optuna
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
-from engine.measurement import LoadLevel
-from engine.measurement import Measurement
+from engine.measurement import LoadLevel, Measurement
 from errors import StorageError
 from sweep.runs import RUN_DIR
 from sweep.store._boot import BootKind, BootRecord

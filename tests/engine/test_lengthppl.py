@@ -6,8 +6,7 @@ import math
 
 import pytest
 
-from engine.measurement import LengthBucket, by_length
-from engine.measurement import Measurement
+from engine.measurement import LengthBucket, Measurement, by_length
 from errors import StudySpecError
 from tests.stacks import measure_on_stub, write_ppl_refs
 from tests.stacks.stub_server import DEFAULT_WINDOW, token_logprob

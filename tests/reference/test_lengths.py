@@ -20,9 +20,9 @@ import statistics
 import pytest
 
 from engine.bench import open_client
+from engine.config import get_profile
 from engine.http import post_json
 from engine.measurement import LengthBucket, by_length
-from engine.config import get_profile
 from engine.stacks import ppl_payload, target_nlls
 from sweep.judgement import Z
 from tests.reference.conftest import reference_server
