@@ -34,7 +34,8 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
 from sweep.claims._between import MachineTerm
-from sweep.claims._fit import INTERVAL, Fit, Law, Spread
+from sweep.claims._confirm import ceiling_text
+from sweep.claims._fit import Fit, Law, Spread
 from sweep.judgement import Z, chance_under_gate, over_gate, tps_band
 from sweep.store import ClientOffset
 
@@ -165,9 +166,7 @@ class Claim:
 
     def ceiling_text(self) -> str:
         """The ceiling's P as printed, "<" where it is under the target; "-" unmeasured."""
-        if self.ceiling is None:
-            return "-"
-        return f"{self.ceiling.p:.2f}" + ("" if self.ceiling.reaches else " <")
+        return ceiling_text(self.ceiling)
 
 
 def _unmeasured(spread: Spread, boots: int) -> str:
@@ -241,15 +240,15 @@ def claim_for(
     at_machine = (
         (sd, fitted.p_within(key, claim, extra=[*within, (sd**2, math.inf)], shift=shift)) for sd in MACHINE_TERMS
     )
-    q = None if law is None else law.quantile(0.5 + INTERVAL / 2)
+    rerun = (None, None) if law is None else law.interval(level.heldout + shift)
     return Claim(
         trial_number=level.trial_number,
         boots=level.boots,
         claim=claim,
         public=ceiling,
         heldout=math.exp(level.heldout),
-        rerun_low=None if q is None else math.exp(level.heldout + shift - q),
-        rerun_high=None if q is None else math.exp(level.heldout + shift + q),
+        rerun_low=rerun[0],
+        rerun_high=rerun[1],
         p_verified=p_verified,
         p_tps=p_tps,
         p_ppl=p_ppl,

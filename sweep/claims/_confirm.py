@@ -37,7 +37,7 @@ from typing import Any, Literal, Protocol, TypeVar
 from sweep.claims._fit import Fit
 from sweep.store import ConfirmationPlan
 
-__all__ = ["Candidate", "Stop", "StopReason", "changed_knobs", "confirmation_pair", "stopping"]
+__all__ = ["Candidate", "Stop", "StopReason", "ceiling_text", "changed_knobs", "confirmation_pair", "stopping"]
 
 StopReason = Literal["target", "ceiling", "gate", "cap"]
 
@@ -45,6 +45,8 @@ StopReason = Literal["target", "ceiling", "gate", "cap"]
 class _Ceiling(Protocol):
     @property
     def p(self) -> float: ...
+    @property
+    def reaches(self) -> bool: ...
 
 
 class Candidate(Protocol):
@@ -154,3 +156,11 @@ def confirmation_pair(
 def changed_knobs(knobs: Mapping[str, Any], reference: Mapping[str, Any]) -> int:
     """How many knobs a configuration sets otherwise than ``reference`` (the baseline's)."""
     return sum(knobs.get(name) != reference.get(name) for name in {*knobs, *reference})
+
+
+def ceiling_text(ceiling: _Ceiling | None) -> str:
+    """A claim's ceiling as printed (a claim of TPS or of goodput alike): its P, "<" where it is under the target;
+    "-" unmeasured."""
+    if ceiling is None:
+        return "-"
+    return f"{ceiling.p:.2f}" + ("" if ceiling.reaches else " <")

@@ -150,6 +150,11 @@ class Law:
     def within(self, low: float, high: float) -> float:
         return self.cdf(high) - self.cdf(low)
 
+    def interval(self, centre: float) -> tuple[float, float]:
+        """Its 90% interval around ``centre`` (a log figure), on the figure's own scale."""
+        q = self.quantile(0.5 + INTERVAL / 2)
+        return math.exp(centre - q), math.exp(centre + q)
+
 
 def _welch(parts: Sequence[tuple[float, float]]) -> float:
     """Welch-Satterthwaite degrees of freedom of a sum of variance estimates (variance, its df)."""

@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from sweep.claims._claim import Claim
+from sweep.claims._confirm import Candidate
 from sweep.claims._evidence import StudyClaims
 from sweep.claims._fit import Fit
 from sweep.claims._noise import decompose
@@ -23,12 +24,13 @@ def _spread(values: Sequence[float]) -> str:
     return f"{min(values):.1f}..{max(values):.1f}" if values else "-"
 
 
-def _odds(p: float | None) -> str:
+def odds_text(p: float | None) -> str:
     return "-" if p is None else f"{p:.2f}"
 
 
-def _mark(view: StudyClaims, c: Claim) -> str:
-    if view.recommended is c:
+def row_mark(view: StudyClaims, c: Candidate, *, recommended: Candidate | None, screening: bool) -> str:
+    """The last column of a claim's row (of TPS or of goodput): recommended, why not, or the screening's choice."""
+    if recommended is c:
         return "[green]recommended[/]"
     if view.gate is None:
         return "[yellow]no gate yet[/]"
@@ -36,7 +38,7 @@ def _mark(view: StudyClaims, c: Claim) -> str:
         return "[red]over the gate[/]"
     if c.p_verified is None:
         return "[yellow]noise not measured[/]"
-    if view.choice is not None and c.machine is None and c.trial_number == view.choice[0]:
+    if screening and view.choice is not None and c.trial_number == view.choice[0]:
         return "chosen to confirm"
     return "" if c.meets else "[yellow]below target[/]"
 
@@ -102,10 +104,10 @@ def _screening_table(view: StudyClaims, *, knobs: Sequence[str], study: str) -> 
     for c in view.claims:
         table.add_row(
             *_cells(view, c, fitted=view.fit, knobs=knobs),
-            _odds(c.p_verified),
+            odds_text(c.p_verified),
             c.ceiling_text(),
             f"{c.ppl:.4f} ± {c.ppl_tol:.4f}",
-            _mark(view, c),
+            row_mark(view, c, recommended=view.recommended, screening=c.machine is None),
         )
     return table
 
@@ -142,11 +144,11 @@ def _confirmation_table(view: StudyClaims, *, knobs: Sequence[str]) -> Table:
             cells[0],
             role,
             *cells[1:],
-            _odds(c.p_verified),
-            _odds(c.p_within_run),
+            odds_text(c.p_verified),
+            odds_text(c.p_within_run),
             c.ceiling_text(),
             f"{c.ppl:.4f} ± {c.ppl_tol:.4f}",
-            _mark(view, c) if n == plan.chosen else "",
+            row_mark(view, c, recommended=view.recommended, screening=c.machine is None) if n == plan.chosen else "",
         )
     return table
 
@@ -188,7 +190,7 @@ def _print_at_machine(out: Console, plan: ConfirmationPlan, claims: dict[int, Cl
         at = ", ".join(f"{sd:.0%} {p:.2f}" for sd, p in c.p_at_machine)
         out.print(
             f"  trial {n} ({role}), P(VERIFIED) at {c.claim:.2f} tok/s where the organisers' machine reads a known "
-            f"distance from yours: {at} (with the machine term above: {_odds(c.p_verified)})",
+            f"distance from yours: {at} (with the machine term above: {odds_text(c.p_verified)})",
             markup=False,
             soft_wrap=True,
         )
@@ -232,7 +234,7 @@ def _print_outcome(out: Console, view: StudyClaims) -> None:
     elif confirmed is not None:
         out.print(
             f"not recommended: the confirmed claim of trial {confirmed.trial_number} reaches P(VERIFIED) "
-            f"{_odds(confirmed.p_verified)} for the organisers' re-run, under the target {view.target:g}"
+            f"{odds_text(confirmed.p_verified)} for the organisers' re-run, under the target {view.target:g}"
             + (" (over the gate)" if confirmed.ppl_over_gate else ""),
             markup=False,
         )

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 from engine.measurement import LoadLevel
 from sweep.claims._between import MachineTerm, machine_term
-from sweep.claims._fit import INTERVAL, Fit, Law, Reading, fit
+from sweep.claims._fit import Fit, Reading, fit
 from sweep.judgement import BETWEEN_PRIOR, BETWEEN_PRIOR_DF, MaxLoad, Slo, chance_under_gate, max_load, over_gate
 from sweep.store import BootRecord
 
@@ -130,9 +130,6 @@ class ServingClaim:
     def interval_text(self) -> str:
         return "-" if self.goodput_low is None else f"{self.goodput_low:.2f}..{self.goodput_high:.2f}"
 
-    def odds_text(self) -> str:
-        return "-" if self.p_verified is None else f"{self.p_verified:.2f}"
-
     def figures_text(self, slo: Slo) -> str:
         """Each bounded figure at the SLO's percentile, the boots' median, beside its bound: "p99 TTFT 412 ms / 1500"."""
         return ", ".join(
@@ -161,13 +158,6 @@ def _workloads(boots: Sequence[BootRecord]) -> list[str]:
     return list(seen)
 
 
-def _interval(law: Law | None, centre: float) -> tuple[float | None, float | None]:
-    if law is None:
-        return None, None
-    q = law.quantile(0.5 + INTERVAL / 2)
-    return math.exp(centre - q), math.exp(centre + q)
-
-
 def _at_level(
     figures: _Figures, key: Hashable, boots: Sequence[BootRecord], *, slo: Slo, gate: float | None, target: float
 ) -> ServingClaim:
@@ -182,8 +172,8 @@ def _at_level(
     p_verified = None if p_slo is None else p_slo * p_ppl
     runs = [lv for b in boots if b.trial_number == key and (lv := _level(b, figures.workload)) is not None]
     spread = ratio.spreads[key]
-    goodput_low, goodput_high = _interval(g_law, level.heldout)
-    ratio_low, ratio_high = _interval(r_law, r_level.heldout)
+    goodput_low, goodput_high = (None, None) if g_law is None else g_law.interval(level.heldout)
+    ratio_low, ratio_high = (None, None) if r_law is None else r_law.interval(r_level.heldout)
     return ServingClaim(
         trial_number=level.trial_number,
         boots=level.boots,

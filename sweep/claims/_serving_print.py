@@ -9,35 +9,13 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from sweep.claims._confirm import ceiling_text
 from sweep.claims._evidence import StudyClaims
+from sweep.claims._print import odds_text, row_mark
 from sweep.claims._serving import ServingClaim, held_load
 from sweep.judgement import Slo
 
 __all__ = ["print_serving_claims"]
-
-
-def _odds(p: float | None) -> str:
-    return "-" if p is None else f"{p:.2f}"
-
-
-def _mark(view: StudyClaims, c: ServingClaim, *, screening: bool) -> str:
-    if view.serving_recommended is c:
-        return "[green]recommended[/]"
-    if view.gate is None:
-        return "[yellow]no gate yet[/]"
-    if c.ppl_over_gate:
-        return "[red]over the gate[/]"
-    if c.p_verified is None:
-        return "[yellow]noise not measured[/]"
-    if screening and view.choice is not None and c.trial_number == view.choice[0]:
-        return "chosen to confirm"
-    return "" if c.meets else "[yellow]below target[/]"
-
-
-def _ceiling(c: ServingClaim) -> str:
-    if c.ceiling is None:
-        return "-"
-    return f"{c.ceiling.p:.2f}" + ("" if c.ceiling.reaches else " <")
 
 
 def _table(
@@ -66,11 +44,11 @@ def _table(
             c.interval_text(),
             c.figures_text(slo),
             ratio,
-            _odds(c.p_verified),
-            _odds(c.p_within_run),
-            _ceiling(c),
+            odds_text(c.p_verified),
+            odds_text(c.p_within_run),
+            ceiling_text(c.ceiling),
             f"{c.ppl:.4f}",
-            _mark(view, c, screening=screening) if role != "control" else "",
+            row_mark(view, c, recommended=view.serving_recommended, screening=screening) if role != "control" else "",
         )
     return table
 
@@ -111,7 +89,7 @@ def _print_outcome(out: Console, view: StudyClaims, slo: Slo) -> None:
         f"serving claim: trial {chosen.trial_number}, goodput {chosen.goodput:.3f} req/s at {chosen.workload} "
         f"({chosen.concurrency} in flight; 90% interval of a re-run {chosen.interval_text()}), "
         f"{chosen.figures_text(slo)}; P that a re-run on another machine meets {slo.text()} at that load "
-        f"{_odds(chosen.p_verified)} over {chosen.boots} confirming boots: {verdict}",
+        f"{odds_text(chosen.p_verified)} over {chosen.boots} confirming boots: {verdict}",
         markup=False,
         soft_wrap=True,
     )
