@@ -2,9 +2,10 @@
 
 ``load_study_data`` reads one study from the sweep's storage: Optuna's trials (state, knob
 values, times), and the study's evidence as every reader sees it (``sweep.claims.load_evidence``:
-each trial's ``TrialRecord``, the promotion's claims, the latest verification verdicts, the noise). ``study_data`` builds the same thing from rows, which is what the
-figures and the CSV are drawn from. A row's figures are its record's: nothing here re-derives a
-metric or feasibility.
+each trial's ``TrialRecord``, the promotion's claims (a serving study's of goodput too, with the highest
+load each promoted configuration holds), the latest verification verdicts, the noise). ``study_data``
+builds the same thing from rows, which is what the figures and the CSV are drawn from. A row's figures
+are its record's: nothing here re-derives a metric or feasibility.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ from typing import Any
 import optuna
 
 from errors import NoCompletedTrialsError
-from sweep.claims import Claim, StudyClaims, Verdict, load_evidence
-from sweep.judgement import Noise, front_point, front_ties, pareto_front
+from sweep.claims import Claim, ServingClaim, StudyClaims, Verdict, held_loads, load_evidence
+from sweep.judgement import MaxLoad, Noise, front_point, front_ties, pareto_front
 from sweep.store import Storage, StudyRecord, TrialRecord
 
 __all__ = ["StudyData", "TrialRow", "load_study_data", "require_measured", "study_data"]
@@ -38,6 +39,9 @@ class TrialRow:
     finished: datetime | None = None
     verdict: Verdict | None = None
     claim: Claim | None = None  # its promotion's claim, where it was promoted
+    # a serving study's: its claim of goodput (confirmed, else the screening's), and the highest load it holds
+    serving_claim: ServingClaim | None = None
+    held_load: MaxLoad | None = None
     tie: int | None = None  # on the front, tied with the other points of this number (``front_ties``)
 
     @property
@@ -167,6 +171,8 @@ def study_data(
     ``trials`` come in with ``on_front`` unset."""
     verdicts = verdicts or {}
     by_claim = claims.best_claims() if claims else {}
+    by_serving = claims.best_serving() if claims else {}
+    held = held_loads(claims) if claims else {}
     exact = Noise(tps_sd=0.0, ppl_sd=0.0, basis="exact")
     points = [front_point(t, noise or exact) for t in trials if t.full]
     front = pareto_front(points)
@@ -178,6 +184,8 @@ def study_data(
             on_front=t.number in on_front,
             verdict=verdicts.get(t.number),
             claim=by_claim.get(t.number),
+            serving_claim=by_serving.get(t.number),
+            held_load=held.get(t.number),
             tie=ties.get(t.number),
         )
         for t in sorted(trials, key=lambda t: t.number)

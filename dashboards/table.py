@@ -15,7 +15,7 @@ import pandas as pd
 from dashboards.data import StudyData, TrialRow
 from engine.host import KEYS as PROVENANCE_KEYS
 from engine.measurement import Measurement
-from sweep.claims import MACHINE_TERMS
+from sweep.claims import MACHINE_TERMS, ServingClaim
 
 __all__ = ["trials_frame"]
 
@@ -23,11 +23,12 @@ _SUMMARY = [f.name for f in fields(Measurement) if f.metadata.get("summary")]
 
 
 def trials_frame(data: StudyData) -> pd.DataFrame:
+    recommended = data.claims.serving_recommended if data.claims else None
     # convert_dtypes: integer columns with gaps stay integers (Int64), not floats with NaN
-    return pd.DataFrame([_row(t) for t in data.trials]).convert_dtypes()
+    return pd.DataFrame([_row(t, recommended=recommended) for t in data.trials]).convert_dtypes()
 
 
-def _row(t: TrialRow) -> dict[str, Any]:
+def _row(t: TrialRow, *, recommended: ServingClaim | None) -> dict[str, Any]:
     r = t.record
     duration = (t.finished - t.started).total_seconds() if t.started and t.finished else None
     scalars = r.measurement.scalars() if r is not None and r.measurement is not None else {}
@@ -73,6 +74,7 @@ def _row(t: TrialRow) -> dict[str, Any]:
                 for sd in MACHINE_TERMS
             },
             "claim_p_ceiling": c.ceiling.p if c and c.ceiling else None,
+            **_goodput(t, recommended=recommended),
             # the packages (dozens of pins) are the submission's, not a column's
             **{
                 f"provenance.{k}": _cell((r.provenance if r else {}).get(k))
@@ -104,6 +106,34 @@ def _row(t: TrialRow) -> dict[str, Any]:
     )
     row.update({f"metric.{k}": value for k, value in scalars.items() if k not in _SUMMARY})
     return row
+
+
+def _goodput(t: TrialRow, *, recommended: ServingClaim | None) -> dict[str, Any]:
+    """A serving study's claim of goodput (``goodput_claim*``, as ``python -m sweep.claims`` prints it) and the
+    highest load the trial holds under the SLO (``goodput_held_*``); empty for a study of TPS."""
+    g, held = t.serving_claim, t.held_load
+    return {
+        "goodput_claim": g.goodput if g else None,  # req/s under the SLO at the claim's level
+        "goodput_claim_low": g.goodput_low if g else None,  # one re-run's 90% interval
+        "goodput_claim_high": g.goodput_high if g else None,
+        "goodput_claim_level": g.workload if g else None,
+        "goodput_claim_concurrency": g.concurrency if g else None,
+        "goodput_claim_boots": g.boots if g else None,
+        "goodput_claim_ratio": g.ratio if g else None,  # the SLO percentile over its bound: at most 1 within it
+        "goodput_claim_ratio_low": g.ratio_low if g else None,
+        "goodput_claim_ratio_high": g.ratio_high if g else None,
+        "goodput_claim_p": g.p_verified if g else None,  # P(a re-run meets the SLO there) x P(PPL under the gate)
+        "goodput_claim_p_within_run": g.p_within_run if g else None,
+        "goodput_claim_odds_of": g.basis if g else None,
+        "goodput_claim_p_ceiling": g.ceiling.p if g and g.ceiling else None,
+        "goodput_claim_meets_target": g.meets if g else None,
+        "goodput_claim_recommended": g == recommended if g else None,
+        # empty where fewer than two boots measured every level, or none of its levels held (goodput_held_levels)
+        "goodput_held_load": held.concurrency if held else None,
+        "goodput_held_levels": "; ".join(f"c{v.concurrency} {'held' if v.holds else 'missed'}" for v in held.verdicts)
+        if held
+        else None,
+    }
 
 
 def _cell(value: Any) -> Any:

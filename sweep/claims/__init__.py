@@ -16,8 +16,10 @@
     _runner     ``FreshBoots``: one run of fresh boots, whatever asks for it (``interleave`` lays it out)
     _promotion  the search's best configurations re-booted afresh (``promote``), its choice confirmed (``confirm``)
     _verification  fresh boots of chosen points on held-out prompts, judged (``verify``)
-    _print      the claims, noise and verdict tables
-    _serving_print  a serving study's claims of goodput (``print_serving_claims``)
+    _print      the claims, noise and verdict tables; a claim's row mark and odds as printed (``row_mark``,
+                ``odds_text``: the exports' markdown reads them too)
+    _serving_print  a serving study's claims of goodput (``print_serving_claims``); the highest load each promoted
+                configuration holds and what is recommended (``held_loads``, ``serving_outcome``: the exports' too)
     cli         ``python -m sweep.claims``
 
 A promotion's and a confirmation's plans (``PromotionPlan``, ``ConfirmationPlan``) and the client offset
@@ -32,11 +34,11 @@ from sweep.claims._confirm import Candidate, Stop, StopReason, changed_knobs, co
 from sweep.claims._evidence import Confirmation, StudyClaims, StudyEvidence, claims_of, load_evidence
 from sweep.claims._fit import HETEROGENEITY, INTERVAL, Fit, Law, Level, Reading, Spread, fit, tps_reading
 from sweep.claims._noise import WINDOW_S, NoiseParts, decompose, study_noise
-from sweep.claims._print import print_claims, print_noise, print_verdicts
+from sweep.claims._print import odds_text, print_claims, print_noise, print_verdicts, row_mark
 from sweep.claims._promotion import confirm, promote, select
 from sweep.claims._runner import FreshBoots, PlannedBoot, heldout_first, interleave
 from sweep.claims._serving import ServingClaim, SloCeiling, goodput_reading, held_load, ratio_reading, serving_claims
-from sweep.claims._serving_print import print_serving_claims
+from sweep.claims._serving_print import held_loads, print_serving_claims, serving_outcome
 from sweep.claims._verdict import Verdict, VerdictName, judge
 from sweep.claims._verification import VerificationPlan, plan_verification, print_plan, select_trials, verify
 from sweep.store import ClientOffset, ConfirmationPlan, PromotionPlan
@@ -83,11 +85,13 @@ __all__ = [
     "fit",
     "goodput_reading",
     "held_load",
+    "held_loads",
     "heldout_first",
     "interleave",
     "judge",
     "load_evidence",
     "machine_term",
+    "odds_text",
     "plan_verification",
     "print_claims",
     "print_noise",
@@ -96,10 +100,12 @@ __all__ = [
     "print_verdicts",
     "promote",
     "ratio_reading",
+    "row_mark",
     "screening_claim",
     "select",
     "select_trials",
     "serving_claims",
+    "serving_outcome",
     "stopping",
     "study_noise",
     "tps_reading",

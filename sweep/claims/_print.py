@@ -17,7 +17,7 @@ from sweep.claims._noise import decompose
 from sweep.claims._verdict import Verdict
 from sweep.store import ConfirmationPlan
 
-__all__ = ["print_claims", "print_noise", "print_verdicts"]
+__all__ = ["odds_text", "print_claims", "print_noise", "print_verdicts", "row_mark"]
 
 
 def _spread(values: Sequence[float]) -> str:

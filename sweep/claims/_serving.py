@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 from engine.measurement import LoadLevel
 from sweep.claims._between import MachineTerm, machine_term
+from sweep.claims._confirm import ceiling_text
 from sweep.claims._fit import Fit, Reading, fit
 from sweep.judgement import BETWEEN_PRIOR, BETWEEN_PRIOR_DF, MaxLoad, Slo, chance_under_gate, max_load, over_gate
 from sweep.store import BootRecord
@@ -129,6 +130,14 @@ class ServingClaim:
 
     def interval_text(self) -> str:
         return "-" if self.goodput_low is None else f"{self.goodput_low:.2f}..{self.goodput_high:.2f}"
+
+    def ratio_text(self) -> str:
+        """The SLO ratio and one re-run's 90% interval as printed: "0.62 (0.55..0.70)"; "-" unmeasured."""
+        return "-" if self.ratio_low is None else f"{self.ratio:.2f} ({self.ratio_low:.2f}..{self.ratio_high:.2f})"
+
+    def ceiling_text(self) -> str:
+        """The ceiling's P as printed, "<" where it is under the target; "-" unmeasured."""
+        return ceiling_text(self.ceiling)
 
     def figures_text(self, slo: Slo) -> str:
         """Each bounded figure at the SLO's percentile, the boots' median, beside its bound: "p99 TTFT 412 ms / 1500"."""

@@ -9,13 +9,12 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from sweep.claims._confirm import ceiling_text
 from sweep.claims._evidence import StudyClaims
 from sweep.claims._print import odds_text, row_mark
 from sweep.claims._serving import ServingClaim, held_load
-from sweep.judgement import Slo
+from sweep.judgement import MaxLoad, Slo
 
-__all__ = ["print_serving_claims"]
+__all__ = ["held_loads", "print_serving_claims", "serving_outcome"]
 
 
 def _table(
@@ -33,7 +32,6 @@ def _table(
     for column in [*head, "SLO ratio (90%)", odds, "P, within its run", "P ceiling", "PPL", ""]:
         table.add_column(column, justify="left" if column in ("role", "level", "", *knobs) else "right")
     for role, c in claims:
-        ratio = "-" if c.ratio_low is None else f"{c.ratio:.2f} ({c.ratio_low:.2f}..{c.ratio_high:.2f})"
         table.add_row(
             str(c.trial_number),
             role,
@@ -43,56 +41,65 @@ def _table(
             f"{c.goodput:.3f}",
             c.interval_text(),
             c.figures_text(slo),
-            ratio,
+            c.ratio_text(),
             odds_text(c.p_verified),
             odds_text(c.p_within_run),
-            ceiling_text(c.ceiling),
+            c.ceiling_text(),
             f"{c.ppl:.4f}",
             row_mark(view, c, recommended=view.serving_recommended, screening=screening) if role != "control" else "",
         )
     return table
 
 
-def _print_held(out: Console, view: StudyClaims, slo: Slo) -> None:
-    """The highest load each promoted configuration holds under the SLO, from its promotion's and confirmation's
-    boots (each level decided over them: ``held_load``)."""
+def held_loads(view: StudyClaims) -> dict[int, MaxLoad | None]:
+    """The highest load each promoted configuration holds under the plan's SLO, from its promotion's and
+    confirmation's boots (each level decided over them: ``held_load``); None where fewer than two boots measured
+    every level."""
+    slo = view.plan.slo
+    if slo is None:
+        return {}
     boots = [*view.boots, *(view.confirmation.boots if view.confirmation else ())]
-    for trial in view.plan.trials:
-        found = held_load(boots, trial, slo)
-        if found is None:
-            out.print(f"  trial {trial}: fewer than two boots measured every level: no highest load", markup=False)
-            continue
-        tested = ", ".join(
-            f"c{v.concurrency} {'held' if v.holds else 'missed'} (upper {v.upper:.2f} over {len(v.ratios)} boots)"
-            for v in found.verdicts
-        )
-        held = "none of its levels" if found.concurrency is None else f"{found.concurrency} in flight"
-        out.print(f"  trial {trial} holds up to {held} under the SLO ({tested})", markup=False, soft_wrap=True)
+    return {trial: held_load(boots, trial, slo) for trial in view.plan.trials}
 
 
-def _print_outcome(out: Console, view: StudyClaims, slo: Slo) -> None:
+def _held_text(trial: int, found: MaxLoad | None) -> str:
+    if found is None:
+        return f"trial {trial}: fewer than two boots measured every level: no highest load"
+    tested = ", ".join(
+        f"c{v.concurrency} {'held' if v.holds else 'missed'} (upper {v.upper:.2f} over {len(v.ratios)} boots)"
+        for v in found.verdicts
+    )
+    held = "none of its levels" if found.concurrency is None else f"{found.concurrency} in flight"
+    return f"trial {trial} holds up to {held} under the SLO ({tested})"
+
+
+def _outcome(view: StudyClaims, slo: Slo) -> str:
     unfinished = view.unfinished()
     chosen = view.confirmation.serving.get(view.confirmation.plan.chosen) if view.confirmation else None
     if unfinished is not None:
-        out.print(f"{unfinished}: nothing is recommended until it is; the same sweep.run command goes on", markup=False)
-        return
+        return f"{unfinished}: nothing is recommended until it is; the same sweep.run command goes on"
     if chosen is None:
-        out.print("no serving claim: nothing was confirmed (no confirmation is planned for this promotion)")
-        return
+        return "no serving claim: nothing was confirmed (no confirmation is planned for this promotion)"
     verdict = (
         "recommended"
         if view.serving_recommended is chosen
         else f"not recommended (under the target {view.target:g}"
         + (", over the gate)" if chosen.ppl_over_gate else ")")
     )
-    out.print(
+    return (
         f"serving claim: trial {chosen.trial_number}, goodput {chosen.goodput:.3f} req/s at {chosen.workload} "
         f"({chosen.concurrency} in flight; 90% interval of a re-run {chosen.interval_text()}), "
         f"{chosen.figures_text(slo)}; P that a re-run on another machine meets {slo.text()} at that load "
-        f"{odds_text(chosen.p_verified)} over {chosen.boots} confirming boots: {verdict}",
-        markup=False,
-        soft_wrap=True,
+        f"{odds_text(chosen.p_verified)} over {chosen.boots} confirming boots: {verdict}"
     )
+
+
+def serving_outcome(view: StudyClaims) -> tuple[list[str], str]:
+    """A serving promotion's ending as plain text, for the console and the exports alike: the highest load each
+    promoted configuration holds under the SLO (one line each), and the claim, recommended or why not."""
+    slo = view.plan.slo
+    assert slo is not None  # a promotion of TPS has no claim of goodput
+    return [_held_text(trial, found) for trial, found in held_loads(view).items()], _outcome(view, slo)
 
 
 def print_serving_claims(out: Console, view: StudyClaims, *, knobs: Sequence[str], study: str) -> None:
@@ -139,6 +146,8 @@ def print_serving_claims(out: Console, view: StudyClaims, *, knobs: Sequence[str
     for c in view.best_serving().values():
         if c.unmeasured:
             out.print(f"  trial {c.trial_number}: {c.unmeasured}", markup=False)
+    held, outcome = serving_outcome(view)
     out.print("the highest load each promoted configuration holds (the max-load search over its boots):")
-    _print_held(out, view, slo)
-    _print_outcome(out, view, slo)
+    for line in held:
+        out.print(f"  {line}", markup=False, soft_wrap=True)
+    out.print(outcome, markup=False, soft_wrap=True)

@@ -13,9 +13,13 @@ import statistics
 from dataclasses import replace
 
 import optuna
+import pandas as pd
 from rich.console import Console
 
 from benchmarks._draw import drawn_boots
+from dashboards.best import write_best
+from dashboards.data import load_study_data
+from dashboards.table import trials_frame
 from engine.bench import percentiles
 from engine.measurement import LoadLevel, LoadRequest
 from sweep.claims import (
@@ -184,6 +188,22 @@ def test_a_goodput_claim_over_a_steady_stub_is_recommended(ray_connected, tmp_pa
     assert f"90% interval of a re-run {chosen.interval_text()}" in printed
     assert f"{slo.text()} at that load {chosen.p_verified:.2f}" in printed and printed.rstrip().endswith("recommended")
     assert f"trial {chosen.trial_number} holds up to 1 in flight under the SLO" in printed
+
+    # the exports show what the console printed: best/README.md (the note's markdown too) and trials.csv
+    storage = open_storage(url)
+    try:
+        data = load_study_data(storage, "goodput")
+    finally:
+        storage.close()
+    assert write_best(data, tmp_path / "export", storage=url)
+    readme = (tmp_path / "export" / "best" / "README.md").read_text()
+    outcome = next(line.strip() for line in printed.splitlines() if line.startswith("serving claim:"))
+    assert f"**{outcome}**" in readme and f"- trial {chosen.trial_number} holds up to 1 in flight" in readme
+    trials_frame(data).to_csv(tmp_path / "export" / "trials.csv", index=False)
+    row = pd.read_csv(tmp_path / "export" / "trials.csv").set_index("number").loc[chosen.trial_number]
+    assert f"goodput {row['goodput_claim']:.3f} req/s at {row['goodput_claim_level']}" in outcome
+    assert f"at that load {row['goodput_claim_p']:.2f}" in outcome
+    assert row["goodput_claim_recommended"] and row["goodput_held_load"] == 1
 
 
 def test_a_goodput_claim_over_a_noisy_stub_is_not_recommended(ray_connected, tmp_path, capsys):
