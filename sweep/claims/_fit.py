@@ -225,7 +225,7 @@ class Fit:
         """The law of one private re-run's log TPS around the fitted held-out level (``rerun``), or of the
         level's own error; ``extra``: more variance parts (variance, df), such as a re-run in another run of
         boots (``Between.part``) or timed by another client (``ClientOffset.part``); ``known``: the level known
-        exactly (``error_parts``); ``bounded``: the run's own noise at its upper bound (``bounded``: the law a
+        exactly (``error_parts``); ``bounded``: the run's own noise at its upper bound (``_bounded``: the law a
         decision is taken on). None where the noise is not measured (fewer than one degree of freedom)."""
         spread = self.spreads[key]
         if not spread.measured:
