@@ -7,7 +7,12 @@ around the configuration's held-out level, widened by the machine term where the
     P(VERIFIED | claim C) = P(0.95 C <= H_new <= 1.05 C) * P(PPL_new <= gate)
 
 the PPL's part from the boots' PPLs alike (``sweep.judgement.chance_under_gate``). Without a machine term the
-figure is a re-run's within the same run of boots: a screening figure (``Claim.basis``).
+figure is a re-run's within the same run of boots: a screening figure (``Claim.basis``). With one, the odds are
+the ones a participant acts on (a confirmed claim is recommended on them), so its P(VERIFIED), the claim it
+makes and its re-run interval take the run's own noise at the upper end of its 90% interval (``Fit.law``'s
+``bounded``): a P that the boots behind it vouch for at 95%, never the one of boots that happened to read
+steady. The figures beside it (the P within its run, the P at each machine term) decide nothing and are the
+plain estimates: averaged over what the noise might be, as a participant compares them with a machine's truth.
 
 The claim is the public level ``exp(L_P)`` (what a fresh boot's first public run reads, in the
 middle) when that reaches the target P(VERIFIED); else the largest lower claim that does; when none
@@ -225,17 +230,19 @@ def claim_for(
     shift = offset.log_mean if offset else 0.0
     within = [offset.part()] if offset else []
     parts = [*within, *([machine.part()] if machine else [])]
-    law = fitted.law(key, extra=parts)
+    bounded = machine is not None  # the odds acted on: the run's own noise at its upper bound (module docstring)
+    law = fitted.law(key, extra=parts, bounded=bounded)
     claim = ceiling
     if law is not None:
         claim = _claim_rule(
-            lambda c: (fitted.p_within(key, c, extra=parts, shift=shift) or 0.0) * p_ppl,
+            lambda c: (fitted.p_within(key, c, extra=parts, shift=shift, bounded=bounded) or 0.0) * p_ppl,
             level=level.heldout + shift,
             ceiling=ceiling,
             target=target,
         )
-    p_tps = fitted.p_within(key, claim, extra=parts, shift=shift)
+    p_tps = fitted.p_within(key, claim, extra=parts, shift=shift, bounded=bounded)
     p_verified = None if p_tps is None else p_tps * p_ppl
+    # what the P would be within the run, or at a known machine term: estimates beside the decision, not bounded
     in_run = fitted.p_within(key, claim, extra=within, shift=shift)
     at_machine = (
         (sd, fitted.p_within(key, claim, extra=[*within, (sd**2, math.inf)], shift=shift)) for sd in MACHINE_TERMS

@@ -22,10 +22,10 @@ the cap (``max_boots``); a stopped run says where and why (``Stop``). Every stor
 interrupted run goes on from the next round.
 
 The point is recommended when that P reaches the target under the gate: a decision on the confirmation's own
-figure. ``benchmarks.claims_simulation`` scores the recommended points of this sequential rule per cell: with
-the prior stated right and a still machine their P holds; where the decision rests on few degrees of freedom
-(one candidate, no control; a boot's noise of 3%), where the prior understates the machines' shift, or where
-the machine drifts during the runs, it reads above the truth (its README says by how much).
+figure, its noise taken at the upper end of its 90% interval (``sweep.claims._fit``: the law a decision is
+taken on), so that a confirmation whose few boots happened to read steady does not pass on that luck; each
+further round lifts that P toward the ceiling as the noise's interval narrows. ``benchmarks.claims_simulation``
+scores the recommended points of this sequential rule per cell (its README says where their P holds).
 """
 
 from __future__ import annotations

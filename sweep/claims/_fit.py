@@ -39,6 +39,17 @@ once, two boots of one configuration that ``gamma`` uses up) the noise is not me
 
 the PPL's part from the boots' PPLs alike (``sweep.judgement.chance_under_gate``).
 
+**The law a decision is taken on** (``bounded``). That Student t is the re-run's law averaged over what the
+noise might be, honest over all the runs it is computed for; but a point is recommended when its P passes
+the target, and among runs of few degrees of freedom P passes it mostly where the boots happened to read
+steadier than the configuration is: over the points that pass, such a P reads above the truth. So the odds
+acted on (the organisers' re-run's, ``sweep.claims._claim``) take the run's own noise (``s^2``'s parts, the
+level's error in them) at the upper end of its 90% interval, ``s^2 df / chi2_df(0.05)`` (``df`` the parts'
+Welch-Satterthwaite degrees of freedom), as known; the other parts (the machine term, a client's offset)
+keep the degrees of freedom they carry. Such a P is a 95% lower bound as far as the run's noise goes: a
+point is recommended where its boots show, at that confidence, that it reaches the target, and P reads
+below the truth where the noise rests on few degrees of freedom (more boots lift it).
+
 **Another figure, the same law.** The fit models whatever a boot reads (``Reading``): by default its TPS
 (``tps_reading``: the held-out run and the public one, in their order), or one reading a boot of another figure, as
 a serving claim reads a load level's goodput and its SLO percentile over the bound (``sweep.claims._serving``): one
@@ -63,6 +74,8 @@ __all__ = ["HETEROGENEITY", "INTERVAL", "Fit", "Law", "Level", "Reading", "Sprea
 
 INTERVAL = 0.90  # the two-sided coverage of every interval reported
 HETEROGENEITY = 0.05  # Bartlett's test at this level: configurations whose noise differs are judged apart
+# A decision's noise: the run's own, at the upper end of its 90% interval (one-sided 95%)
+UPPER = 0.5 + INTERVAL / 2
 _LOW, _HIGH = tps_band()
 
 
@@ -165,6 +178,17 @@ def _welch(parts: Sequence[tuple[float, float]]) -> float:
     return total * total / den
 
 
+def _bounded(parts: Sequence[tuple[float, float]]) -> tuple[float, float]:
+    """Variance parts (variance, df) a run's boots measured, as one part at the upper end of their sum's 90% interval
+    (one-sided ``UPPER``; the sum's degrees of freedom by Welch-Satterthwaite), taken as known: the
+    noise a decision on P is taken at, so that the P which passes a threshold is not the one of boots that happened
+    to read steady (see the module's docstring)."""
+    total, df = sum(v for v, _ in parts), _welch(parts)
+    if total == 0 or math.isinf(df):
+        return total, math.inf
+    return total * df / float(stats.chi2.ppf(1 - UPPER, df)), math.inf
+
+
 @dataclass(frozen=True, kw_only=True)
 class Fit:
     """The levels of every configuration of a run of boots and the noise each is judged by."""
@@ -196,15 +220,18 @@ class Fit:
         rerun: bool = True,
         extra: Sequence[tuple[float, float]] = (),
         known: bool = False,
+        bounded: bool = False,
     ) -> Law | None:
         """The law of one private re-run's log TPS around the fitted held-out level (``rerun``), or of the
         level's own error; ``extra``: more variance parts (variance, df), such as a re-run in another run of
         boots (``Between.part``) or timed by another client (``ClientOffset.part``); ``known``: the level known
-        exactly (``error_parts``). None where the noise is not measured (fewer than one degree of freedom)."""
+        exactly (``error_parts``); ``bounded``: the run's own noise at its upper bound (``_bounded``: the law a
+        decision is taken on). None where the noise is not measured (fewer than one degree of freedom)."""
         spread = self.spreads[key]
         if not spread.measured:
             return None
-        parts = [*self.error_parts(key, rerun=rerun, known=known), *extra]
+        own = self.error_parts(key, rerun=rerun, known=known)
+        parts = [*(own if known or not bounded else [_bounded(own)]), *extra]
         scale = math.sqrt(sum(v for v, _ in parts))
         floor = self.floor if rerun else self.floor / math.sqrt(self.levels[key].boots)
         return Law(scale=max(scale, floor), df=_welch(parts))
@@ -235,10 +262,12 @@ class Fit:
         extra: Sequence[tuple[float, float]] = (),
         shift: float = 0.0,
         known: bool = False,
+        bounded: bool = False,
     ) -> float | None:
         """P(one re-run's TPS within 5% of ``claim``), the re-run's level moved by ``shift`` (log: another
-        client's offset) and its law widened by ``extra``; ``known``: the level known exactly; None unmeasured."""
-        law = self.law(key, extra=extra, known=known)
+        client's offset) and its law widened by ``extra``; ``known``: the level known exactly; ``bounded``: the
+        run's own noise at its upper bound (``law``); None unmeasured."""
+        law = self.law(key, extra=extra, known=known, bounded=bounded)
         if law is None:
             return None
         centre = math.log(claim) - self.levels[key].heldout - shift

@@ -52,6 +52,7 @@ def print_claims(out: Console, view: StudyClaims, *, knobs: Sequence[str], study
     if view.confirmation is not None:
         out.print(_confirmation_table(view, knobs=knobs))
         out.print(f"  {view.confirmation.machine.describe()}", markup=False, soft_wrap=True)
+        out.print(f"  {_BOUNDED}", markup=False, soft_wrap=True)
         _print_at_machine(out, view.confirmation.plan, view.confirmation.claims)
         stop, plan = view.confirmation.stop, view.confirmation.plan
         rounds = len(view.confirmation.boots) // len(plan.trials)
@@ -89,6 +90,11 @@ def _cells(view: StudyClaims, c: Claim, *, fitted: Fit, knobs: Sequence[str]) ->
 
 _HEAD = ["boots", "public TPS (boots)", "held-out TPS (boots)", "one boot / one run", "claim", "re-run 90%"]
 _CEILING = "P ceiling"
+# what the confirmation's odds take the noise at (sweep.claims._fit: the law a decision is taken on)
+_BOUNDED = (
+    "the confirmation's odds take a boot's and a run's noise at the upper end of their 90% interval: a P its boots "
+    "vouch for at 95% (where they are few it reads below the truth, and more boots lift it)"
+)
 
 
 def _screening_table(view: StudyClaims, *, knobs: Sequence[str], study: str) -> Table:

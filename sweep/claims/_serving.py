@@ -175,8 +175,10 @@ def _at_level(
     p_ppl = 0.0 if gate is None else chance_under_gate(level.ppls, gate=gate, sd=fitted.ppl_sd, df=fitted.ppl_df)
     goodput_parts = [figures.goodput_machine.part()] if figures.goodput_machine else []
     ratio_parts = [figures.ratio_machine.part()] if figures.ratio_machine else []
-    g_law, r_law = fitted.law(key, extra=goodput_parts), ratio.law(key, extra=ratio_parts)
-    within, known = ratio.law(key), ratio.law(key, extra=ratio_parts, known=True)
+    bounded = figures.ratio_machine is not None  # the odds acted on: the run's own noise at its upper bound
+    g_law = fitted.law(key, extra=goodput_parts, bounded=bounded)
+    r_law = ratio.law(key, extra=ratio_parts, bounded=bounded)
+    within, known = ratio.law(key, bounded=bounded), ratio.law(key, extra=ratio_parts, known=True)
     p_slo = None if r_law is None else r_law.cdf(-r_level.heldout)
     p_verified = None if p_slo is None else p_slo * p_ppl
     runs = [lv for b in boots if b.trial_number == key and (lv := _level(b, figures.workload)) is not None]
