@@ -10,6 +10,10 @@ from pathlib import Path
 # two here); set before torch is imported, and inherited by the servers and Ray nodes tests start.
 if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+# Ray starts its workers at nice 15, and the stacks they boot inherit it: beside the other test process's work at
+# nice 0 a worker timing a stub gets a few percent of a core, and reads it far slower (docs/testing.md). The tests'
+# Ray workers run at nice 0, as the test process beside them; every cluster and `sweep.run` a test starts inherits it.
+os.environ.setdefault("RAY_worker_niceness", "0")
 
 import pytest  # noqa: E402 - after the thread count, which torch reads when it is imported
 

@@ -23,14 +23,17 @@ from tests.stacks import stub_profile
 from tests.sweep.kit import write_manifest, write_study
 
 # Window 64 is over the +5% gate (stopped once its PPL is known); at window 512 CENTROID_TOP_K 8
-# and 16 run 37% and 17% slower than 32 (pruned once two trials ran to the end).
-SPACE = {"centroid_top_k": {"choices": [8, 16, 32, 64]}, "sliding_window": {"choices": [64, 512]}}
+# and 16 run 37% and 17% slower than 32 (pruned once two trials ran to the end), and 48 as fast as 32 (within
+# 0.1%: the rule's optimism, z x its 3% floor, keeps it; 64, 4.3% slower, sat 1.6% inside it, which a busy
+# machine's noise crosses).
+SPACE = {"centroid_top_k": {"choices": [8, 16, 32, 48]}, "sliding_window": {"choices": [64, 512]}}
 
 
 @pytest.fixture(scope="module")
 def mf() -> Iterator[tuple[StubStudy, str]]:
     folder = Path(tempfile.mkdtemp(prefix="gsf", dir="/tmp"))  # short: Ray's socket paths
-    manifest = write_manifest(folder, STUB_DECODE_STEP_S="0.004")
+    # 20 ms a step (a request ~0.3 s): a busy machine's delays to a request (a few ms) move a 2-prompt probe little
+    manifest = write_manifest(folder, STUB_DECODE_STEP_S="0.02")
     # The PPL memo off: it would answer three of the four window-64 points without a boot
     # (tests/sweep/test_cluster.py), and these are to show four stops at the gate.
     toml = write_study(

@@ -33,8 +33,10 @@ HARNESS_PPL = {
 
 
 def test_warm_up_timed_and_ppl_requests_are_the_harness_own(tmp_path, stub_profile):
-    # 25 ms a token: a warm-up request lasts ~0.1 s, so that its overlap with the others shows on a
-    # loaded machine too (at the stub's default 2 ms, one ended before the next began under load)
+    # 25 ms a token and warm-ups of 16 tokens: a warm-up request lasts ~0.2 s, so that its overlap with the others
+    # shows on a loaded machine too (at the stub's default 2 ms, one ended before the next began under load; at 4
+    # tokens a request lasted ~50 ms, a few of a busy machine's scheduling delays)
+    stub_profile = stub_profile.with_overrides({"warmup_output_len": 16}, source="test")
     m, log, _, prompts, records = measure_on_stub(tmp_path, stub_profile, STUB_DECODE_STEP_S="0.025")
     chats = [r for r in log if r["path"] == "/v1/chat/completions"]
     warmup, timed = chats[: stub_profile.warmup_requests], chats[stub_profile.warmup_requests :]

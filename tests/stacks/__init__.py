@@ -29,7 +29,9 @@ The model (pure functions in stub_server.py; tests import them for expected valu
         STUB_DECODE_STEP_S)``. A smaller window makes the target step cheaper (TPS rises);
         each drafted token costs a draft step growing with CENTROID_TOP_K, and CTK raises the
         acceptance (``acceptance(ctk)``), so CTK and the number of speculative tokens have
-        an interior optimum. Sleeping, not computing: timings hold on a busy CPU.
+        an interior optimum. Sleeping, not computing: timings hold on a busy CPU. A streamed
+        request's chunks are due at fixed times from its start (the overhead, then a token time
+        each): a late wake-up delays the chunk it falls on, and the next ones catch up.
     Output: token ids are a function of the prompt (``generated_tokens``); text is "w<id> ...".
 
 Other env

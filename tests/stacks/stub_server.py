@@ -344,9 +344,12 @@ class Handler(BaseHTTPRequestHandler):
     def _stream_tokens(self, prompt: str, max_tokens: int, body: dict, ids: list[int], per_token: float) -> None:
         state = self.state
         start = time.time()
-        time.sleep(state.overhead_s / state.boot_factor)
+        # each chunk is due at a fixed time from the start: a busy machine's late wake-ups (and the chunks' own CPU)
+        # delay the chunk they fall on, not every chunk after it, so a request's length stays what the model says
+        due = time.monotonic() + state.overhead_s / state.boot_factor
         for token in ids:
-            time.sleep(per_token)
+            due += per_token
+            time.sleep(max(0.0, due - time.monotonic()))
             chunk = {
                 "object": "chat.completion.chunk",
                 "model": state.model,

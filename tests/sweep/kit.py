@@ -97,10 +97,12 @@ def promoted_stub_study(
     choices: list[int],
     output_len: int = 32,
     target: float | None = None,
+    between_prior_df: float | None = None,
 ) -> tuple[Path, str, StudyClaims | None]:
     """A grid study over ``manifest`` (a stub stack's, ``write_manifest``), searched, promoted (2 candidates x 2
     boots) and its choice confirmed (2 boots of it and its control), in ``folder``: its file, its database URL and
-    the study's claims (Ray must already be initialised). ``target``: the P(VERIFIED) it asks (None: the default)."""
+    the study's claims (Ray must already be initialised). ``target``: the P(VERIFIED) it asks; ``between_prior_df``:
+    what its stated machine term is worth (None: the defaults)."""
     study = write_study(
         folder,
         manifest=manifest,
@@ -109,7 +111,8 @@ def promoted_stub_study(
         space={"centroid_top_k": {"choices": choices}},
         sampler="grid",
         promotion={"candidates": 2, "boots": 2, "confirm_boots": 2, "confirm_max_boots": 2}
-        | ({} if target is None else {"target": target}),
+        | ({} if target is None else {"target": target})
+        | ({} if between_prior_df is None else {"between_prior_df": between_prior_df}),
     )
     url = f"sqlite:///{folder / 's.db'}"
     run_in_process(study, url, folder / "runs")

@@ -64,10 +64,13 @@ def test_a_calibration_whose_prediction_is_wrong_exits_1(ray_connected, tmp_path
     # the claim made on a stack that then serves at two thirds of its speed: the re-runs all miss the claim, which
     # its odds said they would not; the comparison says OUTSIDE and the command exits 1
     monkeypatch.chdir(tmp_path)
-    # steps long beside one request's HTTP round trip, so that a loaded machine moves the level little and the
-    # machine term the odds carry stays small
+    # steps long beside one request's HTTP round trip, so that a loaded machine moves the level little; and the
+    # study's 1% machine term stated as worth 20 degrees of freedom, so that what a busy machine moves between the
+    # promotion's run and the confirmation's (measured on one) cannot sink the promise this test is about
     manifest = write_manifest(tmp_path, STUB_DECODE_STEP_S="0.02")
-    study, url, view = promoted_stub_study(tmp_path, manifest=manifest, name="wrong", choices=[8, 32])
+    study, url, view = promoted_stub_study(
+        tmp_path, manifest=manifest, name="wrong", choices=[8, 32], between_prior_df=20
+    )
     assert view is not None and view.confirmation is not None and view.confirmation.chosen is not None
     predicted = view.confirmation.chosen.p_verified
     slower = tmp_path / "slower"
