@@ -44,9 +44,12 @@ def test_a_calibration_stops_at_its_time_limit_and_resumes_without_booting_twice
     # a run of no such id is refused before anything boots
     assert main([*common, "--resume", "feedfacecafe"]) == 2
     capsys.readouterr()
-    # the same command with --resume goes on from the next re-run and calibrates over all three
-    assert main([*common, "--resume", run_id]) == 0
+    # the same command with --resume goes on from the next re-run and calibrates over all three; its exit says the
+    # verdict it printed (a 2-boot confirmation's P is a bound well under the truth: three re-runs may land outside)
+    code = main([*common, "--resume", run_id])
     printed = capsys.readouterr().out
+    outside = "the prediction lies OUTSIDE" in printed
+    assert outside != ("the prediction lies inside" in printed) and code == (1 if outside else 0), printed
     reruns = _reruns(url)
     assert [b.order for b in reruns] == [0, 1, 2] and {b.run_id for b in reruns} == {run_id}
     assert all(b.first == "heldout" for b in reruns)  # a private re-run is a fresh boot's first run
