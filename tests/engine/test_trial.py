@@ -33,8 +33,8 @@ def test_a_complete_trial_records_knobs_argv_redacted_env_timings_and_node(tmp_p
 
 
 def test_the_window_moves_ppl_and_tps_the_way_the_stub_promises(tmp_path, stub_profile):
-    # 20 ms a token: a request takes ~1 s, so a busy machine's stalls (tens of ms) cannot undo the narrow window's
-    # ~40% faster step (at the default 2 ms one stall did, under CI's load)
+    # 20 ms a token: a request takes ~0.3 s, a run of four ~1.2 s, so a busy machine's stalls (tens of ms) cannot
+    # undo the narrow window's ~40% faster step (at the default 2 ms one stall did, under CI's load)
     m = stub_manifest(STUB_DECODE_STEP_S="0.02")
     wide = run_trial(m, parse_knobs(m, {"sliding_window": 512}), stub_profile, workdir=tmp_path / "a")
     narrow = run_trial(m, parse_knobs(m, {"sliding_window": 32}), stub_profile, workdir=tmp_path / "b")
