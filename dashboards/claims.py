@@ -167,12 +167,7 @@ def _serving_row(view: StudyClaims, role: str, c: ServingClaim, *, screening: bo
     return [
         str(c.trial_number),
         role,
-        f"{c.workload} ({c.concurrency} in flight)",
-        str(c.boots),
-        f"{c.goodput:.3f}",
-        c.interval_text(),
-        c.figures_text(slo),
-        c.ratio_text(),
+        *c.level_cells(slo),
         odds_text(c.p_verified),
         c.ceiling_text(),
         f"{c.ppl:.4f}",

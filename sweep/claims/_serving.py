@@ -128,6 +128,18 @@ class ServingClaim:
     def basis(self) -> str:
         return "organisers' re-run" if self.machine is not None else "screening, within its run"
 
+    def level_cells(self, slo: Slo) -> list[str]:
+        """The cells every table of goodput claims shows, console and markdown alike: the level, its boots, the
+        goodput and its interval, the SLO's figures and ratio."""
+        return [
+            f"{self.workload} ({self.concurrency} in flight)",
+            str(self.boots),
+            f"{self.goodput:.3f}",
+            self.interval_text(),
+            self.figures_text(slo),
+            self.ratio_text(),
+        ]
+
     def interval_text(self) -> str:
         return "-" if self.goodput_low is None else f"{self.goodput_low:.2f}..{self.goodput_high:.2f}"
 
